@@ -1,0 +1,159 @@
+# Glovebox: one non-recursive GNU Makefile.
+#   make                 library, glovebox-init, glovebox (CLI)
+#   make test            unit + integration tests (as root; sandbox tests need namespaces)
+#   make test SANITIZE=address,undefined   the everyday loop (leak detection on)
+#   make bench           benchmarks side by side with peers (bwrap, unshare)
+#   make fuzz            build and run the libFuzzer targets for a short while
+#   make lint            clang-tidy + cppcheck
+#   make format-check    clang-format --dry-run
+.SUFFIXES:
+.DELETE_ON_ERROR:
+MAKEFLAGS += --no-builtin-rules
+
+CC ?= gcc
+ifeq ($(origin CC),default)
+CC := gcc
+endif
+SANITIZE ?=
+WERROR ?= $(if $(CI),1,)
+BUILD := build$(if $(SANITIZE),-san)
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+
+# Dependencies: install them through the project's script when pkg-config cannot see them.
+PKGS := libseccomp
+DEPS_OK := $(shell pkg-config --exists $(PKGS) && pkg-config --exists cmocka && echo yes)
+ifneq ($(DEPS_OK),yes)
+$(info deps: missing build dependencies; running scripts/deps.sh)
+$(shell ./scripts/deps.sh >&2)
+endif
+
+WARN := -Wall -Wextra -Wshadow -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes \
+        -Wpointer-arith -Wcast-qual -Wwrite-strings -Wvla -Wno-unused-parameter \
+        -Wimplicit-fallthrough -Wundef
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fPIE
+BASE_CFLAGS := -std=gnu11 -g -O2 $(WARN) -Isrc -MMD -MP -D_GNU_SOURCE \
+               -DGBX_VERSION='"$(VERSION)"'
+ifneq ($(SANITIZE),)
+SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+endif
+CFLAGS_ALL := $(BASE_CFLAGS) $(HARDEN) $(SAN_FLAGS) $(shell pkg-config --cflags $(PKGS)) $(CFLAGS)
+LDFLAGS_ALL := -pie -Wl,-z,relro,-z,now $(SAN_FLAGS) $(LDFLAGS)
+LIBS := $(shell pkg-config --libs $(PKGS))
+
+# A flags stamp: changing flags rebuilds everything that depends on them.
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW := $(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL)
+$(shell mkdir -p $(BUILD); if [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" != "$(FLAGS_NOW)" ]; then \
+    echo "$(FLAGS_NOW)" > $(FLAGS_STAMP); fi)
+
+LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/sandbox/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o
+LIB := $(BUILD)/libglovebox.a
+
+CLI_SRCS := $(wildcard src/cli/*.c)
+CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
+
+# glovebox-init: static, no library dependencies, never sanitized (it runs inside sandboxes).
+INIT_SRCS := $(wildcard src/init/*.c) src/agent/frame.c
+INIT_OBJS := $(INIT_SRCS:%.c=$(BUILD)/init-obj/%.o)
+INIT_CFLAGS := -std=gnu11 -g -Os $(WARN) -Isrc -MMD -MP -D_GNU_SOURCE -fstack-protector-strong \
+               -D_FORTIFY_SOURCE=2
+
+PROBE := $(BUILD)/gbx-probe
+
+all: $(BUILD)/glovebox $(BUILD)/glovebox-init $(LIB)
+.PHONY: all test unit integration bench fuzz lint format format-check clean deps
+
+deps:
+	./scripts/deps.sh
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/init-obj/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(INIT_CFLAGS) -c $< -o $@
+
+$(BUILD)/glovebox-init: $(INIT_OBJS)
+	$(CC) -static -o $@ $^
+
+$(BUILD)/src/sandbox/init_blob.o: src/sandbox/init_blob.S $(BUILD)/glovebox-init
+	@mkdir -p $(@D)
+	$(CC) -c -DGBX_INIT_PATH='"$(BUILD)/glovebox-init"' $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/glovebox: $(CLI_OBJS) $(LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(LIB) $(LIBS)
+
+# ---- tests -------------------------------------------------------------------------------
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
+INTEG_SRCS := $(wildcard tests/integration/t*.c)
+INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/integration/%)
+TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/lib/*.c))
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka)
+
+$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(TEST_HELPER_OBJS) $(LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_HELPER_OBJS) $(LIB) $(LIBS) $(CMOCKA_LIBS)
+
+$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(TEST_HELPER_OBJS) $(LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_HELPER_OBJS) $(LIB) $(LIBS) $(CMOCKA_LIBS)
+
+$(PROBE): tests/probe/probe.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -Wall -static -o $@ $<
+
+test: all $(UNIT_BINS) $(INTEG_BINS) $(PROBE)
+	@BUILD=$(BUILD) ./tests/run-tests.sh $(UNIT_BINS) $(INTEG_BINS) tests/integration/t*.sh
+
+unit: $(UNIT_BINS)
+	@BUILD=$(BUILD) ./tests/run-tests.sh $(UNIT_BINS)
+
+# ---- benchmarks --------------------------------------------------------------------------
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
+
+bench: all $(BENCH_BINS)
+	@BUILD=$(BUILD) ./bench/run.sh
+
+# ---- fuzzing -----------------------------------------------------------------------------
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
+FUZZ_TIME ?= 20
+build-fuzz/%: tests/fuzz/%.c $(LIB_SRCS) src/init/*.c
+	@mkdir -p $(@D)
+	clang -std=gnu11 -g -O1 -Isrc -D_GNU_SOURCE -DGBX_FUZZING -fsanitize=fuzzer,address,undefined \
+	    -o $@ $< $(filter-out src/sandbox/%,$(LIB_SRCS)) $(LIBS)
+
+fuzz: $(FUZZ_BINS)
+	@set -e; for f in $(FUZZ_BINS); do n=$$(basename $$f); mkdir -p build-fuzz/corpus-$$n; \
+	    echo "fuzz: $$n for $(FUZZ_TIME)s"; \
+	    $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 build-fuzz/corpus-$$n tests/fuzz/corpus/$$n 2>&1 | tail -n 3; done
+
+# ---- lint and format ---------------------------------------------------------------------
+ALL_C := $(shell find src tests bench -name '*.c' -o -name '*.h' 2>/dev/null)
+lint:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,portability --inline-suppr \
+	    --suppress=missingIncludeSystem -Isrc -D_GNU_SOURCE src
+	clang-tidy --quiet $(filter %.c,$(wildcard src/*/*.c)) -- $(BASE_CFLAGS) \
+	    $(shell pkg-config --cflags $(PKGS))
+
+format:
+	clang-format -i $(ALL_C)
+
+format-check:
+	clang-format --dry-run --Werror $(ALL_C)
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(shell find $(BUILD) build-fuzz -name '*.d' 2>/dev/null)

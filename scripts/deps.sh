@@ -1,0 +1,34 @@
+#!/bin/sh
+# Install the Debian packages Glovebox needs to build, test and benchmark.
+# Idempotent: installs only what is missing; safe to run on every build.
+set -eu
+
+PKGS="build-essential pkg-config libc6-dev
+libevent-dev libjansson-dev libsqlite3-dev libseccomp-dev libssl-dev
+libmnl-dev libnftables-dev libcmocka-dev
+clang libclang-rt-14-dev clang-format clang-tidy cppcheck
+hyperfine bubblewrap util-linux iproute2 nftables procps python3"
+
+missing=""
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+        missing="$missing $p"
+    fi
+done
+
+if [ -z "$missing" ]; then
+    [ "${1:-}" = "-q" ] || echo "deps: all packages present"
+    exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "deps: missing packages:$missing (run this script as root)" >&2
+    exit 1
+fi
+
+echo "deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
+echo "deps: done"
