@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+#include "base/fileutil.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/mem.h"
+
+int gbx_read_file(const char *path, size_t max, char **out, size_t *len)
+{
+    gbx_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    size_t cap = 4096, n = 0;
+    char *buf = gbx_xmalloc(cap + 1);
+    for (;;) {
+        if (n == cap) {
+            if (cap >= max) {
+                free(buf);
+                return -EFBIG;
+            }
+            cap = cap * 2 > max ? max : cap * 2;
+            buf = gbx_xrealloc(buf, cap + 1);
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            free(buf);
+            return -e;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    if (len)
+        *len = n;
+    return 0;
+}
+
+int gbx_write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len) {
+        ssize_t r = write(fd, p, len);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
+
+int gbx_write_file(const char *path, const void *data, size_t len)
+{
+    gbx_autoclose int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    return gbx_write_all(fd, data, len);
+}
+
+int gbx_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+    gbx_autofree char *tmp = gbx_asprintf("%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0)
+        return -errno;
+    int r = gbx_write_all(fd, data, len);
+    if (r == 0 && fchmod(fd, mode) < 0)
+        r = -errno;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0)
+        unlink(tmp);
+    return r;
+}
+
+int gbx_mkdir_p(const char *path, mode_t mode)
+{
+    gbx_autofree char *p = gbx_xstrdup(path);
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        p[--n] = '\0';
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, mode) < 0 && errno != EEXIST)
+            return -errno;
+        *s = '/';
+    }
+    if (mkdir(p, mode) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+static int rm_rf_at(int dir_fd, const char *name)
+{
+    if (unlinkat(dir_fd, name, 0) == 0 || errno == ENOENT)
+        return 0;
+    if (errno != EISDIR && errno != EPERM)
+        return -errno;
+    int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    int r = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        int rr = rm_rf_at(dirfd(d), de->d_name);
+        if (rr < 0 && r == 0)
+            r = rr;
+    }
+    closedir(d);
+    if (unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+        r = -errno;
+    return r;
+}
+
+int gbx_rm_rf(const char *path)
+{
+    return rm_rf_at(AT_FDCWD, path);
+}

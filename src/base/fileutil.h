@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/* Small file helpers. Leaf functions: return -errno, never print. */
+#ifndef GBX_BASE_FILEUTIL_H
+#define GBX_BASE_FILEUTIL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "base/util.h"
+
+/* Read a whole file (at most max bytes, else -EFBIG) into a NUL-terminated malloc'd buffer. */
+int gbx_read_file(const char *path, size_t max, char **out, size_t *len) GBX_WUR;
+/* Write data to an existing file (O_WRONLY|O_TRUNC; cgroup and proc files). */
+int gbx_write_file(const char *path, const void *data, size_t len) GBX_WUR;
+/* Create or replace a file atomically (temp + rename) with mode. */
+int gbx_write_file_atomic(const char *path, const void *data, size_t len, mode_t mode) GBX_WUR;
+/* mkdir -p with mode for newly created directories. */
+int gbx_mkdir_p(const char *path, mode_t mode) GBX_WUR;
+/* Write all of len bytes to fd, retrying on EINTR and short writes. */
+int gbx_write_all(int fd, const void *data, size_t len) GBX_WUR;
+/* Remove a tree without following symlinks (like rm -rf); missing is fine. */
+int gbx_rm_rf(const char *path) GBX_WUR;
+
+#endif

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/* The sandbox backend interface. The namespace backend (ns_*.c) is the first; a microVM
+ * backend can plug in behind the same table later. */
+#ifndef GBX_SANDBOX_BACKEND_H
+#define GBX_SANDBOX_BACKEND_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/seccomp.h"
+
+#define GBX_ID_MAX 63
+#define GBX_DEFAULT_TEMPLATE "host"
+#define GBX_DEFAULT_STATE_DIR "/var/lib/glovebox"
+#define GBX_DEFAULT_RUNTIME_DIR "/run/glovebox"
+#define GBX_UID_RANGE 65536u
+
+/* Process-wide context of the sandbox library: what every create needs and what is
+ * expensive enough to prepare once (the sealed init image, the compiled seccomp filter,
+ * the cgroup layout). */
+struct gbx_runtime {
+    char *state_dir;   /* owned */
+    char *runtime_dir; /* owned */
+    struct gbx_cg_layout cg;
+    struct gbx_seccomp_prog seccomp;
+    int init_fd;       /* sealed memfd holding glovebox-init */
+    int slot_lock_fd;  /* <runtime>/uidmap.lock: one OFD byte lock per uid slot */
+    uint32_t uid_base; /* first host uid of slot 0 */
+    uint32_t uid_slots;
+    char *staging_dir; /* <runtime>/mnt: empty mount point each sandbox mounts over privately */
+};
+
+struct gbx_sandbox_spec {
+    const char *id;            /* [a-z0-9][a-z0-9-]*, at most GBX_ID_MAX */
+    const char *template_name; /* NULL: "host" */
+    struct gbx_cg_limits limits;
+    uint64_t disk_bytes;       /* size of the writable layer; 0: default (1 GiB) */
+    int ctl_socket;            /* create <runtime>/sandboxes/<id>/ctl.sock for reconnects */
+};
+
+struct gbx_sandbox {
+    char *id;
+    const struct gbx_backend_ops *ops;
+    struct gbx_runtime *rt; /* borrowed */
+    pid_t init_pid;         /* host pid of glovebox-init */
+    int pidfd;
+    int conn_fd;            /* the creator's connection to init; take it with gbx_steal_fd */
+    char *ctl_path;         /* or NULL */
+    char *dir;              /* <runtime>/sandboxes/<id>, or NULL */
+    uint32_t uid_slot;
+    uint32_t host_uid;      /* host uid of the sandbox's root */
+    struct gbx_cgroup cg;
+    int exited;
+    int exit_status;
+};
+
+struct gbx_backend_ops {
+    const char *name;
+    int (*create)(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec,
+                  struct gbx_sandbox **out, struct gbx_err **err);
+    /* a new connection to the sandbox's agent (the exec channel) */
+    int (*connect)(struct gbx_sandbox *sb, int *fd, struct gbx_err **err);
+    int (*freeze)(struct gbx_sandbox *sb, struct gbx_err **err);
+    int (*thaw)(struct gbx_sandbox *sb, struct gbx_err **err);
+    int (*usage)(struct gbx_sandbox *sb, struct gbx_cg_usage *u, struct gbx_err **err);
+    /* kill everything, wait, remove every trace; frees sb even on error */
+    int (*destroy)(struct gbx_sandbox *sb, struct gbx_err **err);
+    int (*checkpoint)(struct gbx_sandbox *sb, const char *dir, struct gbx_err **err);
+    int (*restore)(struct gbx_runtime *rt, const char *dir, struct gbx_sandbox **out,
+                   struct gbx_err **err);
+};
+
+extern const struct gbx_backend_ops gbx_ns_backend;
+
+struct gbx_runtime_opts {
+    const char *state_dir;   /* NULL: $GLOVEBOX_STATE_DIR or the default */
+    const char *runtime_dir; /* NULL: $GLOVEBOX_RUNTIME_DIR or the default */
+};
+
+int gbx_runtime_init(struct gbx_runtime *rt, const struct gbx_runtime_opts *o,
+                     struct gbx_err **err) GBX_WUR;
+void gbx_runtime_release(struct gbx_runtime *rt);
+
+/* Validate a sandbox id. 0 or -EINVAL. */
+int gbx_sandbox_id_valid(const char *id);
+/* A fresh random id ("sb-" + 12 hex digits), malloc'd. */
+char *gbx_sandbox_id_new(void);
+
+/* Convenience wrappers over sb->ops. */
+int gbx_sandbox_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec,
+                       struct gbx_sandbox **out, struct gbx_err **err) GBX_WUR;
+int gbx_sandbox_destroy(struct gbx_sandbox *sb, struct gbx_err **err);
+
+#endif

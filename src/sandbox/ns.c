@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: MIT */
+/* The namespace backend: sandboxes as namespaces + cgroups + seccomp on this kernel. */
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/fileutil.h"
+#include "base/mem.h"
+#include "sandbox/init_image.h"
+#include "sandbox/ns.h"
+#include "sandbox/template.h"
+
+#define GBX_UID_BASE 0x20000000u
+#define GBX_UID_SLOTS 4096u
+#define GBX_DEFAULT_DISK (1024ull << 20)
+
+int gbx_sandbox_id_valid(const char *id)
+{
+    size_t n = id ? strlen(id) : 0;
+    if (n == 0 || n > GBX_ID_MAX)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        char c = id[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (c == '-' && i > 0);
+        if (!ok)
+            return -EINVAL;
+    }
+    return 0;
+}
+
+char *gbx_sandbox_id_new(void)
+{
+    unsigned char b[6];
+    if (getrandom(b, sizeof(b), 0) != sizeof(b)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        memcpy(b, &ts.tv_nsec, sizeof(b) < sizeof(ts.tv_nsec) ? sizeof(b) : sizeof(ts.tv_nsec));
+    }
+    return gbx_asprintf("sb-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5]);
+}
+
+static const char *env_or(const char *opt, const char *env, const char *def)
+{
+    if (opt && *opt)
+        return opt;
+    const char *e = getenv(env);
+    return e && *e ? e : def;
+}
+
+int gbx_runtime_init(struct gbx_runtime *rt, const struct gbx_runtime_opts *o,
+                     struct gbx_err **err)
+{
+    memset(rt, 0, sizeof(*rt));
+    rt->init_fd = rt->slot_lock_fd = -1;
+    rt->state_dir = gbx_xstrdup(env_or(o ? o->state_dir : NULL, "GLOVEBOX_STATE_DIR",
+                                       GBX_DEFAULT_STATE_DIR));
+    rt->runtime_dir = gbx_xstrdup(env_or(o ? o->runtime_dir : NULL, "GLOVEBOX_RUNTIME_DIR",
+                                         GBX_DEFAULT_RUNTIME_DIR));
+    rt->uid_base = GBX_UID_BASE;
+    rt->uid_slots = GBX_UID_SLOTS;
+    rt->staging_dir = gbx_asprintf("%s/mnt", rt->runtime_dir);
+    gbx_autofree char *sbdir = gbx_asprintf("%s/sandboxes", rt->runtime_dir);
+    gbx_autofree char *lockp = gbx_asprintf("%s/uidmap.lock", rt->runtime_dir);
+    int r;
+
+    if (geteuid() != 0) {
+        gbx_err_set(err, EPERM, GBX_ERR_PERMISSION,
+                    "glovebox needs root to create sandboxes (it maps each sandbox to its own "
+                    "unprivileged uid range)");
+        goto fail;
+    }
+    /* the runtime dir must be searchable: sandbox children resolve the staging path after
+     * they dropped to their unprivileged uid */
+    const char *dirs[] = {rt->state_dir, rt->runtime_dir, rt->staging_dir};
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(dirs); i++) {
+        if ((r = gbx_mkdir_p(dirs[i], 0711)) < 0) {
+            gbx_err_sys(err, -r, "cannot create '%s'", dirs[i]);
+            goto fail;
+        }
+    }
+    if ((r = gbx_mkdir_p(sbdir, 0700)) < 0) {
+        gbx_err_sys(err, -r, "cannot create '%s'", sbdir);
+        goto fail;
+    }
+    rt->slot_lock_fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (rt->slot_lock_fd < 0) {
+        gbx_err_sys(err, errno, "cannot open '%s'", lockp);
+        goto fail;
+    }
+    if (gbx_cg_layout_detect(&rt->cg, err) < 0)
+        goto fail;
+    if (!getenv("GLOVEBOX_NO_FAVORDYNMODS")) {
+        gbx_autofree char *scratch = gbx_asprintf("%s/cgroup2-tune", rt->runtime_dir);
+        (void)gbx_cg_favor_dynmods(&rt->cg, scratch);
+    }
+    if ((r = gbx_seccomp_compile(&rt->seccomp)) < 0) {
+        gbx_err_sys(err, -r, "cannot compile the seccomp filter");
+        goto fail;
+    }
+    if ((rt->init_fd = gbx_init_image_open()) < 0) {
+        gbx_err_sys(err, -rt->init_fd, "cannot prepare the glovebox-init image");
+        goto fail;
+    }
+    return 0;
+fail:
+    gbx_err_wrap(err, "initialise sandbox runtime");
+    gbx_runtime_release(rt);
+    return -1;
+}
+
+void gbx_runtime_release(struct gbx_runtime *rt)
+{
+    free(rt->state_dir);
+    free(rt->runtime_dir);
+    free(rt->staging_dir);
+    gbx_cg_layout_release(&rt->cg);
+    gbx_seccomp_prog_release(&rt->seccomp);
+    if (rt->init_fd >= 0)
+        close(rt->init_fd);
+    if (rt->slot_lock_fd >= 0)
+        close(rt->slot_lock_fd);
+    memset(rt, 0, sizeof(*rt));
+    rt->init_fd = rt->slot_lock_fd = -1;
+}
+
+static int make_ctl_socket(struct gbx_sandbox *sb, struct gbx_err **err)
+{
+    sb->dir = gbx_asprintf("%s/sandboxes/%s", sb->rt->runtime_dir, sb->id);
+    if (mkdir(sb->dir, 0700) < 0) {
+        int e = errno;
+        free(sb->dir);
+        sb->dir = NULL;
+        return gbx_err_sys(err, e, "cannot create '%s/sandboxes/%s'", sb->rt->runtime_dir,
+                           sb->id);
+    }
+    sb->ctl_path = gbx_asprintf("%s/ctl.sock", sb->dir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(sb->ctl_path) >= sizeof(sa.sun_path))
+        return gbx_err_set(err, ENAMETOOLONG, GBX_ERR_INVALID, "control socket path too long");
+    strcpy(sa.sun_path, sb->ctl_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return gbx_err_sys(err, errno, "cannot create control socket");
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
+        int e = errno;
+        close(fd);
+        return gbx_err_sys(err, e, "cannot listen on '%s'", sb->ctl_path);
+    }
+    return fd;
+}
+
+static void sandbox_free(struct gbx_sandbox *sb)
+{
+    if (sb == NULL)
+        return;
+    if (sb->conn_fd >= 0)
+        close(sb->conn_fd);
+    if (sb->pidfd >= 0)
+        close(sb->pidfd);
+    gbx_cgroup_release(&sb->cg);
+    free(sb->ctl_path);
+    free(sb->dir);
+    free(sb->id);
+    free(sb);
+}
+
+/* Kill the whole sandbox and wait until init (and with it the pid namespace) is gone. */
+static void kill_and_wait(struct gbx_sandbox *sb)
+{
+    if (sb->init_pid <= 0 || sb->exited)
+        return;
+    if (sb->pidfd >= 0)
+        (void)syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    else
+        kill(sb->init_pid, SIGKILL);
+    int status;
+    pid_t r = (pid_t)GBX_RETRY(waitpid(sb->init_pid, &status, __WALL));
+    if (r < 0 && errno == ECHILD && sb->pidfd >= 0) {
+        /* not our child (re-adopted after a restart): wait for the pidfd instead */
+        struct pollfd pfd = {sb->pidfd, POLLIN, 0};
+        (void)poll(&pfd, 1, 5000);
+    }
+    sb->exited = 1;
+}
+
+static void teardown(struct gbx_sandbox *sb, int slot_held)
+{
+    kill_and_wait(sb);
+    if (sb->cg.layout) {
+        (void)!gbx_cgroup_kill(&sb->cg, NULL);
+        (void)!gbx_cgroup_destroy(&sb->cg, NULL);
+    }
+    if (sb->ctl_path)
+        (void)unlink(sb->ctl_path);
+    if (sb->dir)
+        (void)rmdir(sb->dir);
+    if (slot_held)
+        gbx_ns_slot_release(sb->rt, sb->uid_slot);
+}
+
+static int ns_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec,
+                     struct gbx_sandbox **out, struct gbx_err **err)
+{
+    if (gbx_sandbox_id_valid(spec->id) < 0)
+        return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                           "invalid sandbox id '%s': use 1-63 of [a-z0-9-], not starting "
+                           "with '-'",
+                           spec->id ? spec->id : "");
+    struct gbx_template tmpl;
+    if (gbx_template_open(rt->state_dir, spec->template_name ? spec->template_name
+                                                            : GBX_DEFAULT_TEMPLATE,
+                          &tmpl, err) < 0)
+        return gbx_err_wrap(err, "create sandbox '%s'", spec->id);
+
+    struct gbx_sandbox *sb = gbx_xcalloc(1, sizeof(*sb));
+    sb->id = gbx_xstrdup(spec->id);
+    sb->ops = &gbx_ns_backend;
+    sb->rt = rt;
+    sb->pidfd = sb->conn_fd = -1;
+    sb->cg.v2fd = -1;
+    int ctl_fd = -1, conn[2] = {-1, -1}, slot_held = 0, r;
+
+    if ((r = gbx_ns_slot_acquire(rt, &sb->uid_slot)) < 0) {
+        gbx_err_sys(err, -r, "no free uid range");
+        goto fail;
+    }
+    slot_held = 1;
+    sb->host_uid = rt->uid_base + sb->uid_slot * GBX_UID_RANGE;
+    if (gbx_cgroup_create(&sb->cg, &rt->cg, spec->id, &spec->limits, err) < 0)
+        goto fail;
+    if (spec->ctl_socket && (ctl_fd = make_ctl_socket(sb, err)) < 0)
+        goto fail;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, conn) < 0) {
+        gbx_err_sys(err, errno, "cannot create agent connection");
+        goto fail;
+    }
+
+    struct gbx_child_plan *p = gbx_xcalloc(1, sizeof(*p));
+    uint64_t disk = spec->disk_bytes ? spec->disk_bytes : GBX_DEFAULT_DISK;
+    snprintf(p->staging, sizeof(p->staging), "%s", rt->staging_dir);
+    snprintf(p->upper, sizeof(p->upper), "%s/upper", rt->staging_dir);
+    snprintf(p->work, sizeof(p->work), "%s/work", rt->staging_dir);
+    snprintf(p->lower, sizeof(p->lower), "%s/lower", rt->staging_dir);
+    snprintf(p->root, sizeof(p->root), "%s/root", rt->staging_dir);
+    snprintf(p->overlay_opts, sizeof(p->overlay_opts),
+             "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", p->lower, p->upper, p->work);
+    snprintf(p->layer_opts, sizeof(p->layer_opts), "size=%llu,mode=755",
+             (unsigned long long)disk);
+    snprintf(p->tmp_opts, sizeof(p->tmp_opts), "size=%llu,mode=1777", (unsigned long long)disk);
+    snprintf(p->hostname, sizeof(p->hostname), "%s", spec->id);
+    p->usr_host = tmpl.usr_host;
+    p->conn_fd = conn[1];
+    p->ctl_fd = ctl_fd;
+    p->init_fd = rt->init_fd;
+    p->seccomp = &rt->seccomp;
+    r = gbx_ns_spawn(rt, sb, p, tmpl.rootfs, err);
+    free(p);
+    close(conn[1]);
+    conn[1] = -1;
+    if (ctl_fd >= 0)
+        close(ctl_fd);
+    ctl_fd = -1;
+    if (r < 0)
+        goto fail;
+    sb->conn_fd = conn[0];
+    gbx_template_release(&tmpl);
+    *out = sb;
+    return 0;
+
+fail:
+    if (ctl_fd >= 0)
+        close(ctl_fd);
+    if (conn[0] >= 0)
+        close(conn[0]);
+    if (conn[1] >= 0)
+        close(conn[1]);
+    teardown(sb, slot_held);
+    sandbox_free(sb);
+    gbx_template_release(&tmpl);
+    return gbx_err_wrap(err, "create sandbox '%s'", spec->id);
+}
+
+static int ns_connect(struct gbx_sandbox *sb, int *fd, struct gbx_err **err)
+{
+    if (sb->ctl_path == NULL)
+        return gbx_err_set(err, ENOTCONN, GBX_ERR_UNAVAILABLE,
+                           "sandbox '%s' has no control socket", sb->id);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sb->ctl_path);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return gbx_err_sys(err, errno, "cannot create socket");
+    if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        int e = errno;
+        close(s);
+        return gbx_err_sys(err, e, "cannot connect to sandbox '%s'", sb->id);
+    }
+    *fd = s;
+    return 0;
+}
+
+static int ns_freeze(struct gbx_sandbox *sb, struct gbx_err **err)
+{
+    if (gbx_cgroup_freeze(&sb->cg, 1, err) < 0)
+        return gbx_err_wrap(err, "pause sandbox '%s'", sb->id);
+    return 0;
+}
+
+static int ns_thaw(struct gbx_sandbox *sb, struct gbx_err **err)
+{
+    if (gbx_cgroup_freeze(&sb->cg, 0, err) < 0)
+        return gbx_err_wrap(err, "resume sandbox '%s'", sb->id);
+    return 0;
+}
+
+static int ns_usage(struct gbx_sandbox *sb, struct gbx_cg_usage *u, struct gbx_err **err)
+{
+    return gbx_cgroup_usage(&sb->cg, u, err);
+}
+
+static int ns_destroy(struct gbx_sandbox *sb, struct gbx_err **err)
+{
+    if (sb == NULL)
+        return 0;
+    /* a frozen sandbox must be thawed for SIGKILL to complete */
+    if (sb->cg.v2dir || sb->cg.dir[GBX_CG_FREEZER])
+        (void)!gbx_cgroup_freeze(&sb->cg, 0, NULL);
+    kill_and_wait(sb);
+    int r = 0;
+    (void)!gbx_cgroup_kill(&sb->cg, NULL);
+    if (gbx_cgroup_destroy(&sb->cg, err) < 0)
+        r = gbx_err_wrap(err, "destroy sandbox '%s'", sb->id);
+    if (sb->ctl_path)
+        (void)unlink(sb->ctl_path);
+    if (sb->dir && rmdir(sb->dir) < 0 && errno != ENOENT && r == 0)
+        r = gbx_err_sys(err, errno, "destroy sandbox '%s': cannot remove '%s'", sb->id, sb->dir);
+    gbx_ns_slot_release(sb->rt, sb->uid_slot);
+    sandbox_free(sb);
+    return r;
+}
+
+static int ns_checkpoint(struct gbx_sandbox *sb, const char *dir, struct gbx_err **err)
+{
+    return gbx_err_set(err, ENOTSUP, GBX_ERR_UNAVAILABLE,
+                       "checkpoint of sandbox '%s' is not supported yet", sb->id);
+}
+
+static int ns_restore(struct gbx_runtime *rt, const char *dir, struct gbx_sandbox **out,
+                      struct gbx_err **err)
+{
+    return gbx_err_set(err, ENOTSUP, GBX_ERR_UNAVAILABLE, "restore is not supported yet");
+}
+
+const struct gbx_backend_ops gbx_ns_backend = {
+    .name = "ns",
+    .create = ns_create,
+    .connect = ns_connect,
+    .freeze = ns_freeze,
+    .thaw = ns_thaw,
+    .usage = ns_usage,
+    .destroy = ns_destroy,
+    .checkpoint = ns_checkpoint,
+    .restore = ns_restore,
+};
+
+int gbx_sandbox_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec,
+                       struct gbx_sandbox **out, struct gbx_err **err)
+{
+    return gbx_ns_backend.create(rt, spec, out, err);
+}
+
+int gbx_sandbox_destroy(struct gbx_sandbox *sb, struct gbx_err **err)
+{
+    if (sb == NULL)
+        return 0;
+    return sb->ops->destroy(sb, err);
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/* Internals of the namespace backend, shared by its files (spawn.c mounts.c userns.c
+ * netns.c caps.c ns.c). Nothing here is used outside src/sandbox. */
+#ifndef GBX_SANDBOX_NS_H
+#define GBX_SANDBOX_NS_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandbox/backend.h"
+
+/* Everything the sandbox child needs, computed by the parent before clone so the child
+ * does no allocation and no formatting of its own. */
+struct gbx_child_plan {
+    char staging[PATH_MAX]; /* private tmpfs: the writable layer */
+    char upper[PATH_MAX + 16], work[PATH_MAX + 16], lower[PATH_MAX + 16],
+        root[PATH_MAX + 16];
+    char overlay_opts[4 * PATH_MAX + 64];
+    char layer_opts[64]; /* tmpfs options of the writable layer */
+    char tmp_opts[64];   /* tmpfs options of /tmp and /dev/shm */
+    char hostname[GBX_ID_MAX + 1];
+    int usr_host;
+    int sync_fd; /* SOCK_SEQPACKET to the parent */
+    int conn_fd; /* becomes fd 4 of init */
+    int ctl_fd;  /* becomes fd 3 of init, or -1 */
+    int init_fd; /* sealed memfd */
+    const struct gbx_seccomp_prog *seccomp;
+};
+
+/* The message a failing child sends before it exits. */
+struct gbx_child_error {
+    int errnum;
+    char msg[240];
+};
+
+/* mounts.c: build the root filesystem in the child's mount namespace and pivot into it. */
+int gbx_ns_mounts_setup(const struct gbx_child_plan *p, int tmpl_fd, int usr_fd, char *what,
+                        size_t whatsz);
+
+/* userns.c */
+int gbx_ns_write_idmap(pid_t pid, uint32_t host_uid, uint32_t count);
+int gbx_ns_slot_acquire(struct gbx_runtime *rt, uint32_t *slot);
+int gbx_ns_slot_lock(struct gbx_runtime *rt, uint32_t slot);
+void gbx_ns_slot_release(struct gbx_runtime *rt, uint32_t slot);
+/* A detached, idmapped, read-only clone of path for pid's user namespace. fd or -errno. */
+int gbx_ns_idmapped_tree(const char *path, pid_t pid, int readonly);
+
+/* netns.c: bring up loopback in the current network namespace. */
+int gbx_ns_loopback_up(void);
+
+/* caps.c: reduce the bounding set to gbx_caps_keep, clear ambient and inheritable. */
+int gbx_ns_caps_drop(void);
+
+/* spawn.c */
+int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gbx_child_plan *p,
+                 const char *tmpl_rootfs, struct gbx_err **err);
+
+#endif

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/* User namespace: every sandbox's uid 0..65535 maps to its own unprivileged host range
+ * (uid_base + slot * 65536). Slots are claimed with one OFD byte lock each in
+ * <runtime>/uidmap.lock, so concurrent creators (daemon, `glovebox run`) never share one. */
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "base/fileutil.h"
+#include "sandbox/ns.h"
+
+static int write_proc(pid_t pid, const char *file, const char *text)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+    return gbx_write_file(path, text, strlen(text));
+}
+
+int gbx_ns_write_idmap(pid_t pid, uint32_t host_uid, uint32_t count)
+{
+    char map[64];
+    snprintf(map, sizeof(map), "0 %u %u\n", host_uid, count);
+    int r = write_proc(pid, "uid_map", map);
+    if (r == 0)
+        r = write_proc(pid, "gid_map", map);
+    return r;
+}
+
+static int slot_lock_op(struct gbx_runtime *rt, uint32_t slot, short type)
+{
+    struct flock fl = {
+        .l_type = type, .l_whence = SEEK_SET, .l_start = slot, .l_len = 1, .l_pid = 0};
+    if (fcntl(rt->slot_lock_fd, F_OFD_SETLK, &fl) < 0)
+        return -errno;
+    return 0;
+}
+
+int gbx_ns_slot_lock(struct gbx_runtime *rt, uint32_t slot)
+{
+    if (slot >= rt->uid_slots)
+        return -ERANGE;
+    return slot_lock_op(rt, slot, F_WRLCK);
+}
+
+int gbx_ns_slot_acquire(struct gbx_runtime *rt, uint32_t *slot)
+{
+    uint32_t start = 0;
+    if (getrandom(&start, sizeof(start), GRND_NONBLOCK) != sizeof(start))
+        start = (uint32_t)getpid();
+    for (uint32_t i = 0; i < rt->uid_slots; i++) {
+        uint32_t s = (start + i) % rt->uid_slots;
+        int r = slot_lock_op(rt, s, F_WRLCK);
+        if (r == 0) {
+            *slot = s;
+            return 0;
+        }
+        if (r != -EAGAIN && r != -EACCES)
+            return r;
+    }
+    return -EUSERS;
+}
+
+void gbx_ns_slot_release(struct gbx_runtime *rt, uint32_t slot)
+{
+    (void)slot_lock_op(rt, slot, F_UNLCK);
+}
+
+int gbx_ns_idmapped_tree(const char *path, pid_t pid, int readonly)
+{
+    char ns[64];
+    snprintf(ns, sizeof(ns), "/proc/%d/ns/user", (int)pid);
+    int ufd = open(ns, O_RDONLY | O_CLOEXEC);
+    if (ufd < 0)
+        return -errno;
+    int tfd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (tfd < 0) {
+        int e = errno;
+        close(ufd);
+        return -e;
+    }
+    struct mount_attr at = {
+        .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID |
+                    (readonly ? MOUNT_ATTR_RDONLY : 0),
+        .userns_fd = (unsigned)ufd,
+    };
+    int r = mount_setattr(tfd, "", AT_EMPTY_PATH, &at, sizeof(at));
+    int e = errno;
+    close(ufd);
+    if (r < 0) {
+        close(tfd);
+        return -e;
+    }
+    return tfd;
+}
