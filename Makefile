@@ -55,6 +55,7 @@ LIB := $(BUILD)/libglovebox.a
 
 CLI_SRCS := $(wildcard src/cli/*.c)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
+CLI_LIB_OBJS := $(filter-out %/main.o,$(CLI_OBJS))
 
 # glovebox-init: static, no library dependencies, never sanitized (it runs inside sandboxes).
 INIT_SRCS := $(wildcard src/init/*.c) src/agent/frame.c
@@ -100,11 +101,11 @@ INTEG_BINS := $(INTEG_SRCS:tests/integration/%.c=$(BUILD)/tests/integration/%)
 TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/lib/*.c))
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka)
 
-$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(TEST_HELPER_OBJS) $(LIB)
-	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_HELPER_OBJS) $(LIB) $(LIBS) $(CMOCKA_LIBS)
+$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(TEST_HELPER_OBJS) $(CLI_LIB_OBJS) $(LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_HELPER_OBJS) $(CLI_LIB_OBJS) $(LIB) $(LIBS) $(CMOCKA_LIBS)
 
-$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(TEST_HELPER_OBJS) $(LIB)
-	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_HELPER_OBJS) $(LIB) $(LIBS) $(CMOCKA_LIBS)
+$(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(TEST_HELPER_OBJS) $(CLI_LIB_OBJS) $(LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_HELPER_OBJS) $(CLI_LIB_OBJS) $(LIB) $(LIBS) $(CMOCKA_LIBS)
 
 $(PROBE): tests/probe/probe.c
 	@mkdir -p $(@D)

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/* Parsers for the values people type: sizes, CPU counts, durations, KEY=VALUE pairs.
+ * Pure functions; -EINVAL on malformed input, -ERANGE when out of range. */
+#ifndef GBX_BASE_PARSE_H
+#define GBX_BASE_PARSE_H
+
+#include <stdint.h>
+
+/* "1048576", "512k", "64M", "1G", "1.5G", "2T" (binary units, optional trailing "B" or
+ * "iB"). Result in bytes. */
+int gbx_parse_size(const char *s, uint64_t *out);
+/* "1", "0.5", "2.25" CPUs -> thousandths of a CPU (500 = half a CPU). At most 1024 CPUs. */
+int gbx_parse_cpus(const char *s, uint32_t *out);
+/* "30", "30s", "1500ms", "5m", "2h" -> milliseconds. A bare number is seconds. */
+int gbx_parse_duration_ms(const char *s, uint64_t *out);
+/* "123" -> unsigned integer within [min, max]. */
+int gbx_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* "KEY=VALUE" with a valid environment name: [A-Za-z_][A-Za-z0-9_]*. 0 or -EINVAL. */
+int gbx_env_valid(const char *kv);
+
+#endif

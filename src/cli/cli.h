@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: MIT */
+/* The glovebox CLI: one file per subcommand. Each returns the process exit status. */
+#ifndef GBX_CLI_H
+#define GBX_CLI_H
+
+int gbx_cmd_run(int argc, char **argv);
+int gbx_cmd_version(int argc, char **argv);
+
+/* Print "glovebox: <message>" to stderr. */
+void gbx_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif
