@@ -13,7 +13,7 @@ static int parse_fixed(const char *s, const char **end, uint64_t *whole, uint64_
     uint64_t w = 0, f = 0;
     int digits = 0, fdigits = 0;
     while (isdigit((unsigned char)*p)) {
-        if (w > (UINT64_MAX - 9) / 10)
+        if (w > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
             return -ERANGE;
         w = w * 10 + (uint64_t)(*p - '0');
         p++, digits++;
@@ -144,7 +144,7 @@ int gbx_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
     for (const char *p = s; *p; p++) {
         if (!isdigit((unsigned char)*p))
             return -EINVAL;
-        if (v > (UINT64_MAX - 9) / 10)
+        if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
             return -ERANGE;
         v = v * 10 + (uint64_t)(*p - '0');
     }
