@@ -14,16 +14,6 @@ static const struct {
     {"version", gbx_cmd_version, "print the version"},
 };
 
-void gbx_cli_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("glovebox: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-}
-
 static void usage(FILE *f)
 {
     fputs("usage: glovebox <command> [options]\n\ncommands:\n", f);

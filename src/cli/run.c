@@ -302,8 +302,9 @@ int gbx_cmd_run(int argc, char **argv)
         gbx_cli_error("%s", err->msg);
         return 125;
     }
-    gbx_autofree char *id = gbx_sandbox_id_new();
-    memcpy(id, "run", 3); /* "run-xxxxxxxxxxxx": recognisable in ps and cgroups */
+    gbx_autofree char *rnd = gbx_sandbox_id_new();
+    /* "run-xxxxxxxxxxxx": recognisable in ps and cgroups */
+    gbx_autofree char *id = gbx_asprintf("run-%s", rnd + 3);
     struct gbx_sandbox_spec spec = {
         .id = id,
         .template_name = o.template_name,

@@ -244,8 +244,12 @@ int gbx_cgroup_create(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, cons
             r = -errno;
             free(cg->dir[c]);
             cg->dir[c] = NULL;
-            if (r == -EEXIST)
-                return gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "cgroup for '%s' exists", id);
+            if (r == -EEXIST) {
+                gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "sandbox '%s' already exists", id);
+                (void)!gbx_cgroup_destroy(cg, NULL);
+                gbx_cgroup_release(cg);
+                return -1;
+            }
             goto fail_sys;
         }
     }
