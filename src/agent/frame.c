@@ -82,7 +82,7 @@ static int msg_fits(struct gbx_msg *m, size_t n)
 
 uint8_t *gbx_msg_reserve(struct gbx_msg *m, uint16_t tag, size_t len)
 {
-    if (!msg_fits(m, GBX_ATTR_HDR_SIZE + len))
+    if (!msg_fits(m, len > GBX_FRAME_MAX_PAYLOAD ? SIZE_MAX : GBX_ATTR_HDR_SIZE + len))
         return NULL;
     uint8_t *p = m->buf + m->len;
     put_le16(p, tag);
