@@ -148,6 +148,7 @@ struct relay {
     uint32_t proc;
     int done, status;
     int stdin_open;
+    int timed_out;
 };
 
 static int handle_event(struct relay *rl, struct gbx_event *ev)
@@ -214,7 +215,7 @@ static int relay_loop(struct relay *rl, const struct gbx_run_opts *o, int tty,
                         (unsigned long long)o->timeout_ms);
                 (void)!gbx_agent_signal(rl->agent, rl->proc, SIGKILL, NULL);
                 deadline = 0;
-                rl->status = 124;
+                rl->timed_out = 1;
                 /* keep draining until the exit event arrives */
                 continue;
             }
@@ -356,7 +357,7 @@ int gbx_cmd_run(int argc, char **argv)
     int r = relay_loop(&rl, &o, tty, &err);
     tty_restore();
     if (r == 0)
-        status = rl.status;
+        status = rl.timed_out ? 124 : rl.status;
 out:
     if (err)
         gbx_cli_error("%s", err->msg);
