@@ -43,14 +43,8 @@ CFLAGS_ALL := $(BASE_CFLAGS) $(HARDEN) $(SAN_FLAGS) $(shell pkg-config --cflags 
 LDFLAGS_ALL := -pie -Wl,-z,relro,-z,now $(SAN_FLAGS) $(LDFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS))
 
-# A flags stamp: changing flags rebuilds everything that depends on them.
-FLAGS_STAMP := $(BUILD)/.flags
-FLAGS_NOW := $(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL)
-$(shell mkdir -p $(BUILD); if [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" != "$(FLAGS_NOW)" ]; then \
-    echo "$(FLAGS_NOW)" > $(FLAGS_STAMP); fi)
-
 LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/sandbox/*.c)
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o $(BUILD)/gen/seccomp_bpf.o
 LIB := $(BUILD)/libglovebox.a
 
 CLI_SRCS := $(wildcard src/cli/*.c)
@@ -60,10 +54,17 @@ CLI_LIB_OBJS := $(filter-out %/main.o,$(CLI_OBJS))
 # glovebox-init: static, no library dependencies, never sanitized (it runs inside sandboxes).
 INIT_SRCS := $(wildcard src/init/*.c) src/agent/frame.c
 INIT_OBJS := $(INIT_SRCS:%.c=$(BUILD)/init-obj/%.o)
-INIT_CFLAGS := -std=gnu11 -g -Os $(WARN) -Isrc -MMD -MP -D_GNU_SOURCE -fstack-protector-strong \
+INIT_CFLAGS := -std=gnu11 -Os -ffunction-sections -fdata-sections $(WARN) -Isrc -MMD -MP -D_GNU_SOURCE -fstack-protector-strong \
                -D_FORTIFY_SOURCE=2
 
 PROBE := $(BUILD)/gbx-probe
+
+# A flags stamp: changing flags rebuilds everything that depends on them.
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW = $(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) $(INIT_CFLAGS)
+$(shell mkdir -p $(BUILD); if [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" != "$(FLAGS_NOW)" ]; then \
+    echo "$(FLAGS_NOW)" > $(FLAGS_STAMP); fi)
+
 
 all: $(BUILD)/glovebox $(BUILD)/glovebox-init $(LIB)
 .PHONY: all test unit integration bench fuzz lint format format-check clean deps
@@ -80,7 +81,17 @@ $(BUILD)/init-obj/%.o: %.c $(FLAGS_STAMP)
 	$(CC) $(INIT_CFLAGS) -c $< -o $@
 
 $(BUILD)/glovebox-init: $(INIT_OBJS)
-	$(CC) -static -o $@ $^
+	$(CC) -static -s -Wl,--gc-sections -o $@ $^
+
+# the seccomp filter, compiled to BPF at build time (tools/gen-seccomp.c)
+$(BUILD)/gen-seccomp: tools/gen-seccomp.c src/sandbox/seccomp.c src/base/mem.c src/sandbox/seccomp.h
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -Isrc -D_GNU_SOURCE -DGBX_SECCOMP_GENERATOR -o $@ tools/gen-seccomp.c src/sandbox/seccomp.c \
+	    src/base/mem.c $(LIBS)
+
+$(BUILD)/gen/seccomp_bpf.c: $(BUILD)/gen-seccomp
+	@mkdir -p $(@D)
+	$(BUILD)/gen-seccomp > $@
 
 $(BUILD)/src/sandbox/init_blob.o: src/sandbox/init_blob.S $(BUILD)/glovebox-init
 	@mkdir -p $(@D)

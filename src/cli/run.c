@@ -263,6 +263,29 @@ static int relay_loop(struct relay *rl, const struct gbx_run_opts *o, int tty,
     return 0;
 }
 
+/* GLOVEBOX_DEBUG_TIMING=1 prints where the time of a run goes, phase by phase. */
+static int timing_on = -1;
+static uint64_t timing_last;
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static void timing(const char *phase)
+{
+    if (timing_on < 0)
+        timing_on = getenv("GLOVEBOX_DEBUG_TIMING") != NULL;
+    if (!timing_on)
+        return;
+    uint64_t n = now_us();
+    if (timing_last && phase)
+        fprintf(stderr, "glovebox: timing: %-12s %6.3f ms\n", phase, (double)(n - timing_last) / 1000);
+    timing_last = n;
+}
+
 static struct termios saved_tio;
 static int tio_saved;
 
@@ -297,12 +320,14 @@ int gbx_cmd_run(int argc, char **argv)
         return 0;
     }
     int tty = o.tty == -1 ? isatty(STDIN_FILENO) : o.tty;
+    timing(NULL);
 
     struct gbx_runtime rt;
     if (gbx_runtime_init(&rt, NULL, &err) < 0) {
         gbx_cli_error("%s", err->msg);
         return 125;
     }
+    timing("runtime");
     gbx_autofree char *rnd = gbx_sandbox_id_new();
     /* "run-xxxxxxxxxxxx": recognisable in ps and cgroups */
     gbx_autofree char *id = gbx_asprintf("run-%s", rnd + 3);
@@ -318,8 +343,10 @@ int gbx_cmd_run(int argc, char **argv)
     gbx_autofree char *term = NULL;
     if (gbx_sandbox_create(&rt, &spec, &sb, &err) < 0)
         goto out;
+    timing("create");
     if (gbx_agent_open(gbx_steal_fd(&sb->conn_fd), &agent, &err) < 0)
         goto out;
+    timing("hello");
 
     const char *envbuf[GBX_RUN_MAX_ENV + 2];
     const char *const *env = NULL;
@@ -352,12 +379,14 @@ int gbx_cmd_run(int argc, char **argv)
         status = 127;
         goto out;
     }
+    timing("spawn");
     if (tty && isatty(STDIN_FILENO))
         tty_raw();
     int r = relay_loop(&rl, &o, tty, &err);
     tty_restore();
     if (r == 0)
         status = rl.timed_out ? 124 : rl.status;
+    timing("run");
 out:
     if (err)
         gbx_cli_error("%s", err->msg);
@@ -368,6 +397,7 @@ out:
         if (status == 0)
             status = 125;
     }
+    timing("destroy");
     gbx_runtime_release(&rt);
     return status;
 }

@@ -103,10 +103,7 @@ int gbx_runtime_init(struct gbx_runtime *rt, const struct gbx_runtime_opts *o,
         gbx_autofree char *scratch = gbx_asprintf("%s/cgroup2-tune", rt->runtime_dir);
         (void)gbx_cg_favor_dynmods(&rt->cg, scratch);
     }
-    if ((r = gbx_seccomp_compile(&rt->seccomp)) < 0) {
-        gbx_err_sys(err, -r, "cannot compile the seccomp filter");
-        goto fail;
-    }
+    gbx_seccomp_prebuilt(&rt->seccomp);
     if ((rt->init_fd = gbx_init_image_open()) < 0) {
         gbx_err_sys(err, -rt->init_fd, "cannot prepare the glovebox-init image");
         goto fail;

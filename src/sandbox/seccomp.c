@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/mem.h"
@@ -146,6 +147,19 @@ out:
     seccomp_release(ctx);
     return r < 0 ? r : 0;
 }
+
+#ifndef GBX_SECCOMP_GENERATOR
+extern const unsigned short gbx_seccomp_bpf_len;
+extern const unsigned char gbx_seccomp_bpf[];
+
+void gbx_seccomp_prebuilt(struct gbx_seccomp_prog *p)
+{
+    size_t n = (size_t)gbx_seccomp_bpf_len * sizeof(struct sock_filter);
+    p->filter = gbx_xmalloc(n);
+    memcpy(p->filter, gbx_seccomp_bpf, n);
+    p->len = gbx_seccomp_bpf_len;
+}
+#endif
 
 void gbx_seccomp_prog_release(struct gbx_seccomp_prog *p)
 {

@@ -31,6 +31,8 @@ struct gbx_seccomp_prog {
     unsigned short len;
 };
 int gbx_seccomp_compile(struct gbx_seccomp_prog *p) GBX_WUR;
+/* The same program, compiled at build time (tools/gen-seccomp.c). Never fails. */
+void gbx_seccomp_prebuilt(struct gbx_seccomp_prog *p);
 void gbx_seccomp_prog_release(struct gbx_seccomp_prog *p);
 /* Install into the calling thread (sets no_new_privs first). Async-signal-safe. */
 int gbx_seccomp_apply(const struct gbx_seccomp_prog *p) GBX_WUR;
