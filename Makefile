@@ -93,6 +93,9 @@ $(BUILD)/gen/seccomp_bpf.c: $(BUILD)/gen-seccomp
 	@mkdir -p $(@D)
 	$(BUILD)/gen-seccomp > $@
 
+$(BUILD)/gen/seccomp_bpf.o: $(BUILD)/gen/seccomp_bpf.c
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
 $(BUILD)/src/sandbox/init_blob.o: src/sandbox/init_blob.S $(BUILD)/glovebox-init
 	@mkdir -p $(@D)
 	$(CC) -c -DGBX_INIT_PATH='"$(BUILD)/glovebox-init"' $< -o $@

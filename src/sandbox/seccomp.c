@@ -98,6 +98,10 @@ int gbx_seccomp_compile(struct gbx_seccomp_prog *p)
     if (ctx == NULL)
         return -ENOMEM;
     int r;
+    /* a binary tree of syscall numbers instead of a linear list: shorter paths, and the
+     * kernel's per-syscall action cache is built faster when the filter is installed */
+    if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
+        goto out;
     /* filter the 32-bit entry points too: int 0x80 must not be a way around the rules */
     if ((r = seccomp_arch_add(ctx, SCMP_ARCH_X86)) < 0 && r != -EEXIST)
         goto out;
