@@ -471,6 +471,8 @@ static int mkdir_p(const char *abs, mode_t mode)
         int fd = gbx_fs_open(buf, O_PATH | O_DIRECTORY, 0);
         if (fd >= 0) {
             close(fd);
+        } else if (fd == -ENOTDIR && saved == '\0') {
+            return -EEXIST; /* the last component exists, as something else */
         } else if (fd != -ENOENT) {
             return fd;
         } else {

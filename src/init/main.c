@@ -224,6 +224,10 @@ int main(void)
 
     struct epoll_event evs[64];
     for (;;) {
+        /* Nobody can ever reach an init without a listener once its last connection is
+         * gone: shut down rather than linger. */
+        if (gbx_g.listen.fd < 0 && live_conns() == 0)
+            gbx_init_exit();
         int n = epoll_wait(gbx_g.epfd, evs, (int)GBX_ARRAY_SIZE(evs), -1);
         if (n < 0 && errno != EINTR) {
             fprintf(stderr, "glovebox-init: epoll_wait: %s\n", strerror(errno));
@@ -252,10 +256,6 @@ int main(void)
             }
         }
         loop_tail();
-        /* Nobody can ever reach an init without a listener once its last connection is
-         * gone: shut down rather than linger. */
-        if (gbx_g.listen.fd < 0 && live_conns() == 0)
-            gbx_init_exit();
     }
 }
 #endif
