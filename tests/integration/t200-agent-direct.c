@@ -46,7 +46,8 @@ static void tpath(char *out, size_t sz, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(rel, sizeof(rel), fmt, ap);
     va_end(ap);
-    snprintf(out, sz, "%s/%s", tmpdir, rel);
+    int n = snprintf(out, sz, "%s/%s", tmpdir, rel);
+    assert_true(n > 0 && (size_t)n < sz);
 }
 
 /* Start init with a socketpair end on fd 4 (and optionally a listening socket on fd 3).
@@ -403,8 +404,9 @@ static void test_stdout_100mb_lossless_with_bounded_memory(void **state)
     assert_int_equal(r.exit_code, 0);
     assert_int_equal(r.out_len, total);
     assert_true(r.hash == h);
+    /* (a custom, e.g. sanitized, init binary has its own memory overhead) */
     long hwm = vm_hwm_kib(f->init_pid);
-    if (hwm < 0 || hwm > 24 * 1024)
+    if (getenv("GBX_INIT") == NULL && (hwm < 0 || hwm > 24 * 1024))
         fail_msg("init peak RSS %ld KiB: output is not bounded", hwm);
 }
 
@@ -421,7 +423,7 @@ static void test_slow_reader_backpressure(void **state)
     struct result r = {.hash_only = 1};
     collect(f->a, proc, &r);
     assert_int_equal(r.out_len, 50000000);
-    if (hwm < 0 || hwm > 24 * 1024)
+    if (getenv("GBX_INIT") == NULL && (hwm < 0 || hwm > 24 * 1024))
         fail_msg("init peak RSS %ld KiB while the reader stalled", hwm);
 }
 
@@ -466,21 +468,43 @@ static void test_pty_spawn_and_resize(void **state)
     collect(f->a, proc, &r);
 }
 
+static int pid_alive(pid_t pid)
+{
+    char p[64], buf[512] = "";
+    snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+    FILE *fp = fopen(p, "r");
+    if (fp == NULL)
+        return 0;
+    size_t k = fread(buf, 1, sizeof(buf) - 1, fp);
+    buf[k] = 0;
+    fclose(fp);
+    char *rp = strrchr(buf, ')');
+    return rp && rp[2] != 'Z';
+}
+
 static void test_signal_reaches_process_group(void **state)
 {
     struct fix *f = *state;
-    /* The shell ignores TERM; its child sleep does not: only a group signal ends both. */
-    const char *argv[] = {"sh", "-c", "trap '' TERM; sleep 30; echo survived; exit 7", NULL};
+    /* The shell's background child is in its process group: a group signal ends both. */
+    const char *argv[] = {"sh", "-c", "sleep 30 & echo $!; wait", NULL};
     struct gbx_spawn_opts o = {.argv = argv};
     uint32_t proc = spawn(f->a, &o);
-    usleep(200000);
+    struct gbx_event ev;
     struct gbx_err *e = NULL;
+    assert_int_equal(gbx_agent_next_event(f->a, &ev, 5000, &e), 1);
+    assert_int_equal(ev.kind, GBX_EVENT_STDOUT);
+    pid_t child = (pid_t)strtol((char *)ev.data, NULL, 10);
+    gbx_event_release(&ev);
+    assert_true(child > 0 && pid_alive(child));
     assert_int_equal(gbx_agent_signal(f->a, proc, SIGTERM, &e), 0);
     struct result r = {0};
     collect(f->a, proc, &r);
-    assert_string_equal((char *)r.out, "survived\n");
-    assert_int_equal(r.exit_code, 7);
+    assert_int_equal(r.exit_code, -1);
+    assert_int_equal(r.exit_signal, SIGTERM);
     result_release(&r);
+    for (int i = 0; i < 100 && pid_alive(child); i++)
+        usleep(10000);
+    assert_false(pid_alive(child));
     expect_err(gbx_agent_signal(f->a, proc, SIGTERM, &e), &e, ESRCH, NULL);
 }
 
@@ -581,11 +605,11 @@ static void test_attach_after_reconnect_delivers_output_and_exit(void **state)
     int fd = spawn_init(NULL, l, &ipid);
     close(l);
     struct gbx_agent *a1 = open_agent(fd);
-    const char *argv[] = {"sh", "-c", "echo early; sleep 0.3; echo late; exit 5", NULL};
+    const char *argv[] = {"sh", "-c", "sleep 0.2; echo early; sleep 0.2; echo late; exit 5", NULL};
     struct gbx_spawn_opts o = {.argv = argv};
     uint32_t proc = spawn(a1, &o);
     gbx_agent_free(a1); /* the process keeps running, its output waits */
-    usleep(600000);     /* ...and it exits while nobody is attached */
+    usleep(800000);     /* ...and it exits while nobody is attached */
 
     struct gbx_agent *a2 = NULL;
     struct gbx_err *e = NULL;
@@ -942,13 +966,13 @@ static void test_file_list_depth_does_not_follow_symlinks(void **state)
     /* a big directory streams in several DIRENT frames */
     tpath(p, sizeof(p), "bigdir");
     mkdir(p, 0755);
-    for (int i = 0; i < 3000; i++) {
+    for (int i = 0; i < 1500; i++) {
         char q[600];
         snprintf(q, sizeof(q), "%s/file-with-a-longish-name-%05d", p, i);
         write_host(q, "", 0);
     }
     assert_int_equal(gbx_agent_list(f->a, NULL, p, 1, &v, &n, &e), 0);
-    assert_int_equal(n, 3000);
+    assert_int_equal(n, 1500);
     gbx_file_stat_array_free(v, n);
     tpath(p, sizeof(p), "tree/a");
     expect_err(gbx_agent_list(f->a, NULL, p, 1, &v, &n, &e), &e, ENOTDIR, NULL);
