@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/* libFuzzer target for the value parsers (src/base/parse.c): every parser gets a
+ * NUL-terminated copy of the input, and what they accept must satisfy their contracts
+ * (ranges, and printing the value back parses to the same value). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/parse.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond)                                                                            \
+    do {                                                                                       \
+        if (!(cond))                                                                           \
+            __builtin_trap();                                                                  \
+    } while (0)
+
+static int is_env_char(char c, int first)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_' ||
+           (!first && c >= '0' && c <= '9');
+}
+
+static void check_all(const char *s)
+{
+    char back[64];
+    int r;
+
+    uint64_t size = 0x5a5a;
+    r = gbx_parse_size(s, &size);
+    CHECK(r == 0 || r == -EINVAL || r == -ERANGE);
+    if (r == 0) {
+        uint64_t again;
+        snprintf(back, sizeof(back), "%" PRIu64, size);
+        CHECK(gbx_parse_size(back, &again) == 0 && again == size);
+        snprintf(back, sizeof(back), "%" PRIu64 "B", size);
+        CHECK(gbx_parse_size(back, &again) == 0 && again == size);
+    } else {
+        CHECK(size == 0x5a5a);
+    }
+
+    uint32_t cpus = 0x5a5a;
+    r = gbx_parse_cpus(s, &cpus);
+    CHECK(r == 0 || r == -EINVAL || r == -ERANGE);
+    if (r == 0) {
+        CHECK(cpus >= 1 && cpus <= 1024 * 1000);
+        uint32_t again;
+        snprintf(back, sizeof(back), "%u.%03u", cpus / 1000, cpus % 1000);
+        CHECK(gbx_parse_cpus(back, &again) == 0 && again == cpus);
+    } else {
+        CHECK(cpus == 0x5a5a);
+    }
+
+    uint64_t ms = 0x5a5a;
+    r = gbx_parse_duration_ms(s, &ms);
+    CHECK(r == 0 || r == -EINVAL || r == -ERANGE);
+    if (r == 0) {
+        uint64_t again;
+        snprintf(back, sizeof(back), "%" PRIu64 "ms", ms);
+        CHECK(gbx_parse_duration_ms(back, &again) == 0 && again == ms);
+        if (ms % 1000 == 0) {
+            snprintf(back, sizeof(back), "%" PRIu64, ms / 1000);
+            CHECK(gbx_parse_duration_ms(back, &again) == 0 && again == ms);
+        }
+    } else {
+        CHECK(ms == 0x5a5a);
+    }
+
+    uint64_t v = 0x5a5a;
+    r = gbx_parse_u64(s, 0, UINT64_MAX, &v);
+    CHECK(r == 0 || r == -EINVAL || r == -ERANGE);
+    if (r == 0) {
+        /* only digits; printing it back is the input without leading zeros */
+        const char *p = s;
+        while (*p == '0' && p[1] != '\0')
+            p++;
+        snprintf(back, sizeof(back), "%" PRIu64, v);
+        CHECK(strcmp(back, p) == 0);
+        uint64_t w;
+        int r2 = gbx_parse_u64(s, 1, 4194304, &w);
+        CHECK(r2 == (v >= 1 && v <= 4194304 ? 0 : -ERANGE));
+        /* as a size or a duration, digits alone are bytes or seconds */
+        uint64_t sz;
+        CHECK(gbx_parse_size(s, &sz) == 0 && sz == v);
+        r2 = gbx_parse_duration_ms(s, &ms);
+        CHECK(r2 == (v <= UINT64_MAX / 1000 ? 0 : -ERANGE));
+        if (r2 == 0)
+            CHECK(ms == v * 1000);
+    } else {
+        CHECK(v == 0x5a5a);
+    }
+
+    r = gbx_env_valid(s);
+    CHECK(r == 0 || r == -EINVAL);
+    const char *eq = strchr(s, '=');
+    int want = eq != NULL && eq != s;
+    for (const char *p = s; want && p < eq; p++)
+        want = is_env_char(*p, p == s);
+    CHECK((r == 0) == want);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size > 4096)
+        return 0;
+    char *s = malloc(size + 1);
+    if (s == NULL)
+        return 0;
+    memcpy(s, data, size);
+    s[size] = '\0';
+    check_all(s);
+    /* and every NUL-separated piece on its own (the input may hold several values) */
+    for (char *p = s; p < s + size; p += strlen(p) + 1)
+        if (p != s)
+            check_all(p);
+    free(s);
+    return 0;
+}
