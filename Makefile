@@ -8,6 +8,7 @@
 #   make format-check    clang-format --dry-run
 .SUFFIXES:
 .DELETE_ON_ERROR:
+.SECONDARY:
 MAKEFLAGS += --no-builtin-rules
 
 CC ?= gcc
@@ -147,12 +148,14 @@ FUZZ_TIME ?= 20
 build-fuzz/%: tests/fuzz/%.c $(LIB_SRCS) src/init/*.c
 	@mkdir -p $(@D)
 	clang -std=gnu11 -g -O1 -Isrc -D_GNU_SOURCE -DGBX_FUZZING -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all \
 	    -o $@ $< $(filter-out src/sandbox/%,$(LIB_SRCS)) $(LIBS)
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$$(basename $$f); mkdir -p build-fuzz/corpus-$$n; \
 	    echo "fuzz: $$n for $(FUZZ_TIME)s"; \
-	    $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 build-fuzz/corpus-$$n tests/fuzz/corpus/$$n 2>&1 | tail -n 3; done
+	    $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 build-fuzz/corpus-$$n tests/fuzz/corpus/$$n >build-fuzz/$$n.log 2>&1 \
+	    || { tail -n 40 build-fuzz/$$n.log; exit 1; }; tail -n 2 build-fuzz/$$n.log; done
 
 # ---- lint and format ---------------------------------------------------------------------
 ALL_C := $(shell find src tests bench -name '*.c' -o -name '*.h' 2>/dev/null)

@@ -55,7 +55,7 @@ int gbx_run_parse(int argc, char **argv, struct gbx_run_opts *o, struct gbx_err 
     optind = 0; /* full reset, so the parser can be called more than once */
     opterr = 0;
     int c, r;
-    while ((c = getopt_long(argc, argv, "+m:p:c:d:t:e:w:u:T:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:m:p:c:d:t:e:w:u:T:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'm':
             if ((r = gbx_parse_size(optarg, &o->memory_bytes)) < 0 || o->memory_bytes < (4 << 20))
@@ -121,11 +121,18 @@ int gbx_run_parse(int argc, char **argv, struct gbx_run_opts *o, struct gbx_err 
             o->help = 1;
             return 0;
         case ':':
-            return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "option '%s' needs a value",
-                               argv[optind - 1]);
-        default:
-            return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "unknown option '%s'",
-                               argv[optind - 1]);
+        default: {
+            /* name the option as typed: a long one from argv, a short one from optopt (in a
+             * cluster like -qm, optind has not moved past it yet) */
+            const char *prev = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+            char shortopt[3] = {'-', (char)optopt, '\0'};
+            const char *name = strncmp(prev, "--", 2) == 0 || !optopt ? prev : shortopt;
+            size_t len = strcspn(name, "=");
+            if (c == ':')
+                return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "option '%.*s' needs a value",
+                                   (int)len, name);
+            return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "unknown option '%s'", name);
+        }
         }
     }
     o->env[o->nenv] = NULL;

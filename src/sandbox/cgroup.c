@@ -67,6 +67,17 @@ static char *join_path(const char *a, const char *b)
     return gbx_asprintf("%s%s%s", a, b[0] == '/' ? "" : "/", b);
 }
 
+static char *v2_base(const char *mountinfo, const char *self_cgroup)
+{
+    struct gbx_cg_layout tmp;
+    /* pretend every controller is in v2 so the parse keeps the v2 path */
+    if (gbx_cg_layout_parse(&tmp, mountinfo, self_cgroup, "memory pids cpu") < 0)
+        return NULL;
+    char *r = tmp.v2 ? gbx_xstrdup(tmp.v2) : NULL;
+    gbx_cg_layout_release(&tmp);
+    return r;
+}
+
 int gbx_cg_layout_parse(struct gbx_cg_layout *l, const char *mountinfo, const char *self_cgroup,
                         const char *v2_controllers)
 {
@@ -141,15 +152,13 @@ int gbx_cg_layout_detect(struct gbx_cg_layout *l, struct gbx_err **err)
     r = gbx_read_file("/proc/self/cgroup", 1 << 16, &self, NULL);
     if (r < 0)
         return gbx_err_sys(err, -r, "cannot read '/proc/self/cgroup'");
-    /* First pass to learn the v2 base, then read its controllers. */
-    struct gbx_cg_layout tmp;
+    /* First pass to learn the v2 base (it may fail on a pure v2 host, where the controller
+     * list decides), then read the v2 controllers there. */
     gbx_autofree char *ctrls = NULL;
-    if (gbx_cg_layout_parse(&tmp, mi, self, NULL) == 0 || tmp.v2 == NULL) {
-        if (tmp.v2) {
-            gbx_autofree char *p = gbx_asprintf("%s/cgroup.controllers", tmp.v2);
-            (void)!gbx_read_file(p, 4096, &ctrls, NULL);
-        }
-        gbx_cg_layout_release(&tmp);
+    gbx_autofree char *v2 = v2_base(mi, self);
+    if (v2) {
+        gbx_autofree char *p = gbx_asprintf("%s/cgroup.controllers", v2);
+        (void)!gbx_read_file(p, 4096, &ctrls, NULL);
     }
     if (gbx_cg_layout_parse(l, mi, self, ctrls) < 0)
         return gbx_err_set(err, 0, GBX_ERR_UNAVAILABLE,

@@ -107,9 +107,21 @@ void sbt_destroy(struct sbt *t)
     t->sb = NULL;
 }
 
+/* Append with geometric growth: outputs of 100 MB arrive in 64 KiB chunks. The capacity
+ * is kept in front of the buffer's logical end by rounding to powers of two. */
+static size_t cap_for(size_t n)
+{
+    size_t c = 64;
+    while (c < n)
+        c *= 2;
+    return c;
+}
+
 static void append(uint8_t **buf, size_t *len, const uint8_t *d, size_t n)
 {
-    *buf = gbx_xrealloc(*buf, *len + n + 1);
+    size_t need = *len + n + 1;
+    if (cap_for(need) != cap_for(*len + 1) || *len == 0)
+        *buf = gbx_xrealloc(*buf, cap_for(need));
     memcpy(*buf + *len, d, n);
     *len += n;
     (*buf)[*len] = '\0';

@@ -301,13 +301,11 @@ static void test_missing_value(void **state)
 {
     struct args a;
     (void)state;
-    /* the option must be named in the message. (The optstring has no leading ':' after
-     * '+', so getopt reports a missing value as '?' and run.c's "needs a value" branch is
-     * unreachable today: the message says "unknown option '--memory'".) */
+    /* the option is named in the message, as it was typed */
     ARGS(&a, "run", "--memory");
-    parse_fail(&a, EINVAL, GBX_ERR_INVALID, "--memory");
+    parse_fail(&a, EINVAL, GBX_ERR_INVALID, "option '--memory' needs a value");
     ARGS(&a, "run", "-m");
-    parse_fail(&a, EINVAL, GBX_ERR_INVALID, "-m");
+    parse_fail(&a, EINVAL, GBX_ERR_INVALID, "option '-m' needs a value");
     ARGS(&a, "run", "--env");
     parse_fail(&a, EINVAL, GBX_ERR_INVALID, "--env");
     ARGS(&a, "run", "-p", "3", "--timeout");
@@ -330,6 +328,11 @@ static void test_unknown_option(void **state)
     parse_fail(&a, EINVAL, GBX_ERR_INVALID, "unknown option '--bogus'");
     ARGS(&a, "run", "-x", "sh");
     parse_fail(&a, EINVAL, GBX_ERR_INVALID, "unknown option '-x'");
+    /* inside a cluster the unknown letter is named, not the previous word */
+    ARGS(&a, "run", "-xy", "sh");
+    parse_fail(&a, EINVAL, GBX_ERR_INVALID, "unknown option '-x'");
+    ARGS(&a, "run", "-p", "3", "-qm", "sh");
+    parse_fail(&a, EINVAL, GBX_ERR_INVALID, "unknown option '-q'");
     ARGS(&a, "run", "-m", "8M", "--memoryx=1G", "sh");
     parse_fail(&a, EINVAL, GBX_ERR_INVALID, "--memoryx");
     ARGS(&a, "run", "--help=yes", "sh");
