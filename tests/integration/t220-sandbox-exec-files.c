@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -168,6 +169,108 @@ static void hostile_paths_stay_inside(void **state)
     sbt_result_release(&r);
 }
 
+/* Every file operation, aimed at a host path through "..", absolute symlinks and a symlink
+ * to "/": each one lands inside the sandbox (or fails), and the host path is untouched. */
+static void hostile_paths_in_every_operation(void **state)
+{
+    char hostdir[] = "/tmp/gbx-hostile-XXXXXX";
+    assert_non_null(mkdtemp(hostdir));
+    gbx_autofree char *secret = gbx_asprintf("%s/secret", hostdir);
+    assert_int_equal(gbx_write_file_atomic(secret, "host", 4, 0644), 0);
+    struct stat host_shadow_before;
+    int have_shadow = stat("/etc/shadow", &host_shadow_before) == 0;
+    struct sbt_result r;
+    sbt_sh(&t, "mkdir -p /home/user/t2 && ln -sfn / /home/user/t2/root && "
+               "ln -sfn /etc/shadow /home/user/t2/shadow && echo content > /home/user/t2/f && "
+               "echo ok", &r);
+    assert_string_equal((char *)r.out, "ok\n");
+    sbt_result_release(&r);
+    struct gbx_err *err = NULL;
+    gbx_autofree char *via_dots = gbx_asprintf("/../../..%s/secret", hostdir);
+    gbx_autofree char *via_link = gbx_asprintf("/home/user/t2/root%s/secret", hostdir);
+    gbx_autofree char *via_link_dir = gbx_asprintf("/home/user/t2/root%s", hostdir);
+
+    /* stat and read: the host file is not there */
+    struct gbx_file_stat st;
+    assert_int_equal(gbx_agent_stat(t.agent, NULL, via_dots, 1, &st, &err), -1);
+    assert_int_equal(err->errnum, ENOENT);
+    gbx_err_free(err), err = NULL;
+    assert_int_equal(gbx_agent_stat(t.agent, NULL, via_link, 1, &st, &err), -1);
+    gbx_err_free(err), err = NULL;
+    uint8_t *data = NULL;
+    size_t len;
+    assert_int_equal(gbx_agent_read_all(t.agent, NULL, via_link, 1024, &data, &len, &err), -1);
+    gbx_err_free(err), err = NULL;
+    /* list */
+    struct gbx_file_stat *ents = NULL;
+    size_t n = 0;
+    assert_int_equal(gbx_agent_list(t.agent, NULL, via_link_dir, 1, &ents, &n, &err), -1);
+    gbx_err_free(err), err = NULL;
+    /* write and mkdir land inside */
+    assert_int_equal(gbx_agent_write_all(t.agent, NULL, via_dots, 0644, "sbx", 3, &err), -1);
+    gbx_err_free(err), err = NULL; /* the directory does not exist inside */
+    gbx_autofree char *mk = gbx_asprintf("/home/user/t2/root%s/made", hostdir);
+    assert_int_equal(gbx_agent_mkdir(t.agent, NULL, mk, 0755, 1, &err), 0);
+    gbx_autofree char *host_made = gbx_asprintf("%s/made", hostdir);
+    assert_int_not_equal(access(host_made, F_OK), 0);
+    gbx_autofree char *chk = gbx_asprintf("test -d '%s/made' && echo inside", hostdir);
+    sbt_sh(&t, chk, &r);
+    assert_string_equal((char *)r.out, "inside\n");
+    sbt_result_release(&r);
+    /* rename through the symlink to / moves within the sandbox */
+    assert_int_equal(gbx_agent_rename(t.agent, NULL, "/home/user/t2/f",
+                                      "/home/user/t2/root/home/gbx-moved", 0, &err), 0);
+    sbt_sh(&t, "cat /home/gbx-moved", &r);
+    assert_string_equal((char *)r.out, "content\n");
+    sbt_result_release(&r);
+    assert_int_not_equal(access("/home/gbx-moved", F_OK), 0);
+    /* across filesystems (overlay root -> tmpfs /tmp) a rename is refused, not copied */
+    assert_int_equal(gbx_agent_rename(t.agent, NULL, "/home/gbx-moved", "/tmp/x", 0, &err), -1);
+    assert_int_equal(err->errnum, EXDEV);
+    gbx_err_free(err), err = NULL;
+    /* chmod through an absolute symlink changes the sandbox's copy only */
+    assert_int_equal(gbx_agent_chmod(t.agent, NULL, "/home/user/t2/shadow", 0604, &err), 0);
+    sbt_sh(&t, "stat -c %a /etc/shadow", &r);
+    assert_string_equal((char *)r.out, "604\n");
+    sbt_result_release(&r);
+    if (have_shadow) {
+        struct stat after;
+        assert_int_equal(stat("/etc/shadow", &after), 0);
+        assert_int_equal(after.st_mode, host_shadow_before.st_mode);
+    }
+    /* remove cannot reach the host file */
+    assert_int_equal(gbx_agent_remove(t.agent, NULL, via_link, 0, &err), -1);
+    gbx_err_free(err), err = NULL;
+    assert_int_equal(gbx_agent_remove(t.agent, NULL, via_dots, 1, &err), -1);
+    gbx_err_free(err), err = NULL;
+    assert_int_equal(access(secret, F_OK), 0);
+    /* watch through the symlink watches the sandbox's /tmp: a host-side change is silent */
+    uint32_t wh;
+    assert_int_equal(gbx_agent_watch(t.agent, NULL, "/home/user/t2/root/tmp", 0, &wh, &err), 0);
+    assert_int_equal(gbx_write_file_atomic("/tmp/gbx-hostile-host-side", "x", 1, 0644), 0);
+    /* (a file operation, not a command: the command helper would swallow the event) */
+    assert_int_equal(gbx_agent_write_all(t.agent, NULL, "/tmp/inside-event", 0644, "y", 1, &err),
+                     0);
+    int saw_inside = 0, saw_host = 0;
+    struct gbx_event ev;
+    while (gbx_agent_next_event(t.agent, &ev, 500, NULL) == 1) {
+        if (ev.kind == GBX_EVENT_WATCH && ev.name) {
+            if (strstr(ev.name, "inside-event"))
+                saw_inside = 1;
+            if (strstr(ev.name, "gbx-hostile-host-side"))
+                saw_host = 1;
+        }
+        gbx_event_release(&ev);
+        if (saw_inside)
+            break;
+    }
+    assert_true(saw_inside);
+    assert_false(saw_host);
+    assert_int_equal(gbx_agent_unwatch(t.agent, wh, &err), 0);
+    unlink("/tmp/gbx-hostile-host-side");
+    (void)!gbx_rm_rf(hostdir);
+}
+
 static void orphans_are_reaped(void **state)
 {
     struct sbt_result r;
@@ -217,6 +320,7 @@ int main(void)
         cmocka_unit_test(binary_stdin_round_trip),
         cmocka_unit_test(large_binary_file_round_trip),
         cmocka_unit_test(hostile_paths_stay_inside),
+        cmocka_unit_test(hostile_paths_in_every_operation),
         cmocka_unit_test(orphans_are_reaped),
         cmocka_unit_test(pty_inside_sandbox),
     };
