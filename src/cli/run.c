@@ -54,11 +54,11 @@ int gbx_run_parse(int argc, char **argv, struct gbx_run_opts *o, struct gbx_err 
     o->tty = -1;
     optind = 0; /* full reset, so the parser can be called more than once */
     opterr = 0;
-    int c, r;
+    int c;
     while ((c = getopt_long(argc, argv, "+:m:p:c:d:t:e:w:u:T:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'm':
-            if ((r = gbx_parse_size(optarg, &o->memory_bytes)) < 0 || o->memory_bytes < (4 << 20))
+            if (gbx_parse_size(optarg, &o->memory_bytes) < 0 || o->memory_bytes < (4 << 20))
                 return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
                                    "invalid --memory '%s': use a size of at least 4M, e.g. 512M",
                                    optarg);
@@ -361,8 +361,10 @@ int gbx_cmd_run(int argc, char **argv)
         size_t n = 0;
         for (; n < o.nenv; n++)
             envbuf[n] = o.env[n];
-        if (tty && getenv("TERM"))
-            envbuf[n++] = term = gbx_asprintf("TERM=%s", getenv("TERM"));
+        if (tty && getenv("TERM")) {
+            term = gbx_asprintf("TERM=%s", getenv("TERM"));
+            envbuf[n++] = term;
+        }
         envbuf[n] = NULL;
         env = envbuf;
     }

@@ -11,11 +11,11 @@
 #include "base/fileutil.h"
 
 extern const unsigned char gbx_init_blob[];
-extern const unsigned char gbx_init_blob_end[];
+extern const unsigned long gbx_init_blob_size;
 
 size_t gbx_init_image_size(void)
 {
-    return (size_t)(gbx_init_blob_end - gbx_init_blob);
+    return (size_t)gbx_init_blob_size;
 }
 
 int gbx_init_image_open(void)

@@ -232,10 +232,8 @@ int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gb
     if ((r = send_go(sv[0], tmpl_fd, usr_fd)) < 0)
         goto fail;
     close(tmpl_fd);
-    tmpl_fd = -1;
     if (usr_fd >= 0)
         close(usr_fd);
-    usr_fd = -1;
 
     /* EOF: the child exec'd glovebox-init. A message: it failed and says why. */
     struct gbx_child_error ce;
