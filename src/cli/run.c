@@ -406,6 +406,9 @@ out:
         if (status == 0)
             status = 125;
     }
+    /* a `glovebox run` killed with SIGKILL cannot remove its sandbox's cgroups; whoever runs
+     * next does, once they are old and empty */
+    (void)gbx_cgroup_gc(&rt.cg, "run-", 60);
     timing("destroy");
     gbx_runtime_release(&rt);
     return status;

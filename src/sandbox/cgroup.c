@@ -227,6 +227,37 @@ static int v1_needed(const struct gbx_cg_layout *l, int c, const struct gbx_cg_l
     }
 }
 
+int gbx_cgroup_prepare(struct gbx_cg_layout *l, struct gbx_err **err)
+{
+    int r;
+    for (int c = 0; c < GBX_CG_NCTRL; c++) {
+        if (l->v2_limits || l->v1[c] == NULL)
+            continue;
+        if ((r = mkdir_p_cg(l->v1[c])) < 0)
+            return gbx_err_sys(err, -r, "cannot create '%s/" GBX_CG_PARENT "'", l->v1[c]);
+    }
+    if (l->v1[GBX_CG_DEVICES] && !l->v2_limits) {
+        /* v1 children inherit their parent's device rules at creation: set them once here.
+         * The kernel refuses to change a group's default while it has children (sandboxes
+         * of a previous run); then each sandbox gets the rules itself. */
+        gbx_autofree char *pp = gbx_asprintf("%s/" GBX_CG_PARENT, l->v1[GBX_CG_DEVICES]);
+        int ok = write_cg(pp, "devices.deny", "a") == 0;
+        for (size_t i = 0; ok && i < GBX_ARRAY_SIZE(dev_allow); i++)
+            ok = write_cg(pp, "devices.allow", dev_allow[i]) == 0;
+        l->dev_inherited = ok;
+    }
+    if (l->v2) {
+        if ((r = mkdir_p_cg(l->v2)) < 0)
+            return gbx_err_sys(err, -r, "cannot create '%s/" GBX_CG_PARENT "'", l->v2);
+        if (l->v2_limits) {
+            gbx_autofree char *pp = gbx_asprintf("%s/" GBX_CG_PARENT, l->v2);
+            (void)write_cg(l->v2, "cgroup.subtree_control", "+memory +pids +cpu");
+            (void)write_cg(pp, "cgroup.subtree_control", "+memory +pids +cpu");
+        }
+    }
+    return 0;
+}
+
 int gbx_cgroup_create(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const char *id,
                       const struct gbx_cg_limits *lim, struct gbx_err **err)
 {
@@ -244,8 +275,6 @@ int gbx_cgroup_create(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, cons
         for (int d = 0; d < c; d++)
             if (l->v1[d] && strcmp(l->v1[d], l->v1[c]) == 0)
                 dup = 1;
-        if ((r = mkdir_p_cg(l->v1[c])) < 0)
-            goto fail_sys;
         cg->dir[c] = gbx_asprintf("%s/" GBX_CG_PARENT "/%s", l->v1[c], id);
         if (dup)
             continue;
@@ -263,13 +292,6 @@ int gbx_cgroup_create(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, cons
         }
     }
     if (l->v2) {
-        if ((r = mkdir_p_cg(l->v2)) < 0)
-            goto fail_sys;
-        if (l->v2_limits) {
-            gbx_autofree char *pp = gbx_asprintf("%s/" GBX_CG_PARENT, l->v2);
-            (void)write_cg(l->v2, "cgroup.subtree_control", "+memory +pids +cpu");
-            (void)write_cg(pp, "cgroup.subtree_control", "+memory +pids +cpu");
-        }
         cg->v2dir = gbx_asprintf("%s/" GBX_CG_PARENT "/%s", l->v2, id);
         if (mkdir(cg->v2dir, 0755) < 0) {
             r = -errno;
@@ -319,12 +341,24 @@ int gbx_cgroup_create(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, cons
             (r = write_cg(cg->dir[GBX_CG_CPU], "cpu.cfs_quota_us", buf)) < 0)
             goto fail_limit;
     }
-    if (cg->dir[GBX_CG_DEVICES]) {
+    /* the device allow-list is inherited from the parent group (gbx_cgroup_prepare); check
+     * that it really is in force rather than trusting it */
+    if (cg->dir[GBX_CG_DEVICES] && !l->dev_inherited) {
         if ((r = write_cg(cg->dir[GBX_CG_DEVICES], "devices.deny", "a")) < 0)
             goto fail_limit;
         for (size_t i = 0; i < GBX_ARRAY_SIZE(dev_allow); i++)
             if ((r = write_cg(cg->dir[GBX_CG_DEVICES], "devices.allow", dev_allow[i])) < 0)
                 goto fail_limit;
+    }
+    if (cg->dir[GBX_CG_DEVICES]) {
+        gbx_autofree char *p = gbx_asprintf("%s/devices.list", cg->dir[GBX_CG_DEVICES]);
+        gbx_autofree char *list = NULL;
+        if ((r = gbx_read_file(p, 65536, &list, NULL)) < 0)
+            goto fail_limit;
+        if (strstr(list, "a *:* rwm") != NULL) {
+            r = -EPERM;
+            goto fail_limit;
+        }
     }
     return 0;
 
@@ -627,4 +661,52 @@ int gbx_cg_favor_dynmods(const struct gbx_cg_layout *l, const char *scratch_dir)
     (void)umount2(scratch_dir, MNT_DETACH);
     (void)rmdir(scratch_dir);
     return 0;
+}
+
+/* Is the group (any of its hierarchies) empty? */
+static int group_empty(const char *dir)
+{
+    gbx_autofree char *p = gbx_asprintf("%s/cgroup.procs", dir);
+    gbx_autofree char *txt = NULL;
+    if (gbx_read_file(p, 4096, &txt, NULL) < 0)
+        return 0;
+    return txt[0] == '\0';
+}
+
+int gbx_cgroup_gc(const struct gbx_cg_layout *l, const char *prefix, int min_age_s)
+{
+    const char *base = l->v2_limits ? l->v2 : l->v1[GBX_CG_PIDS];
+    if (base == NULL)
+        return 0;
+    gbx_autofree char *parent = gbx_asprintf("%s/" GBX_CG_PARENT, base);
+    DIR *d = opendir(parent);
+    if (d == NULL)
+        return 0;
+    time_t now = time(NULL);
+    int removed = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        gbx_autofree char *dir = gbx_asprintf("%s/%s", parent, de->d_name);
+        struct stat st;
+        if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || now - st.st_mtime < min_age_s)
+            continue;
+        if (!group_empty(dir))
+            continue;
+        struct gbx_cgroup cg;
+        if (gbx_cgroup_open(&cg, l, de->d_name, NULL) < 0)
+            continue;
+        int busy = 0;
+        for (int c = 0; c < GBX_CG_NCTRL; c++)
+            if (cg.dir[c] && !group_empty(cg.dir[c]))
+                busy = 1;
+        if (cg.v2dir && !group_empty(cg.v2dir))
+            busy = 1;
+        if (!busy && gbx_cgroup_destroy(&cg, NULL) == 0)
+            removed++;
+        gbx_cgroup_release(&cg);
+    }
+    closedir(d);
+    return removed;
 }

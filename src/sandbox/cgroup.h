@@ -26,6 +26,7 @@ struct gbx_cg_layout {
     char *v2;               /* v2 base dir (mount + own path), or NULL */
     int v2_limits;          /* memory, pids, cpu are enabled in v2 (pure v2 hosts) */
     int v2_freeze;          /* cgroup.freeze / cgroup.kill usable in v2 */
+    int dev_inherited;      /* the v1 parent group carries the device allow-list */
 };
 
 /* Pure parser, for tests: fill a layout from the texts of /proc/self/mountinfo and
@@ -55,6 +56,9 @@ struct gbx_cgroup {
     const struct gbx_cg_layout *layout;
 };
 
+/* Create the parent groups ("glovebox") and the rules every sandbox inherits (the v1 device
+ * allow-list). Once per process, before the first create. */
+int gbx_cgroup_prepare(struct gbx_cg_layout *l, struct gbx_err **err) GBX_WUR;
 /* Create the groups for sandbox id and apply limits. Does not place any process. */
 int gbx_cgroup_create(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const char *id,
                       const struct gbx_cg_limits *lim, struct gbx_err **err) GBX_WUR;
@@ -69,6 +73,10 @@ int gbx_cgroup_kill(struct gbx_cgroup *cg, struct gbx_err **err) GBX_WUR;
 /* Remove the groups (they must be empty). Retries briefly while the kernel drains them. */
 int gbx_cgroup_destroy(struct gbx_cgroup *cg, struct gbx_err **err) GBX_WUR;
 void gbx_cgroup_release(struct gbx_cgroup *cg);
+/* Remove the groups of sandboxes whose name starts with prefix, that hold no process and
+ * were created more than min_age_s seconds ago: leftovers of a creator that was killed
+ * before it could clean up. Returns how many were removed. */
+int gbx_cgroup_gc(const struct gbx_cg_layout *l, const char *prefix, int min_age_s);
 
 struct gbx_cg_usage {
     uint64_t memory_bytes, memory_peak_bytes, memory_limit_bytes;

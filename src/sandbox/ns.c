@@ -99,6 +99,8 @@ int gbx_runtime_init(struct gbx_runtime *rt, const struct gbx_runtime_opts *o,
     }
     if (gbx_cg_layout_detect(&rt->cg, err) < 0)
         goto fail;
+    if (gbx_cgroup_prepare(&rt->cg, err) < 0)
+        goto fail;
     if (!getenv("GLOVEBOX_NO_FAVORDYNMODS")) {
         gbx_autofree char *scratch = gbx_asprintf("%s/cgroup2-tune", rt->runtime_dir);
         (void)gbx_cg_favor_dynmods(&rt->cg, scratch);

@@ -264,6 +264,36 @@ static void each_sandbox_has_its_own_uid_range(void **state)
     sbt_destroy(&b);
 }
 
+/* A creator killed with SIGKILL leaves empty groups; the collector removes exactly those. */
+static void leftover_groups_are_collected(void **state)
+{
+    struct traces before, after;
+    take_traces(&before);
+    struct gbx_cgroup orphan;
+    struct gbx_cg_limits lim = {.pids = 10};
+    assert_int_equal(gbx_cgroup_create(&orphan, &rt->cg, "gctest-orphan", &lim, NULL), 0);
+    gbx_cgroup_release(&orphan); /* forget it, as a killed creator would */
+    struct sbt live;
+    sbt_create(rt, &live, NULL, 0);
+    take_traces(&after);
+    assert_true(after.cgroups > before.cgroups);
+    free(after.mounts);
+    /* too young: kept */
+    assert_int_equal(gbx_cgroup_gc(&rt->cg, "gctest-", 3600), 0);
+    /* old enough (age 0): the empty one goes, the live sandbox's groups stay */
+    assert_int_equal(gbx_cgroup_gc(&rt->cg, "gctest-", 0), 1);
+    assert_int_equal(gbx_cgroup_gc(&rt->cg, live.sb->id, 0), 0);
+    struct sbt_result r;
+    sbt_sh(&live, "echo alive", &r);
+    assert_string_equal((char *)r.out, "alive\n");
+    sbt_result_release(&r);
+    sbt_destroy(&live);
+    take_traces(&after);
+    assert_int_equal(after.cgroups, before.cgroups);
+    free(before.mounts);
+    free(after.mounts);
+}
+
 int main(void)
 {
     sbt_require_sandboxes();
@@ -274,6 +304,7 @@ int main(void)
         cmocka_unit_test(destroy_a_paused_sandbox),
         cmocka_unit_test(bad_input_is_refused_cleanly),
         cmocka_unit_test(each_sandbox_has_its_own_uid_range),
+        cmocka_unit_test(leftover_groups_are_collected),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
