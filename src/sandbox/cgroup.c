@@ -227,6 +227,26 @@ static int v1_needed(const struct gbx_cg_layout *l, int c, const struct gbx_cg_l
     }
 }
 
+/* Does dir's devices.list hold exactly our allow-list? */
+static int devices_in_force(const char *dir)
+{
+    gbx_autofree char *p = gbx_asprintf("%s/devices.list", dir);
+    gbx_autofree char *list = NULL;
+    if (gbx_read_file(p, 65536, &list, NULL) < 0)
+        return 0;
+    size_t lines = 0;
+    for (char *c = list; *c; c++)
+        lines += *c == '\n';
+    if (lines != GBX_ARRAY_SIZE(dev_allow))
+        return 0;
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(dev_allow); i++) {
+        gbx_autofree char *want = gbx_asprintf("%s\n", dev_allow[i]);
+        if (strstr(list, want) == NULL)
+            return 0;
+    }
+    return 1;
+}
+
 int gbx_cgroup_prepare(struct gbx_cg_layout *l, struct gbx_err **err)
 {
     int r;
@@ -241,9 +261,12 @@ int gbx_cgroup_prepare(struct gbx_cg_layout *l, struct gbx_err **err)
          * The kernel refuses to change a group's default while it has children (sandboxes
          * of a previous run); then each sandbox gets the rules itself. */
         gbx_autofree char *pp = gbx_asprintf("%s/" GBX_CG_PARENT, l->v1[GBX_CG_DEVICES]);
-        int ok = write_cg(pp, "devices.deny", "a") == 0;
-        for (size_t i = 0; ok && i < GBX_ARRAY_SIZE(dev_allow); i++)
-            ok = write_cg(pp, "devices.allow", dev_allow[i]) == 0;
+        int ok = devices_in_force(pp);
+        if (!ok) {
+            ok = write_cg(pp, "devices.deny", "a") == 0;
+            for (size_t i = 0; ok && i < GBX_ARRAY_SIZE(dev_allow); i++)
+                ok = write_cg(pp, "devices.allow", dev_allow[i]) == 0;
+        }
         l->dev_inherited = ok;
     }
     if (l->v2) {

@@ -26,6 +26,27 @@ void sbt_require_sandboxes(void)
     }
 }
 
+/* Sandboxes still alive when a test fails half-way (cmocka jumps out of the test) are
+ * destroyed when the runtime is freed, so a failing test leaves nothing behind either. */
+#define SBT_MAX_LIVE 64
+static struct sbt *live[SBT_MAX_LIVE];
+
+static void live_add(struct sbt *t)
+{
+    for (int i = 0; i < SBT_MAX_LIVE; i++)
+        if (live[i] == NULL) {
+            live[i] = t;
+            return;
+        }
+}
+
+static void live_del(struct sbt *t)
+{
+    for (int i = 0; i < SBT_MAX_LIVE; i++)
+        if (live[i] == t)
+            live[i] = NULL;
+}
+
 struct gbx_runtime *sbt_runtime_new(void)
 {
     char tmpl[] = "/tmp/gbx-test-XXXXXX";
@@ -54,6 +75,17 @@ void sbt_runtime_free(struct gbx_runtime *rt)
 {
     if (rt == NULL)
         return;
+    for (int i = 0; i < SBT_MAX_LIVE; i++) {
+        if (live[i] && live[i]->sb && live[i]->sb->rt == rt) {
+            fprintf(stderr, "sbtest: destroying sandbox '%s' left by a failed test\n",
+                    live[i]->sb->id);
+            gbx_agent_free(live[i]->agent);
+            live[i]->agent = NULL;
+            (void)!gbx_sandbox_destroy(live[i]->sb, NULL);
+            live[i]->sb = NULL;
+            live[i] = NULL;
+        }
+    }
     gbx_autofree char *base = gbx_xstrdup(rt->runtime_dir);
     char *slash = strrchr(base, '/');
     if (slash)
@@ -86,6 +118,7 @@ void sbt_create(struct gbx_runtime *rt, struct sbt *t, const struct gbx_cg_limit
         gbx_err_free(err);
         fail();
     }
+    live_add(t);
     if (gbx_agent_open(gbx_steal_fd(&t->sb->conn_fd), &t->agent, &err) < 0) {
         fprintf(stderr, "agent: %s\n", err->msg);
         gbx_err_free(err);
@@ -95,6 +128,7 @@ void sbt_create(struct gbx_runtime *rt, struct sbt *t, const struct gbx_cg_limit
 
 void sbt_destroy(struct sbt *t)
 {
+    live_del(t);
     gbx_agent_free(t->agent);
     t->agent = NULL;
     struct gbx_err *err = NULL;
