@@ -61,5 +61,18 @@ check "help" sh -c "\"$GB\" run --help | grep -q 'usage: glovebox run'"
 # a terminal when asked: stdin is a pty inside
 check "--tty gives a terminal" sh -c "\"$GB\" run --tty -- tty </dev/null | grep -q /dev/pts/"
 
+# stdin a real terminal (script(1) gives us one): a PTY is used without asking, with the
+# terminal's size, and the exit status still passes through
+if command -v script >/dev/null 2>&1; then
+    script -qec "stty rows 33 cols 101; \"$GB\" run -- sh -c 'tty; stty size; exit 3'" /dev/null \
+        > "$T/tty" 2>&1
+    rc=$?
+    check "terminal stdin gives a pty" grep -q "^/dev/pts/" "$T/tty"
+    check "terminal size passes through" grep -q "^33 101" "$T/tty"
+    check "exit status through a pty" [ $rc -eq 3 ]
+else
+    echo "skip: script(1) not installed, terminal auto-detection not tested"
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
