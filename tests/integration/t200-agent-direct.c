@@ -59,6 +59,8 @@ static int spawn_init(const char *root, int listen_fd, pid_t *pid)
     pid_t p = fork();
     assert_true(p >= 0);
     if (p == 0) {
+        /* an init with a listener outlives its connections: never outlive the test */
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         /* Move both out of the way first: dup2 onto itself would keep CLOEXEC. */
         int l = listen_fd >= 0 ? fcntl(listen_fd, F_DUPFD, 10) : -1;
         int c = fcntl(sv[1], F_DUPFD, 10);
@@ -665,6 +667,78 @@ static void test_shutdown_kills_processes(void **state)
     /* the connection is gone */
     expect_err(gbx_agent_ping(a, &e), &e, ECONNRESET, "connection");
     gbx_agent_free(a);
+}
+
+static void test_sigterm_kills_processes_and_exits_0(void **state)
+{
+    (void)state;
+    pid_t ipid;
+    struct gbx_agent *a = open_agent(spawn_init(NULL, -1, &ipid));
+    const char *argv[] = {"sleep", "60", NULL};
+    struct gbx_spawn_opts o = {.argv = argv};
+    uint32_t proc;
+    pid_t pid;
+    struct gbx_err *e = NULL;
+    assert_int_equal(gbx_agent_spawn(a, &o, &proc, &pid, &e), 0);
+    assert_true(pid_alive(pid));
+    assert_int_equal(kill(ipid, SIGTERM), 0);
+    int st = wait_exit(ipid, 5000);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    for (int i = 0; i < 100 && pid_alive(pid); i++)
+        usleep(10000);
+    assert_false(pid_alive(pid));
+    waitpid(pid, NULL, WNOHANG);
+    gbx_agent_free(a);
+}
+
+static void test_sixteen_connections_then_refused(void **state)
+{
+    (void)state;
+    char sock[300];
+    tpath(sock, sizeof(sock), "limit.sock");
+    unlink(sock);
+    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(sock) < sizeof(sa.sun_path));
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(l, 32), 0);
+    pid_t ipid;
+    struct gbx_agent *conns[16];
+    conns[0] = open_agent(spawn_init(NULL, l, &ipid));
+    close(l);
+    struct gbx_err *e = NULL;
+    for (int i = 1; i < 16; i++)
+        if (gbx_agent_connect(sock, &conns[i], &e) < 0)
+            fail_msg("connection %d: %s", i, e->msg);
+    struct gbx_agent *extra = NULL;
+    /* refused: init closes it (after an EMFILE error frame), which the client sees as a
+     * lost connection, on recv or already on send */
+    assert_int_equal(gbx_agent_connect(sock, &extra, &e), -1);
+    assert_int_equal(e->kind, GBX_ERR_UNAVAILABLE);
+    assert_non_null(strstr(e->msg, "connection lost"));
+    gbx_err_free(e);
+    e = NULL;
+    /* every admitted connection works */
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(gbx_agent_ping(conns[i], &e), 0);
+    /* a slot frees up when a connection closes */
+    gbx_agent_free(conns[5]);
+    int ok = 0;
+    for (int i = 0; i < 100 && !ok; i++) {
+        ok = gbx_agent_connect(sock, &conns[5], &e) == 0;
+        if (!ok) {
+            gbx_err_free(e);
+            e = NULL;
+            usleep(10000);
+        }
+    }
+    assert_true(ok);
+    assert_int_equal(gbx_agent_shutdown(conns[0], &e), 0);
+    for (int i = 0; i < 16; i++)
+        gbx_agent_free(conns[i]);
+    int st = wait_exit(ipid, 5000);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
 /* ---- files -------------------------------------------------------------------------------- */
@@ -1410,6 +1484,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_orphans_are_reaped, setup, teardown),
         cmocka_unit_test(test_attach_after_reconnect_delivers_output_and_exit),
         cmocka_unit_test(test_shutdown_kills_processes),
+        cmocka_unit_test(test_sigterm_kills_processes_and_exits_0),
+        cmocka_unit_test(test_sixteen_connections_then_refused),
         cmocka_unit_test_setup_teardown(test_file_write_read_binary_and_20mb, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_write_flags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_write_as_user_uses_their_credentials, setup,
