@@ -53,7 +53,7 @@ CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 CLI_LIB_OBJS := $(filter-out %/main.o,$(CLI_OBJS))
 
 # glovebox-init: static, no library dependencies, never sanitized (it runs inside sandboxes).
-INIT_SRCS := $(wildcard src/init/*.c) src/agent/frame.c
+INIT_SRCS := $(wildcard src/init/*.c) src/agent/frame.c src/base/path.c
 INIT_OBJS := $(INIT_SRCS:%.c=$(BUILD)/init-obj/%.o)
 INIT_CFLAGS := -std=gnu11 -Os -ffunction-sections -fdata-sections $(WARN) -Isrc -MMD -MP -D_GNU_SOURCE -fstack-protector-strong \
                -D_FORTIFY_SOURCE=2

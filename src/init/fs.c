@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/path.h"
 #include "init/init.h"
 
 #ifndef SYS_fchmodat2
@@ -75,55 +76,17 @@ static uint8_t iobuf[GBX_FRAME_CHUNK];
 
 int gbx_fs_abspath(const struct gbx_user *u, const char *path, char *out, size_t outsz)
 {
-    if (path[0] == '\0')
-        return -ENOENT;
-    int n;
-    if (path[0] == '/')
-        n = snprintf(out, outsz, "%s", path);
-    else
-        n = snprintf(out, outsz, "%s/%s", u->home, path);
-    if (n < 0 || (size_t)n >= outsz || n >= PATH_MAX)
-        return -ENAMETOOLONG;
-    /* "a/b/" names the same thing as "a/b" for every operation here. */
-    while (n > 1 && out[n - 1] == '/')
-        out[--n] = '\0';
-    return 0;
+    return gbx_path_abs(u->home, path, out, outsz);
 }
 
 int gbx_fs_open(const char *abs, int flags, mode_t mode)
 {
-    struct open_how how = {
-        .flags = (uint64_t)(flags | O_CLOEXEC),
-        .mode = (flags & O_CREAT) ? mode : 0,
-        .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
-    };
-    for (int tries = 0; tries < 32; tries++) {
-        long fd = syscall(SYS_openat2, gbx_g.rootfd, abs, &how, sizeof(how));
-        if (fd >= 0)
-            return (int)fd;
-        /* EAGAIN: a concurrent rename raced the in-root resolution; try again. */
-        if (errno != EAGAIN && errno != EINTR)
-            return -errno;
-    }
-    return -EAGAIN;
+    return gbx_path_open_in(gbx_g.rootfd, abs, flags, mode);
 }
 
-/* Split an absolute path into its parent directory and final component.
- * Returns 1 for the root itself, 0 otherwise, -EINVAL when the final component is
- * "." or ".." (it names no entry of its parent). */
 static int split(const char *abs, char *dir, size_t dirsz, char *base, size_t basesz)
 {
-    const char *slash = strrchr(abs, '/');
-    if (slash == NULL || (slash == abs && slash[1] == '\0'))
-        return 1;
-    snprintf(base, basesz, "%s", slash + 1);
-    if (slash == abs)
-        snprintf(dir, dirsz, "/");
-    else
-        snprintf(dir, dirsz, "%.*s", (int)(slash - abs), abs);
-    if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
-        return -EINVAL;
-    return 0;
+    return gbx_path_split(abs, dir, dirsz, base, basesz);
 }
 
 static int ctx_path(struct gbx_req *r, struct fsctx *x, uint16_t tag, const char *name,
