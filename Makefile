@@ -60,9 +60,22 @@ INIT_CFLAGS := -std=gnu11 -Os -ffunction-sections -fdata-sections $(WARN) -Isrc 
 
 PROBE := $(BUILD)/gbx-probe
 
+# musl when it is installed (scripts/deps.sh installs it): a much smaller static binary,
+# cheaper to copy into each runtime's sealed memfd and to exec. glibc -static otherwise.
+# musl-gcc sees only musl's headers: the kernel's are linked in from the system.
+MUSL_GCC := $(shell command -v musl-gcc 2>/dev/null)
+ifneq ($(MUSL_GCC),)
+INIT_CC := $(MUSL_GCC)
+INIT_INC := $(BUILD)/musl-include
+INIT_CFLAGS += -isystem $(INIT_INC)
+else
+INIT_CC := $(CC)
+INIT_INC :=
+endif
+
 # A flags stamp: changing flags rebuilds everything that depends on them.
 FLAGS_STAMP := $(BUILD)/.flags
-FLAGS_NOW = $(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) $(INIT_CFLAGS)
+FLAGS_NOW = $(CC) $(CFLAGS_ALL) $(LDFLAGS_ALL) $(INIT_CC) $(INIT_CFLAGS)
 $(shell mkdir -p $(BUILD); if [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" != "$(FLAGS_NOW)" ]; then \
     echo "$(FLAGS_NOW)" > $(FLAGS_STAMP); fi)
 
@@ -77,12 +90,18 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
-$(BUILD)/init-obj/%.o: %.c $(FLAGS_STAMP)
+$(BUILD)/musl-include:
+	@mkdir -p $@
+	ln -sfn /usr/include/linux $@/linux
+	ln -sfn /usr/include/asm-generic $@/asm-generic
+	ln -sfn /usr/include/$$(gcc -print-multiarch)/asm $@/asm
+
+$(BUILD)/init-obj/%.o: %.c $(FLAGS_STAMP) | $(INIT_INC)
 	@mkdir -p $(@D)
-	$(CC) $(INIT_CFLAGS) -c $< -o $@
+	$(INIT_CC) $(INIT_CFLAGS) -c $< -o $@
 
 $(BUILD)/glovebox-init: $(INIT_OBJS)
-	$(CC) -static -s -Wl,--gc-sections -o $@ $^
+	$(INIT_CC) -static -s -Wl,--gc-sections -o $@ $^
 
 # the seccomp filter, compiled to BPF at build time (tools/gen-seccomp.c)
 $(BUILD)/gen-seccomp: tools/gen-seccomp.c src/sandbox/seccomp.c src/base/mem.c src/sandbox/seccomp.h

@@ -18,6 +18,27 @@
 #include "agent/frame.h"
 #include "base/util.h"
 
+#ifndef __GLIBC__
+/* musl (what init is linked with when available: a ~100 KiB binary instead of ~700 KiB)
+ * lacks these two wrappers in the version Debian 12 ships. */
+#include <linux/close_range.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+static inline int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
+                            unsigned int flags)
+{
+    return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+static inline int close_range(unsigned int first, unsigned int last, int flags)
+{
+    return (int)syscall(SYS_close_range, first, last, flags);
+}
+#endif
+
 #define INIT_MAX_CONNS 16
 /* A connection whose unsent output reaches the soft cap stops being fed process output
  * and READ/LIST chunks; at the hard cap init also stops reading its requests. */
