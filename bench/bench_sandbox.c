@@ -52,8 +52,7 @@ static void report(const char *name, double *v, int n, double *peer, const char 
     double q50 = pct(peer, n, 0.5), q99 = pct(peer, n, 0.99);
     printf("%-18s p50 %7.3f ms  p99 %7.3f ms   (target p50 <= %.1f ms: %s)\n", name, p50 / 1e3,
            p99 / 1e3, target_ms, p50 / 1e3 <= target_ms ? "met" : "MISSED");
-    printf("%-18s p50 %7.3f ms  p99 %7.3f ms   [%s]\n", "  peer", q50 / 1e3, q99 / 1e3,
-           peer_name);
+    printf("%-18s p50 %7.3f ms  p99 %7.3f ms   [%s]\n", "  peer", q50 / 1e3, q99 / 1e3, peer_name);
     printf("%-18s %.2fx the peer at p50\n", "  ratio", p50 / q50);
 }
 

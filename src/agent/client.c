@@ -417,8 +417,8 @@ int gbx_agent_shutdown(struct gbx_agent *a, struct gbx_err **err)
 
 /* ---- processes -------------------------------------------------------------------------- */
 
-int gbx_agent_spawn(struct gbx_agent *a, const struct gbx_spawn_opts *o, uint32_t *proc,
-                    pid_t *pid, struct gbx_err **err)
+int gbx_agent_spawn(struct gbx_agent *a, const struct gbx_spawn_opts *o, uint32_t *proc, pid_t *pid,
+                    struct gbx_err **err)
 {
     if (o->argv == NULL || o->argv[0] == NULL)
         return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "spawn: empty argv");
@@ -531,8 +531,7 @@ static char *join_argv(const uint8_t *p, size_t len)
     return s;
 }
 
-int gbx_agent_ps(struct gbx_agent *a, struct gbx_proc_info **out, size_t *n,
-                 struct gbx_err **err)
+int gbx_agent_ps(struct gbx_agent *a, struct gbx_proc_info **out, size_t *n, struct gbx_err **err)
 {
     struct gbx_msg m;
     msg_begin(a, &m, GBX_MSG_PS);
@@ -742,9 +741,8 @@ int gbx_agent_read_all(struct gbx_agent *a, const char *user, const char *path, 
     return 0;
 }
 
-int gbx_agent_write_open(struct gbx_agent *a, const char *user, const char *path,
-                         uint32_t mode, uint32_t wflags, uint32_t *handle,
-                         struct gbx_err **err)
+int gbx_agent_write_open(struct gbx_agent *a, const char *user, const char *path, uint32_t mode,
+                         uint32_t wflags, uint32_t *handle, struct gbx_err **err)
 {
     struct gbx_msg m;
     msg_begin(a, &m, GBX_MSG_WRITE);
@@ -794,12 +792,12 @@ int gbx_agent_write_end(struct gbx_agent *a, uint32_t handle, int commit, uint64
     return 0;
 }
 
-int gbx_agent_write_all(struct gbx_agent *a, const char *user, const char *path,
-                        uint32_t mode, const void *data, size_t len, struct gbx_err **err)
+int gbx_agent_write_all(struct gbx_agent *a, const char *user, const char *path, uint32_t mode,
+                        const void *data, size_t len, struct gbx_err **err)
 {
     uint32_t h;
-    if (gbx_agent_write_open(a, user, path, mode, GBX_W_CREATE | GBX_W_TRUNC | GBX_W_ATOMIC,
-                             &h, err) < 0)
+    if (gbx_agent_write_open(a, user, path, mode, GBX_W_CREATE | GBX_W_TRUNC | GBX_W_ATOMIC, &h,
+                             err) < 0)
         return -1;
     if (len > 0 && gbx_agent_write_data(a, h, data, len, err) < 0) {
         if (!a->broken) {

@@ -35,11 +35,11 @@ struct gbx_spawn_opts {
     const char *user;        /* NULL: "root" */
     int pty;                 /* non-zero: run on a PTY of rows x cols */
     uint16_t rows, cols;
-    int stdin_open;          /* non-zero: keep stdin open for gbx_agent_stdin */
+    int stdin_open; /* non-zero: keep stdin open for gbx_agent_stdin */
 };
 
-int gbx_agent_spawn(struct gbx_agent *a, const struct gbx_spawn_opts *o, uint32_t *proc,
-                    pid_t *pid, struct gbx_err **err) GBX_WUR;
+int gbx_agent_spawn(struct gbx_agent *a, const struct gbx_spawn_opts *o, uint32_t *proc, pid_t *pid,
+                    struct gbx_err **err) GBX_WUR;
 int gbx_agent_stdin(struct gbx_agent *a, uint32_t proc, const void *data, size_t len,
                     struct gbx_err **err) GBX_WUR;
 int gbx_agent_close_stdin(struct gbx_agent *a, uint32_t proc, struct gbx_err **err) GBX_WUR;
@@ -63,13 +63,13 @@ enum gbx_event_kind { GBX_EVENT_STDOUT = 1, GBX_EVENT_STDERR, GBX_EVENT_EXIT, GB
 
 struct gbx_event {
     enum gbx_event_kind kind;
-    uint32_t id;        /* process handle, or watch handle */
-    uint8_t *data;      /* STDOUT/STDERR bytes; owned by the event */
+    uint32_t id;   /* process handle, or watch handle */
+    uint8_t *data; /* STDOUT/STDERR bytes; owned by the event */
     size_t len;
-    int exit_code;      /* EXIT: code, or -1 when killed by a signal */
-    int exit_signal;    /* EXIT: signal number, or 0 */
-    char *name;         /* WATCH: path relative to the watched directory; owned */
-    uint32_t wevent;    /* WATCH: GBX_WE_* bits */
+    int exit_code;   /* EXIT: code, or -1 when killed by a signal */
+    int exit_signal; /* EXIT: signal number, or 0 */
+    char *name;      /* WATCH: path relative to the watched directory; owned */
+    uint32_t wevent; /* WATCH: GBX_WE_* bits */
 };
 /* Wait up to timeout_ms (-1 forever) for the next event. Returns 1 with *ev filled
  * (release it with gbx_event_release), 0 on timeout, -1 on error (connection lost). */
@@ -84,8 +84,8 @@ struct gbx_file_stat {
     uint64_t size;
     uint64_t mtime_ns;
     uint32_t uid, gid;
-    char *name;     /* LIST: path relative to the listed directory; STAT: base name */
-    char *link;     /* symlink target or NULL */
+    char *name; /* LIST: path relative to the listed directory; STAT: base name */
+    char *link; /* symlink target or NULL */
 };
 void gbx_file_stat_release(struct gbx_file_stat *st);
 
@@ -100,17 +100,15 @@ int gbx_agent_read(struct gbx_agent *a, const char *user, const char *path, uint
 int gbx_agent_read_all(struct gbx_agent *a, const char *user, const char *path, size_t max,
                        uint8_t **data, size_t *len, struct gbx_err **err) GBX_WUR;
 /* Chunked write: open, data..., end. wflags: GBX_W_*. */
-int gbx_agent_write_open(struct gbx_agent *a, const char *user, const char *path,
-                         uint32_t mode, uint32_t wflags, uint32_t *handle,
-                         struct gbx_err **err) GBX_WUR;
+int gbx_agent_write_open(struct gbx_agent *a, const char *user, const char *path, uint32_t mode,
+                         uint32_t wflags, uint32_t *handle, struct gbx_err **err) GBX_WUR;
 int gbx_agent_write_data(struct gbx_agent *a, uint32_t handle, const void *data, size_t len,
                          struct gbx_err **err) GBX_WUR;
 int gbx_agent_write_end(struct gbx_agent *a, uint32_t handle, int commit, uint64_t *size,
                         struct gbx_err **err) GBX_WUR;
 /* Convenience: write a whole buffer (chunked), atomically (temp + rename), creating it. */
-int gbx_agent_write_all(struct gbx_agent *a, const char *user, const char *path,
-                        uint32_t mode, const void *data, size_t len,
-                        struct gbx_err **err) GBX_WUR;
+int gbx_agent_write_all(struct gbx_agent *a, const char *user, const char *path, uint32_t mode,
+                        const void *data, size_t len, struct gbx_err **err) GBX_WUR;
 int gbx_agent_mkdir(struct gbx_agent *a, const char *user, const char *path, uint32_t mode,
                     int parents, struct gbx_err **err) GBX_WUR;
 int gbx_agent_remove(struct gbx_agent *a, const char *user, const char *path, int recursive,

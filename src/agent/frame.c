@@ -23,8 +23,7 @@ static uint16_t get_le16(const uint8_t *p)
 
 static uint32_t get_le32(const uint8_t *p)
 {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
 int gbx_frame_decode_hdr(const uint8_t *buf, size_t avail, struct gbx_frame_hdr *out)

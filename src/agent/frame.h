@@ -86,7 +86,6 @@ int gbx_attr_str(const struct gbx_attr *a, char *out, size_t outsz);
 /* Convenience: find + typed read. 1 found, 0 absent (out untouched), <0 malformed. */
 int gbx_attrs_get_u32(const uint8_t *payload, size_t len, uint16_t tag, uint32_t *out);
 int gbx_attrs_get_u64(const uint8_t *payload, size_t len, uint16_t tag, uint64_t *out);
-int gbx_attrs_get_str(const uint8_t *payload, size_t len, uint16_t tag, char *out,
-                      size_t outsz);
+int gbx_attrs_get_str(const uint8_t *payload, size_t len, uint16_t tag, char *out, size_t outsz);
 
 #endif

@@ -37,18 +37,18 @@ enum gbx_msg_type {
     GBX_MSG_ATTACH = 0x16,      /* PROC -> OK; output and exit of PROC now go to this connection */
 
     /* files; every request may carry USER (default "root") */
-    GBX_MSG_STAT = 0x20,      /* PATH, FOLLOW? -> OK: STAT attributes (see below) */
-    GBX_MSG_READ = 0x21,      /* PATH, OFFSET?, LENGTH? -> DATA events (id = request), then OK: SIZE */
-    GBX_MSG_WRITE = 0x22,     /* PATH, MODE?, WFLAGS? -> OK: HANDLE */
+    GBX_MSG_STAT = 0x20,  /* PATH, FOLLOW? -> OK: STAT attributes (see below) */
+    GBX_MSG_READ = 0x21,  /* PATH, OFFSET?, LENGTH? -> DATA events (id = request), then OK: SIZE */
+    GBX_MSG_WRITE = 0x22, /* PATH, MODE?, WFLAGS? -> OK: HANDLE */
     GBX_MSG_WRITE_DATA = 0x23, /* HANDLE, DATA -> OK */
-    GBX_MSG_WRITE_END = 0x24, /* HANDLE, COMMIT (0 aborts) -> OK: SIZE */
-    GBX_MSG_MKDIR = 0x25,     /* PATH, MODE?, PARENTS? -> OK */
-    GBX_MSG_REMOVE = 0x26,    /* PATH, RECURSIVE? -> OK */
-    GBX_MSG_RENAME = 0x27,    /* PATH, PATH2, NOREPLACE? -> OK */
-    GBX_MSG_LIST = 0x28,      /* PATH, DEPTH? -> DIRENT events (id = request), then OK: COUNT */
-    GBX_MSG_WATCH = 0x29,     /* PATH, RECURSIVE? -> OK: HANDLE; then WATCH events */
-    GBX_MSG_UNWATCH = 0x2a,   /* HANDLE -> OK */
-    GBX_MSG_CHMOD = 0x2b,     /* PATH, MODE -> OK */
+    GBX_MSG_WRITE_END = 0x24,  /* HANDLE, COMMIT (0 aborts) -> OK: SIZE */
+    GBX_MSG_MKDIR = 0x25,      /* PATH, MODE?, PARENTS? -> OK */
+    GBX_MSG_REMOVE = 0x26,     /* PATH, RECURSIVE? -> OK */
+    GBX_MSG_RENAME = 0x27,     /* PATH, PATH2, NOREPLACE? -> OK */
+    GBX_MSG_LIST = 0x28,       /* PATH, DEPTH? -> DIRENT events (id = request), then OK: COUNT */
+    GBX_MSG_WATCH = 0x29,      /* PATH, RECURSIVE? -> OK: HANDLE; then WATCH events */
+    GBX_MSG_UNWATCH = 0x2a,    /* HANDLE -> OK */
+    GBX_MSG_CHMOD = 0x2b,      /* PATH, MODE -> OK */
 
     /* events (init -> daemon) */
     GBX_EV_STDOUT = 0x40, /* id = PROC; DATA (for a PTY, all terminal output) */
@@ -62,21 +62,21 @@ enum gbx_msg_type {
 /* Attribute tags. Integer attributes are little-endian u32 or u64 of exactly that size;
  * strings are bytes without a terminator and must not contain NUL. */
 enum gbx_attr_tag {
-    GBX_A_VERSION = 1,   /* u32 */
-    GBX_A_ERRNO = 2,     /* u32, positive errno */
-    GBX_A_MESSAGE = 3,   /* str */
-    GBX_A_PID = 4,       /* u32 */
-    GBX_A_PROC = 5,      /* u32 process handle, assigned by init, never reused */
-    GBX_A_ARGV = 6,      /* str, repeated in order */
-    GBX_A_ENV = 7,       /* str "KEY=VALUE", repeated */
-    GBX_A_CWD = 8,       /* str */
-    GBX_A_USER = 9,      /* str: a user name, or "uid" or "uid:gid" */
-    GBX_A_PTY_ROWS = 10, /* u32; presence of ROWS+COLS in SPAWN asks for a PTY */
-    GBX_A_PTY_COLS = 11, /* u32 */
-    GBX_A_STDIN = 12,    /* u32 bool: keep stdin open (default 0: stdin is /dev/null) */
-    GBX_A_DATA = 13,     /* bytes */
-    GBX_A_SIGNO = 14,    /* u32 */
-    GBX_A_GROUP = 15,    /* u32 bool: signal the whole process group (default 1) */
+    GBX_A_VERSION = 1,      /* u32 */
+    GBX_A_ERRNO = 2,        /* u32, positive errno */
+    GBX_A_MESSAGE = 3,      /* str */
+    GBX_A_PID = 4,          /* u32 */
+    GBX_A_PROC = 5,         /* u32 process handle, assigned by init, never reused */
+    GBX_A_ARGV = 6,         /* str, repeated in order */
+    GBX_A_ENV = 7,          /* str "KEY=VALUE", repeated */
+    GBX_A_CWD = 8,          /* str */
+    GBX_A_USER = 9,         /* str: a user name, or "uid" or "uid:gid" */
+    GBX_A_PTY_ROWS = 10,    /* u32; presence of ROWS+COLS in SPAWN asks for a PTY */
+    GBX_A_PTY_COLS = 11,    /* u32 */
+    GBX_A_STDIN = 12,       /* u32 bool: keep stdin open (default 0: stdin is /dev/null) */
+    GBX_A_DATA = 13,        /* bytes */
+    GBX_A_SIGNO = 14,       /* u32 */
+    GBX_A_GROUP = 15,       /* u32 bool: signal the whole process group (default 1) */
     GBX_A_EXIT_CODE = 16,   /* u32 */
     GBX_A_EXIT_SIGNAL = 17, /* u32 */
     GBX_A_CORE = 18,        /* u32 bool */
@@ -111,12 +111,12 @@ enum gbx_attr_tag {
 
 /* WRITE flags */
 enum {
-    GBX_W_CREATE = 1 << 0,   /* create if missing */
-    GBX_W_TRUNC = 1 << 1,    /* replace contents */
-    GBX_W_APPEND = 1 << 2,   /* append (not atomic) */
-    GBX_W_EXCL = 1 << 3,     /* fail if it exists */
-    GBX_W_ATOMIC = 1 << 4,   /* write to a temporary file and rename over the target on commit */
-    GBX_W_PARENTS = 1 << 5,  /* create missing parent directories */
+    GBX_W_CREATE = 1 << 0,  /* create if missing */
+    GBX_W_TRUNC = 1 << 1,   /* replace contents */
+    GBX_W_APPEND = 1 << 2,  /* append (not atomic) */
+    GBX_W_EXCL = 1 << 3,    /* fail if it exists */
+    GBX_W_ATOMIC = 1 << 4,  /* write to a temporary file and rename over the target on commit */
+    GBX_W_PARENTS = 1 << 5, /* create missing parent directories */
 };
 
 /* file types */

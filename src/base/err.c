@@ -49,9 +49,9 @@ enum gbx_err_kind gbx_err_kind_from_errno(int errnum)
 const char *gbx_err_kind_name(enum gbx_err_kind kind)
 {
     static const char *const names[] = {
-        [GBX_ERR_INTERNAL] = "internal",       [GBX_ERR_NOT_FOUND] = "not_found",
-        [GBX_ERR_CONFLICT] = "conflict",       [GBX_ERR_INVALID] = "invalid",
-        [GBX_ERR_PERMISSION] = "permission",   [GBX_ERR_UNAVAILABLE] = "unavailable",
+        [GBX_ERR_INTERNAL] = "internal",     [GBX_ERR_NOT_FOUND] = "not_found",
+        [GBX_ERR_CONFLICT] = "conflict",     [GBX_ERR_INVALID] = "invalid",
+        [GBX_ERR_PERMISSION] = "permission", [GBX_ERR_UNAVAILABLE] = "unavailable",
         [GBX_ERR_LIMIT] = "limit",
     };
     if ((unsigned)kind >= GBX_ARRAY_SIZE(names))

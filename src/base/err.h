@@ -17,9 +17,9 @@ enum gbx_err_kind {
 };
 
 struct gbx_err {
-    int errnum;             /* positive errno, or 0 */
+    int errnum; /* positive errno, or 0 */
     enum gbx_err_kind kind;
-    char *msg;              /* owned; full chain, outermost context first */
+    char *msg; /* owned; full chain, outermost context first */
 };
 
 /* Map an errno to the kind an API layer would report. */

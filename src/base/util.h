@@ -15,12 +15,12 @@
 #define GBX_UNUSED __attribute__((unused))
 
 /* Abort in every build: for states that would corrupt memory or security. */
-#define GBX_BUG_ON(cond)                                                                 \
-    do {                                                                                 \
-        if (__builtin_expect(!!(cond), 0)) {                                             \
-            fprintf(stderr, "BUG: %s:%d: %s\n", __FILE__, __LINE__, #cond);              \
-            abort();                                                                     \
-        }                                                                                \
+#define GBX_BUG_ON(cond)                                                                           \
+    do {                                                                                           \
+        if (__builtin_expect(!!(cond), 0)) {                                                       \
+            fprintf(stderr, "BUG: %s:%d: %s\n", __FILE__, __LINE__, #cond);                        \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 static inline void gbx_freep(void *p)
@@ -56,13 +56,13 @@ static inline int gbx_steal_fd(int *fd)
 }
 
 /* Retry a syscall expression while it fails with EINTR. */
-#define GBX_RETRY(expr)                                                                  \
-    ({                                                                                   \
-        long _r;                                                                         \
-        do                                                                               \
-            _r = (long)(expr);                                                           \
-        while (_r == -1 && errno == EINTR);                                              \
-        _r;                                                                              \
+#define GBX_RETRY(expr)                                                                            \
+    ({                                                                                             \
+        long _r;                                                                                   \
+        do                                                                                         \
+            _r = (long)(expr);                                                                     \
+        while (_r == -1 && errno == EINTR);                                                        \
+        _r;                                                                                        \
     })
 
 #endif

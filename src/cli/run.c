@@ -42,12 +42,18 @@ int gbx_run_parse(int argc, char **argv, struct gbx_run_opts *o, struct gbx_err 
 {
     enum { OPT_TTY = 256, OPT_NO_TTY };
     static const struct option longopts[] = {
-        {"memory", required_argument, NULL, 'm'},  {"pids", required_argument, NULL, 'p'},
-        {"cpus", required_argument, NULL, 'c'},    {"disk", required_argument, NULL, 'd'},
-        {"timeout", required_argument, NULL, 't'}, {"env", required_argument, NULL, 'e'},
-        {"cwd", required_argument, NULL, 'w'},     {"user", required_argument, NULL, 'u'},
-        {"template", required_argument, NULL, 'T'}, {"tty", no_argument, NULL, OPT_TTY},
-        {"no-tty", no_argument, NULL, OPT_NO_TTY}, {"help", no_argument, NULL, 'h'},
+        {"memory", required_argument, NULL, 'm'},
+        {"pids", required_argument, NULL, 'p'},
+        {"cpus", required_argument, NULL, 'c'},
+        {"disk", required_argument, NULL, 'd'},
+        {"timeout", required_argument, NULL, 't'},
+        {"env", required_argument, NULL, 'e'},
+        {"cwd", required_argument, NULL, 'w'},
+        {"user", required_argument, NULL, 'u'},
+        {"template", required_argument, NULL, 'T'},
+        {"tty", no_argument, NULL, OPT_TTY},
+        {"no-tty", no_argument, NULL, OPT_NO_TTY},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof(*o));
@@ -83,8 +89,7 @@ int gbx_run_parse(int argc, char **argv, struct gbx_run_opts *o, struct gbx_err 
         case 't':
             if (gbx_parse_duration_ms(optarg, &o->timeout_ms) < 0 || o->timeout_ms == 0)
                 return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                                   "invalid --timeout '%s': use e.g. 30, 10s, 500ms or 5m",
-                                   optarg);
+                                   "invalid --timeout '%s': use e.g. 30, 10s, 500ms or 5m", optarg);
             break;
         case 'e':
             if (gbx_env_valid(optarg) < 0)
@@ -107,8 +112,7 @@ int gbx_run_parse(int argc, char **argv, struct gbx_run_opts *o, struct gbx_err 
             break;
         case 'T':
             if (gbx_sandbox_id_valid(optarg) < 0)
-                return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "invalid --template '%s'",
-                                   optarg);
+                return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "invalid --template '%s'", optarg);
             o->template_name = optarg;
             break;
         case OPT_TTY:
@@ -181,8 +185,7 @@ static int handle_event(struct relay *rl, struct gbx_event *ev)
     return r == -EPIPE ? 0 : r;
 }
 
-static int relay_loop(struct relay *rl, const struct gbx_run_opts *o, int tty,
-                      struct gbx_err **err)
+static int relay_loop(struct relay *rl, const struct gbx_run_opts *o, int tty, struct gbx_err **err)
 {
     sigset_t mask;
     sigemptyset(&mask);
@@ -289,7 +292,8 @@ static void timing(const char *phase)
         return;
     uint64_t n = now_us();
     if (timing_last && phase)
-        fprintf(stderr, "glovebox: timing: %-12s %6.3f ms\n", phase, (double)(n - timing_last) / 1000);
+        fprintf(stderr, "glovebox: timing: %-12s %6.3f ms\n", phase,
+                (double)(n - timing_last) / 1000);
     timing_last = n;
 }
 

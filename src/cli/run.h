@@ -21,7 +21,7 @@ struct gbx_run_opts {
     const char *cwd;
     const char *user;
     const char *template_name;
-    int tty;     /* -1: auto (when stdin is a terminal), 0 no, 1 yes */
+    int tty; /* -1: auto (when stdin is a terminal), 0 no, 1 yes */
     int help;
     char **argv; /* the command: points into the caller's argv */
 };

@@ -199,29 +199,52 @@ typedef int (*req_handler)(struct gbx_req *r);
 static req_handler handler_for(uint16_t type)
 {
     switch (type) {
-    case GBX_MSG_HELLO: return do_hello;
-    case GBX_MSG_PING: return do_ping;
-    case GBX_MSG_SHUTDOWN: return do_shutdown;
-    case GBX_MSG_SPAWN: return gbx_proc_spawn;
-    case GBX_MSG_STDIN: return gbx_proc_stdin;
-    case GBX_MSG_CLOSE_STDIN: return gbx_proc_close_stdin;
-    case GBX_MSG_SIGNAL: return gbx_proc_signal;
-    case GBX_MSG_RESIZE: return gbx_proc_resize;
-    case GBX_MSG_PS: return gbx_proc_ps;
-    case GBX_MSG_ATTACH: return gbx_proc_attach;
-    case GBX_MSG_STAT: return gbx_fs_stat;
-    case GBX_MSG_READ: return gbx_fs_read;
-    case GBX_MSG_WRITE: return gbx_fs_write;
-    case GBX_MSG_WRITE_DATA: return gbx_fs_write_data;
-    case GBX_MSG_WRITE_END: return gbx_fs_write_end;
-    case GBX_MSG_MKDIR: return gbx_fs_mkdir;
-    case GBX_MSG_REMOVE: return gbx_fs_remove;
-    case GBX_MSG_RENAME: return gbx_fs_rename;
-    case GBX_MSG_LIST: return gbx_fs_list;
-    case GBX_MSG_WATCH: return gbx_watch_add;
-    case GBX_MSG_UNWATCH: return gbx_watch_remove;
-    case GBX_MSG_CHMOD: return gbx_fs_chmod;
-    default: return NULL;
+    case GBX_MSG_HELLO:
+        return do_hello;
+    case GBX_MSG_PING:
+        return do_ping;
+    case GBX_MSG_SHUTDOWN:
+        return do_shutdown;
+    case GBX_MSG_SPAWN:
+        return gbx_proc_spawn;
+    case GBX_MSG_STDIN:
+        return gbx_proc_stdin;
+    case GBX_MSG_CLOSE_STDIN:
+        return gbx_proc_close_stdin;
+    case GBX_MSG_SIGNAL:
+        return gbx_proc_signal;
+    case GBX_MSG_RESIZE:
+        return gbx_proc_resize;
+    case GBX_MSG_PS:
+        return gbx_proc_ps;
+    case GBX_MSG_ATTACH:
+        return gbx_proc_attach;
+    case GBX_MSG_STAT:
+        return gbx_fs_stat;
+    case GBX_MSG_READ:
+        return gbx_fs_read;
+    case GBX_MSG_WRITE:
+        return gbx_fs_write;
+    case GBX_MSG_WRITE_DATA:
+        return gbx_fs_write_data;
+    case GBX_MSG_WRITE_END:
+        return gbx_fs_write_end;
+    case GBX_MSG_MKDIR:
+        return gbx_fs_mkdir;
+    case GBX_MSG_REMOVE:
+        return gbx_fs_remove;
+    case GBX_MSG_RENAME:
+        return gbx_fs_rename;
+    case GBX_MSG_LIST:
+        return gbx_fs_list;
+    case GBX_MSG_WATCH:
+        return gbx_watch_add;
+    case GBX_MSG_UNWATCH:
+        return gbx_watch_remove;
+    case GBX_MSG_CHMOD:
+        return gbx_fs_chmod;
+    default:
+        return NULL;
     }
 }
 
@@ -309,8 +332,7 @@ void gbx_conn_close(struct gbx_conn *c)
 void gbx_conn_flush(struct gbx_conn *c)
 {
     while (!c->dead && c->out_off < c->out_len) {
-        ssize_t n = send(c->src.fd, c->out + c->out_off, c->out_len - c->out_off,
-                         MSG_NOSIGNAL);
+        ssize_t n = send(c->src.fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -337,8 +359,7 @@ static void process_input(struct gbx_conn *c);
 void gbx_conn_update(struct gbx_conn *c)
 {
     /* Requests left buffered when the hard cap was reached. */
-    if (!c->closing && c->in_len >= GBX_FRAME_HDR_SIZE &&
-        gbx_conn_pending(c) < INIT_OUT_HARD_CAP) {
+    if (!c->closing && c->in_len >= GBX_FRAME_HDR_SIZE && gbx_conn_pending(c) < INIT_OUT_HARD_CAP) {
         process_input(c);
         if (c->dead)
             return;

@@ -41,8 +41,8 @@ struct gbx_op {
     char *path; /* as requested, for messages */
     /* READ */
     int fd;
-    int seq;       /* not seekable: read() instead of pread() */
-    int nonblock;  /* a device opened O_NONBLOCK: EAGAIN ends the read */
+    int seq;      /* not seekable: read() instead of pread() */
+    int nonblock; /* a device opened O_NONBLOCK: EAGAIN ends the read */
     uint64_t off, left, sent;
     /* LIST */
     struct gbx_user u;
@@ -89,8 +89,8 @@ static int split(const char *abs, char *dir, size_t dirsz, char *base, size_t ba
     return gbx_path_split(abs, dir, dirsz, base, basesz);
 }
 
-static int ctx_path(struct gbx_req *r, struct fsctx *x, uint16_t tag, const char *name,
-                    char *path, char *abs)
+static int ctx_path(struct gbx_req *r, struct fsctx *x, uint16_t tag, const char *name, char *path,
+                    char *abs)
 {
     int e = gbx_req_str(r, tag, name, path, PATH_MAX, 1);
     if (e == -ENAMETOOLONG)
@@ -135,8 +135,7 @@ static uint32_t ftype_of(mode_t m)
     return GBX_FT_OTHER;
 }
 
-static void put_stat(struct gbx_msg *m, const struct stat *st, const char *name,
-                     const char *link)
+static void put_stat(struct gbx_msg *m, const struct stat *st, const char *name, const char *link)
 {
     gbx_msg_put_str(m, GBX_A_NAME, name);
     gbx_msg_put_u32(m, GBX_A_FTYPE, ftype_of(st->st_mode));
@@ -247,8 +246,7 @@ int gbx_fs_read(struct gbx_req *r)
     }
     if (S_ISDIR(st.st_mode) || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode))) {
         close(fd);
-        return gbx_req_fail(r, S_ISDIR(st.st_mode) ? EISDIR : EINVAL, "cannot read '%s'",
-                            x.path);
+        return gbx_req_fail(r, S_ISDIR(st.st_mode) ? EISDIR : EINVAL, "cannot read '%s'", x.path);
     }
     struct gbx_op *op = op_new(r->c, OP_READ, r->id, x.path);
     op->fd = fd;
@@ -307,8 +305,7 @@ int gbx_fs_list(struct gbx_req *r)
         return e;
     if (depth == 0 || depth > INIT_LIST_MAX_DEPTH) {
         ctx_end(&x);
-        return gbx_req_failx(r, EINVAL, "depth %u out of range (1-%d)", depth,
-                             INIT_LIST_MAX_DEPTH);
+        return gbx_req_failx(r, EINVAL, "depth %u out of range (1-%d)", depth, INIT_LIST_MAX_DEPTH);
     }
     int fd = gbx_fs_open(x.abs, O_RDONLY | O_DIRECTORY, 0);
     ctx_end(&x);
@@ -340,8 +337,7 @@ static int list_step(struct gbx_conn *c, struct gbx_op *op)
         gbx_conn_reply_err(c, op->id, EPERM, "cannot switch credentials");
         return 1;
     }
-    while (op->sp > 0 && m.len < GBX_FRAME_CHUNK &&
-           gbx_msg_room(&m) > 2 * PATH_MAX + 512) {
+    while (op->sp > 0 && m.len < GBX_FRAME_CHUNK && gbx_msg_room(&m) > 2 * PATH_MAX + 512) {
         struct list_level *top = &op->stack[op->sp - 1];
         errno = 0;
         struct dirent *de = readdir(top->d);
@@ -556,7 +552,10 @@ int gbx_fs_write(struct gbx_req *r)
         }
         if ((exists && (fl & GBX_W_EXCL)) || (!exists && !(fl & GBX_W_CREATE)) ||
             (exists && S_ISDIR(st.st_mode))) {
-            e = gbx_req_fail(r, !exists ? ENOENT : S_ISDIR(st.st_mode) ? EISDIR : EEXIST,
+            e = gbx_req_fail(r,
+                             !exists               ? ENOENT
+                             : S_ISDIR(st.st_mode) ? EISDIR
+                                                   : EEXIST,
                              "cannot open '%s'", x.path);
             goto out;
         }
@@ -666,8 +665,8 @@ int gbx_fs_write_end(struct gbx_req *r)
             if (gbx_creds_enter(&w->u) < 0) {
                 err = EPERM;
             } else {
-                if (renameat2(w->dirfd, w->tmp, w->dirfd, w->base,
-                              w->excl ? RENAME_NOREPLACE : 0) < 0)
+                if (renameat2(w->dirfd, w->tmp, w->dirfd, w->base, w->excl ? RENAME_NOREPLACE : 0) <
+                    0)
                     err = errno;
                 else
                     w->atomic = 0; /* nothing left to clean up */
@@ -767,12 +766,11 @@ static int remove_tree(int dfd, int depth)
         int isdir = de->d_type == DT_DIR;
         if (de->d_type == DT_UNKNOWN) {
             struct stat st;
-            isdir = fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                    S_ISDIR(st.st_mode);
+            isdir =
+                fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
         }
         if (isdir) {
-            int sub = openat(dirfd(d), de->d_name,
-                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             int k = sub < 0 ? -errno : remove_tree(sub, depth + 1);
             if (k == 0 && unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) < 0)
                 k = -errno;
@@ -843,8 +841,7 @@ int gbx_fs_rename(struct gbx_req *r)
     if ((e = gbx_req_u32(r, GBX_A_NOREPLACE, "NOREPLACE", &noreplace, 0)) < 0)
         return e;
     if ((e = gbx_req_user(r, &x.u)) < 0 ||
-        (e = ctx_path(r, &x, GBX_A_PATH2, "PATH2", path2, abs2)) < 0 ||
-        (e = ctx_begin(r, &x)) < 0)
+        (e = ctx_path(r, &x, GBX_A_PATH2, "PATH2", path2, abs2)) < 0 || (e = ctx_begin(r, &x)) < 0)
         return e;
     char dir1[PATH_MAX], base1[NAME_MAX + 1], dir2[PATH_MAX], base2[NAME_MAX + 1];
     int d1 = -1, d2 = -1;

@@ -206,7 +206,7 @@ struct gbx_init {
     struct gbx_conn *conns[INIT_MAX_CONNS]; /* a dead one stays until the loop tail */
     uint64_t next_serial;
     struct rlimit nofile; /* as inherited; restored in spawned processes */
-    int ngroups; /* init's own supplementary groups, restored after file operations */
+    int ngroups;          /* init's own supplementary groups, restored after file operations */
     gid_t groups[INIT_MAX_GROUPS];
 };
 extern struct gbx_init gbx_g;

@@ -256,7 +256,7 @@ static int exec_search(char **argv, char **envp)
 
 struct spawn_fds {
     int exec_w;
-    int slave;          /* PTY slave or -1 */
+    int slave; /* PTY slave or -1 */
     int in_r, out_w, err_w;
 };
 
@@ -439,8 +439,7 @@ int gbx_proc_spawn(struct gbx_req *r)
     p->spawn_serial = r->c->serial;
     p->spawn_id = r->id;
     p->stdin_open = pty || in_w >= 0;
-    gbx_src_init(&p->out, GBX_SRC_PROC_OUT, pty ? gbx_steal_fd(&master) : gbx_steal_fd(&out_r),
-                 p);
+    gbx_src_init(&p->out, GBX_SRC_PROC_OUT, pty ? gbx_steal_fd(&master) : gbx_steal_fd(&out_r), p);
     gbx_src_init(&p->err, GBX_SRC_PROC_ERR, gbx_steal_fd(&err_r), p);
     gbx_src_init(&p->in, GBX_SRC_PROC_IN, gbx_steal_fd(&in_w), p);
     gbx_src_init(&p->exec, GBX_SRC_PROC_EXEC, gbx_steal_fd(&exec_r), p);
@@ -752,8 +751,7 @@ int gbx_proc_stdin(struct gbx_req *r)
     if (!p->stdin_open || p->stdin_close)
         return gbx_req_failx(r, EPIPE, "stdin of process %u is closed", p->handle);
     if (p->ilen - p->ioff + a.len > INIT_STDIN_MAX)
-        return gbx_req_failx(r, ENOBUFS, "stdin of process %u: too much data queued",
-                             p->handle);
+        return gbx_req_failx(r, ENOBUFS, "stdin of process %u: too much data queued", p->handle);
     if (p->icap - p->ilen < a.len) {
         if (p->ioff > 0) {
             memmove(p->ibuf, p->ibuf + p->ioff, p->ilen - p->ioff);

@@ -181,8 +181,7 @@ int gbx_user_lookup(const char *spec, struct gbx_user *u)
     return 0;
 }
 
-static int name_lookup(const char *path, unsigned long want, int idfield, char *out,
-                       size_t outsz)
+static int name_lookup(const char *path, unsigned long want, int idfield, char *out, size_t outsz)
 {
     char *db = slurp(path);
     if (db == NULL)

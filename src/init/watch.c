@@ -15,8 +15,8 @@
 
 #include "init/init.h"
 
-#define WATCH_MASK                                                                          \
-    (IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM |     \
+#define WATCH_MASK                                                                                 \
+    (IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM |            \
      IN_ATTRIB | IN_ONLYDIR | IN_EXCL_UNLINK)
 #define WATCH_MAX_DIRS 8192
 #define WATCH_MAX_DEPTH 64

@@ -36,8 +36,8 @@ struct gbx_sandbox_spec {
     const char *id;            /* [a-z0-9][a-z0-9-]*, at most GBX_ID_MAX */
     const char *template_name; /* NULL: "host" */
     struct gbx_cg_limits limits;
-    uint64_t disk_bytes;       /* size of the writable layer; 0: default (1 GiB) */
-    int ctl_socket;            /* create <runtime>/sandboxes/<id>/ctl.sock for reconnects */
+    uint64_t disk_bytes; /* size of the writable layer; 0: default (1 GiB) */
+    int ctl_socket;      /* create <runtime>/sandboxes/<id>/ctl.sock for reconnects */
 };
 
 struct gbx_sandbox {
@@ -46,11 +46,11 @@ struct gbx_sandbox {
     struct gbx_runtime *rt; /* borrowed */
     pid_t init_pid;         /* host pid of glovebox-init */
     int pidfd;
-    int conn_fd;            /* the creator's connection to init; take it with gbx_steal_fd */
-    char *ctl_path;         /* or NULL */
-    char *dir;              /* <runtime>/sandboxes/<id>, or NULL */
+    int conn_fd;    /* the creator's connection to init; take it with gbx_steal_fd */
+    char *ctl_path; /* or NULL */
+    char *dir;      /* <runtime>/sandboxes/<id>, or NULL */
     uint32_t uid_slot;
-    uint32_t host_uid;      /* host uid of the sandbox's root */
+    uint32_t host_uid; /* host uid of the sandbox's root */
     struct gbx_cgroup cg;
     int exited;
     int exit_status;

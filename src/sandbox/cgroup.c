@@ -131,8 +131,8 @@ int gbx_cg_layout_parse(struct gbx_cg_layout *l, const char *mountinfo, const ch
     }
     if (l->v2) {
         l->v2_freeze = 1;
-        if (l->v1[GBX_CG_MEMORY] == NULL && v2_controllers &&
-            strstr(v2_controllers, "memory") && strstr(v2_controllers, "pids"))
+        if (l->v1[GBX_CG_MEMORY] == NULL && v2_controllers && strstr(v2_controllers, "memory") &&
+            strstr(v2_controllers, "pids"))
             l->v2_limits = 1;
     }
     if (!l->v2_limits && (l->v1[GBX_CG_MEMORY] == NULL || l->v1[GBX_CG_PIDS] == NULL)) {
@@ -676,7 +676,8 @@ int gbx_cg_favor_dynmods(const struct gbx_cg_layout *l, const char *scratch_dir)
         return 0;
     if (mkdir(scratch_dir, 0700) < 0 && errno != EEXIST)
         return -errno;
-    if (mount("none", scratch_dir, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, "favordynmods") < 0) {
+    if (mount("none", scratch_dir, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, "favordynmods") <
+        0) {
         int e = errno;
         rmdir(scratch_dir);
         return -e;

@@ -52,7 +52,7 @@ struct gbx_cg_limits {
 struct gbx_cgroup {
     char *dir[GBX_CG_NCTRL]; /* v1 dirs */
     char *v2dir;
-    int v2fd;                /* open dir fd for CLONE_INTO_CGROUP, or -1 */
+    int v2fd; /* open dir fd for CLONE_INTO_CGROUP, or -1 */
     const struct gbx_cg_layout *layout;
 };
 

@@ -22,21 +22,22 @@
 
 #include "sandbox/ns.h"
 
-#define STEP(what_, expr)                                                                \
-    do {                                                                                 \
-        if ((expr) < 0) {                                                                \
-            int e_ = errno;                                                              \
-            snprintf(what, whatsz, "%s", what_);                                         \
-            return -e_;                                                                  \
-        }                                                                                \
+#define STEP(what_, expr)                                                                          \
+    do {                                                                                           \
+        if ((expr) < 0) {                                                                          \
+            int e_ = errno;                                                                        \
+            snprintf(what, whatsz, "%s", what_);                                                   \
+            return -e_;                                                                            \
+        }                                                                                          \
     } while (0)
 
 static const char *const proc_masked_files[] = {
-    "kcore", "keys", "key-users", "timer_list", "sched_debug", "latency_stats", "kallsyms",
-    "kmsg", "kpagecount", "kpageflags", "kpagecgroup", "vmallocinfo", "config.gz",
-    "sysrq-trigger",
+    "kcore",         "keys",        "key-users", "timer_list",    "sched_debug",
+    "latency_stats", "kallsyms",    "kmsg",      "kpagecount",    "kpageflags",
+    "kpagecgroup",   "vmallocinfo", "config.gz", "sysrq-trigger",
 };
-static const char *const proc_masked_dirs[] = {"acpi", "scsi", "asound", "firmware", "dynamic_debug"};
+static const char *const proc_masked_dirs[] = {"acpi", "scsi", "asound", "firmware",
+                                               "dynamic_debug"};
 static const char *const proc_readonly[] = {"sys", "irq", "bus", "fs"};
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
 
@@ -82,8 +83,8 @@ static int setup_proc(char *what, size_t whatsz)
 
 static int setup_dev(const struct gbx_child_plan *pl, char *what, size_t whatsz)
 {
-    STEP("mount /dev", mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC,
-                             "size=64k,nr_inodes=64,mode=755"));
+    STEP("mount /dev",
+         mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,nr_inodes=64,mode=755"));
     char p[64], src[64];
     for (size_t i = 0; i < GBX_ARRAY_SIZE(dev_nodes); i++) {
         snprintf(p, sizeof(p), "dev/%s", dev_nodes[i]);
@@ -98,8 +99,7 @@ static int setup_dev(const struct gbx_child_plan *pl, char *what, size_t whatsz)
                                "newinstance,ptmxmode=0666,mode=620,gid=5"));
     STEP("link /dev/ptmx", symlink("pts/ptmx", "dev/ptmx"));
     STEP("mkdir /dev/shm", mkdir("dev/shm", 01777));
-    STEP("mount /dev/shm",
-         mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, pl->tmp_opts));
+    STEP("mount /dev/shm", mount("tmpfs", "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, pl->tmp_opts));
     STEP("link /dev/fd", symlink("/proc/self/fd", "dev/fd"));
     STEP("link /dev/stdin", symlink("/proc/self/fd/0", "dev/stdin"));
     STEP("link /dev/stdout", symlink("/proc/self/fd/1", "dev/stdout"));
@@ -121,8 +121,7 @@ int gbx_ns_mounts_setup(const struct gbx_child_plan *pl, int tmpl_fd, int usr_fd
     STEP("mkdir lower", mkdir(pl->lower, 0755));
     STEP("mkdir root", mkdir(pl->root, 0755));
     STEP("attach template", move_mount(tmpl_fd, "", AT_FDCWD, pl->lower, MOVE_MOUNT_F_EMPTY_PATH));
-    STEP("mount overlay rootfs",
-         mount("overlay", pl->root, "overlay", MS_NODEV, pl->overlay_opts));
+    STEP("mount overlay rootfs", mount("overlay", pl->root, "overlay", MS_NODEV, pl->overlay_opts));
     STEP("enter rootfs", chdir(pl->root));
     if (usr_fd >= 0)
         STEP("attach /usr", move_mount(usr_fd, "", AT_FDCWD, "usr", MOVE_MOUNT_F_EMPTY_PATH));

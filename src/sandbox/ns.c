@@ -57,15 +57,14 @@ static const char *env_or(const char *opt, const char *env, const char *def)
     return e && *e ? e : def;
 }
 
-int gbx_runtime_init(struct gbx_runtime *rt, const struct gbx_runtime_opts *o,
-                     struct gbx_err **err)
+int gbx_runtime_init(struct gbx_runtime *rt, const struct gbx_runtime_opts *o, struct gbx_err **err)
 {
     memset(rt, 0, sizeof(*rt));
     rt->init_fd = rt->slot_lock_fd = -1;
-    rt->state_dir = gbx_xstrdup(env_or(o ? o->state_dir : NULL, "GLOVEBOX_STATE_DIR",
-                                       GBX_DEFAULT_STATE_DIR));
-    rt->runtime_dir = gbx_xstrdup(env_or(o ? o->runtime_dir : NULL, "GLOVEBOX_RUNTIME_DIR",
-                                         GBX_DEFAULT_RUNTIME_DIR));
+    rt->state_dir =
+        gbx_xstrdup(env_or(o ? o->state_dir : NULL, "GLOVEBOX_STATE_DIR", GBX_DEFAULT_STATE_DIR));
+    rt->runtime_dir = gbx_xstrdup(
+        env_or(o ? o->runtime_dir : NULL, "GLOVEBOX_RUNTIME_DIR", GBX_DEFAULT_RUNTIME_DIR));
     rt->uid_base = GBX_UID_BASE;
     rt->uid_slots = GBX_UID_SLOTS;
     rt->staging_dir = gbx_asprintf("%s/mnt", rt->runtime_dir);
@@ -139,8 +138,7 @@ static int make_ctl_socket(struct gbx_sandbox *sb, struct gbx_err **err)
         int e = errno;
         free(sb->dir);
         sb->dir = NULL;
-        return gbx_err_sys(err, e, "cannot create '%s/sandboxes/%s'", sb->rt->runtime_dir,
-                           sb->id);
+        return gbx_err_sys(err, e, "cannot create '%s/sandboxes/%s'", sb->rt->runtime_dir, sb->id);
     }
     sb->ctl_path = gbx_asprintf("%s/ctl.sock", sb->dir);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -216,9 +214,9 @@ static int ns_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec
                            "with '-'",
                            spec->id ? spec->id : "");
     struct gbx_template tmpl;
-    if (gbx_template_open(rt->state_dir, spec->template_name ? spec->template_name
-                                                            : GBX_DEFAULT_TEMPLATE,
-                          &tmpl, err) < 0)
+    if (gbx_template_open(rt->state_dir,
+                          spec->template_name ? spec->template_name : GBX_DEFAULT_TEMPLATE, &tmpl,
+                          err) < 0)
         return gbx_err_wrap(err, "create sandbox '%s'", spec->id);
 
     struct gbx_sandbox *sb = gbx_xcalloc(1, sizeof(*sb));
@@ -253,8 +251,7 @@ static int ns_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec
     snprintf(p->root, sizeof(p->root), "%s/root", rt->staging_dir);
     snprintf(p->overlay_opts, sizeof(p->overlay_opts),
              "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", p->lower, p->upper, p->work);
-    snprintf(p->layer_opts, sizeof(p->layer_opts), "size=%llu,mode=755",
-             (unsigned long long)disk);
+    snprintf(p->layer_opts, sizeof(p->layer_opts), "size=%llu,mode=755", (unsigned long long)disk);
     snprintf(p->tmp_opts, sizeof(p->tmp_opts), "size=%llu,mode=1777", (unsigned long long)disk);
     snprintf(p->hostname, sizeof(p->hostname), "%s", spec->id);
     p->usr_host = tmpl.usr_host;
@@ -292,8 +289,8 @@ fail:
 static int ns_connect(struct gbx_sandbox *sb, int *fd, struct gbx_err **err)
 {
     if (sb->ctl_path == NULL)
-        return gbx_err_set(err, ENOTCONN, GBX_ERR_UNAVAILABLE,
-                           "sandbox '%s' has no control socket", sb->id);
+        return gbx_err_set(err, ENOTCONN, GBX_ERR_UNAVAILABLE, "sandbox '%s' has no control socket",
+                           sb->id);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sb->ctl_path);
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

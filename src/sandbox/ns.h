@@ -14,8 +14,7 @@
  * does no allocation and no formatting of its own. */
 struct gbx_child_plan {
     char staging[PATH_MAX]; /* private tmpfs: the writable layer */
-    char upper[PATH_MAX + 16], work[PATH_MAX + 16], lower[PATH_MAX + 16],
-        root[PATH_MAX + 16];
+    char upper[PATH_MAX + 16], work[PATH_MAX + 16], lower[PATH_MAX + 16], root[PATH_MAX + 16];
     char overlay_opts[4 * PATH_MAX + 64];
     char layer_opts[64]; /* tmpfs options of the writable layer */
     char tmp_opts[64];   /* tmpfs options of /tmp and /dev/shm */

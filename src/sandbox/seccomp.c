@@ -15,7 +15,10 @@
 
 #include "base/mem.h"
 
-#define DENY(name, why) {name, EPERM, GBX_SC_ANY, 0, 0, 0, why}
+#define DENY(name, why)                                                                            \
+    {                                                                                              \
+        name, EPERM, GBX_SC_ANY, 0, 0, 0, why                                                      \
+    }
 
 const struct gbx_seccomp_rule gbx_seccomp_rules[] = {
     /* the filesystem layout is fixed when the sandbox is created */
@@ -84,9 +87,9 @@ const struct gbx_seccomp_rule gbx_seccomp_rules[] = {
 const size_t gbx_seccomp_nrules = sizeof(gbx_seccomp_rules) / sizeof(gbx_seccomp_rules[0]);
 
 const int gbx_caps_keep[] = {
-    CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FSETID,           CAP_FOWNER,      CAP_SETGID,
-    CAP_SETUID, CAP_SETFCAP,      CAP_SETPCAP,          CAP_KILL,        CAP_SYS_CHROOT,
-    CAP_AUDIT_WRITE, CAP_NET_BIND_SERVICE,
+    CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FSETID,      CAP_FOWNER,
+    CAP_SETGID, CAP_SETUID,       CAP_SETFCAP,     CAP_SETPCAP,
+    CAP_KILL,   CAP_SYS_CHROOT,   CAP_AUDIT_WRITE, CAP_NET_BIND_SERVICE,
 };
 const size_t gbx_caps_nkeep = sizeof(gbx_caps_keep) / sizeof(gbx_caps_keep[0]);
 

@@ -27,7 +27,7 @@ extern const size_t gbx_seccomp_nrules;
 /* The filter compiled to classic BPF once per process, so that a sandbox child only has to
  * install it (no allocation, no libseccomp work between clone and exec). */
 struct gbx_seccomp_prog {
-    void *filter;   /* struct sock_filter[len]; owned */
+    void *filter; /* struct sock_filter[len]; owned */
     unsigned short len;
 };
 int gbx_seccomp_compile(struct gbx_seccomp_prog *p) GBX_WUR;

@@ -50,8 +50,8 @@ static int recv_go(int sync_fd, int *tmpl_fd, int *usr_fd)
         char buf[CMSG_SPACE(2 * sizeof(int))];
         struct cmsghdr align;
     } u;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                         .msg_controllen = sizeof(u.buf)};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
     ssize_t n = GBX_RETRY(recvmsg(sync_fd, &msg, MSG_CMSG_CLOEXEC));
     if (n <= 0)
         return n == 0 ? -EPIPE : -errno;
@@ -165,7 +165,9 @@ static int send_go(int sync_fd, int tmpl_fd, int usr_fd)
         struct cmsghdr align;
     } u;
     memset(&u, 0, sizeof(u));
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
                          .msg_controllen = CMSG_SPACE(nfd * sizeof(int))};
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;

@@ -17,13 +17,54 @@ int gbx_template_name_valid(const char *name)
 
 /* The host /etc entries a working userland needs and that hold no host secrets. */
 static const char *const etc_copy[] = {
-    "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ssl", "ca-certificates",
-    "ca-certificates.conf", "localtime", "timezone", "bash.bashrc", "profile", "profile.d",
-    "inputrc", "skel", "login.defs", "mime.types", "protocols", "services", "gai.conf",
-    "host.conf", "debian_version", "os-release", "issue", "magic", "magic.mime", "python3",
-    "python3.11", "perl", "vim", "nanorc", "terminfo", "environment", "shells", "mke2fs.conf",
-    "npmrc", "gitconfig", "wgetrc", "gprofng.rc", "locale.alias", "locale.gen", "xattr.conf",
-    "subuid", "subgid", "adduser.conf", "deluser.conf", "libaudit.conf", "ucf.conf", "mailcap",
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "localtime",
+    "timezone",
+    "bash.bashrc",
+    "profile",
+    "profile.d",
+    "inputrc",
+    "skel",
+    "login.defs",
+    "mime.types",
+    "protocols",
+    "services",
+    "gai.conf",
+    "host.conf",
+    "debian_version",
+    "os-release",
+    "issue",
+    "magic",
+    "magic.mime",
+    "python3",
+    "python3.11",
+    "perl",
+    "vim",
+    "nanorc",
+    "terminfo",
+    "environment",
+    "shells",
+    "mke2fs.conf",
+    "npmrc",
+    "gitconfig",
+    "wgetrc",
+    "gprofng.rc",
+    "locale.alias",
+    "locale.gen",
+    "xattr.conf",
+    "subuid",
+    "subgid",
+    "adduser.conf",
+    "deluser.conf",
+    "libaudit.conf",
+    "ucf.conf",
+    "mailcap",
 };
 
 static int copy_tree(int sfd, int dfd, const char *name, int depth);
@@ -33,8 +74,8 @@ static int copy_file(int sfd, int dfd, const char *name, const struct stat *st)
     gbx_autoclose int in = openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (in < 0)
         return errno == EACCES ? 0 : -errno;
-    gbx_autoclose int out = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                                   st->st_mode & 07777);
+    gbx_autoclose int out =
+        openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, st->st_mode & 07777);
     if (out < 0)
         return -errno;
     char buf[65536];
@@ -126,13 +167,13 @@ static const char hosts[] = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost 
 
 static int build_rootfs(int root, struct gbx_err **err)
 {
-    static const char *const dirs[] = {"etc", "usr", "proc", "dev", "tmp", "run", "var",
-                                       "var/tmp", "var/lib", "var/cache", "var/log", "home",
-                                       "root", "home/user", "mnt", "opt", "srv", "sys"};
+    static const char *const dirs[] = {
+        "etc",       "usr",     "proc", "dev",  "tmp",       "run", "var", "var/tmp", "var/lib",
+        "var/cache", "var/log", "home", "root", "home/user", "mnt", "opt", "srv",     "sys"};
     for (size_t i = 0; i < GBX_ARRAY_SIZE(dirs); i++) {
         mode_t mode = strcmp(dirs[i], "tmp") == 0 || strcmp(dirs[i], "var/tmp") == 0 ? 01777
-                      : strcmp(dirs[i], "root") == 0                                  ? 0700
-                                                                                      : 0755;
+                      : strcmp(dirs[i], "root") == 0                                 ? 0700
+                                                                                     : 0755;
         if (mkdirat(root, dirs[i], mode) < 0 && errno != EEXIST)
             return gbx_err_sys(err, errno, "cannot create '%s'", dirs[i]);
         if (fchmodat(root, dirs[i], mode, 0) < 0)
@@ -174,10 +215,10 @@ static int build_rootfs(int root, struct gbx_err **err)
         const char *path, *text;
         mode_t mode;
     } files[] = {
-        {"etc/passwd", passwd, 0644},        {"etc/group", group, 0644},
-        {"etc/shadow", shadow, 0640},        {"etc/nsswitch.conf", nsswitch, 0644},
-        {"etc/hosts", hosts, 0644},          {"etc/hostname", "sandbox\n", 0644},
-        {"etc/resolv.conf", "", 0644},       {"etc/machine-id", "", 0444},
+        {"etc/passwd", passwd, 0644},  {"etc/group", group, 0644},
+        {"etc/shadow", shadow, 0640},  {"etc/nsswitch.conf", nsswitch, 0644},
+        {"etc/hosts", hosts, 0644},    {"etc/hostname", "sandbox\n", 0644},
+        {"etc/resolv.conf", "", 0644}, {"etc/machine-id", "", 0444},
         {"etc/mtab", "", 0644},
     };
     for (size_t i = 0; i < GBX_ARRAY_SIZE(files); i++) {

@@ -15,16 +15,15 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
-            __builtin_trap();                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            __builtin_trap();                                                                      \
     } while (0)
 
 static uint32_t le32(const uint8_t *p)
 {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
 /* Typed getters on one attribute, with their documented contracts. */

@@ -14,10 +14,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
-            __builtin_trap();                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            __builtin_trap();                                                                      \
     } while (0)
 
 static int is_env_char(char c, int first)

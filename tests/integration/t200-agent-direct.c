@@ -134,8 +134,8 @@ static void expect_err(int r, struct gbx_err **ep, int errnum, const char *subst
     assert_int_equal(r, -1);
     assert_non_null(e);
     if (e->errnum != errnum || (substr && !strstr(e->msg, substr)))
-        fail_msg("expected errno %d ('%s'), got %d: %s", errnum, substr ? substr : "",
-                 e->errnum, e->msg);
+        fail_msg("expected errno %d ('%s'), got %d: %s", errnum, substr ? substr : "", e->errnum,
+                 e->msg);
     gbx_err_free(e);
 }
 
@@ -272,8 +272,9 @@ static void test_spawn_default_env_and_cwd(void **state)
 {
     struct fix *f = *state;
     struct result r;
-    run_sh(f->a, "echo \"$PATH|$HOME|$USER|$LOGNAME|$LANG|${TERM-unset}\"; pwd; "
-                 "test -t 0 || echo notty; cat </dev/stdin",
+    run_sh(f->a,
+           "echo \"$PATH|$HOME|$USER|$LOGNAME|$LANG|${TERM-unset}\"; pwd; "
+           "test -t 0 || echo notty; cat </dev/stdin",
            &r);
     assert_string_equal((char *)r.out,
                         "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|/root|root|"
@@ -289,7 +290,8 @@ static void test_spawn_explicit_env_cwd_user(void **state)
     struct gbx_spawn_opts o = {.argv = argv, .env = env, .cwd = "/tmp", .user = "nobody"};
     struct result r = {0};
     collect(f->a, spawn(f->a, &o), &r);
-    assert_string_equal((char *)r.out, "bar|/nonexistent|nobody|/usr/bin:/bin\n/tmp\n65534\n65534\n");
+    assert_string_equal((char *)r.out,
+                        "bar|/nonexistent|nobody|/usr/bin:/bin\n/tmp\n65534\n65534\n");
     result_release(&r);
 
     const char *argv2[] = {"id", "-u", NULL};
@@ -432,9 +434,8 @@ static void test_slow_reader_backpressure(void **state)
 static void test_pty_spawn_and_resize(void **state)
 {
     struct fix *f = *state;
-    const char *argv[] = {"sh", "-c",
-                          "test -t 0 && echo tty; echo \"T=$TERM\"; stty size; read x; stty size",
-                          NULL};
+    const char *argv[] = {
+        "sh", "-c", "test -t 0 && echo tty; echo \"T=$TERM\"; stty size; read x; stty size", NULL};
     struct gbx_spawn_opts o = {.argv = argv, .pty = 1, .rows = 30, .cols = 100};
     uint32_t proc = spawn(f->a, &o);
     uint8_t *out = NULL;
@@ -879,9 +880,8 @@ static void test_file_write_flags(void **state)
     uint32_t hs[64];
     for (int i = 0; i < 64; i++) {
         tpath(q, sizeof(q), "many-%d", i);
-        assert_int_equal(gbx_agent_write_open(f->a, NULL, q, 0644,
-                                              GBX_W_CREATE | GBX_W_ATOMIC, &hs[i], &e),
-                         0);
+        assert_int_equal(
+            gbx_agent_write_open(f->a, NULL, q, 0644, GBX_W_CREATE | GBX_W_ATOMIC, &hs[i], &e), 0);
     }
     tpath(q, sizeof(q), "many-64");
     expect_err(gbx_agent_write_open(f->a, NULL, q, 0644, GBX_W_CREATE, &h, &e), &e, EMFILE, NULL);
@@ -973,8 +973,7 @@ static void test_file_stat_and_symlink(void **state)
     assert_int_equal(st.ftype, GBX_FT_DIR);
     gbx_file_stat_release(&st);
     tpath(p, sizeof(p), "missing");
-    expect_err(gbx_agent_stat(f->a, NULL, p, 1, &st, &e), &e, ENOENT,
-               "No such file or directory");
+    expect_err(gbx_agent_stat(f->a, NULL, p, 1, &st, &e), &e, ENOENT, "No such file or directory");
     e = NULL;
     /* relative paths are relative to the user's home (root: /root) */
     assert_int_equal(gbx_agent_stat(f->a, NULL, ".", 1, &st, &e), 0);
@@ -1189,9 +1188,9 @@ static void test_paths_resolve_inside_root(void **state)
     struct gbx_err *e = NULL;
     uint8_t *d;
     size_t n;
-    const char *inside[] = {"/etc/passwd",           "/../../etc/passwd", "/abs", "/up",
-                            "/rootlink/etc/passwd",  "../../../etc/passwd",
-                            "/rootlink/../etc/passwd", NULL};
+    const char *inside[] = {
+        "/etc/passwd",         "/../../etc/passwd",       "/abs", "/up", "/rootlink/etc/passwd",
+        "../../../etc/passwd", "/rootlink/../etc/passwd", NULL};
     for (const char **ip = inside; *ip; ip++) {
         if (gbx_agent_read_all(a, NULL, *ip, 1 << 20, &d, &n, &e) < 0)
             fail_msg("read %s: %s", *ip, e->msg);
@@ -1238,8 +1237,7 @@ static void raw_send(int fd, const void *buf, size_t len)
     assert_int_equal(send(fd, buf, len, MSG_NOSIGNAL), (ssize_t)len);
 }
 
-static void raw_send_frame(int fd, uint16_t type, uint32_t id, const uint8_t *payload,
-                           size_t len)
+static void raw_send_frame(int fd, uint16_t type, uint32_t id, const uint8_t *payload, size_t len)
 {
     uint8_t hdr[GBX_FRAME_HDR_SIZE];
     gbx_frame_encode_hdr(hdr, type, id, (uint32_t)len);
@@ -1407,10 +1405,11 @@ static void test_random_garbage_never_crashes_init(void **state)
             uint32_t al = (uint32_t)(len - 8);
             memcpy(payload + 4, &al, 4);
         }
-        uint16_t types[] = {GBX_MSG_STAT,  GBX_MSG_READ,  GBX_MSG_SIGNAL, GBX_MSG_RESIZE,
-                            GBX_MSG_STDIN, GBX_MSG_WRITE_DATA, GBX_MSG_WRITE_END,
-                            GBX_MSG_LIST,  GBX_MSG_UNWATCH, GBX_MSG_ATTACH, GBX_MSG_HELLO,
-                            GBX_MSG_CLOSE_STDIN, GBX_MSG_PS, GBX_MSG_WATCH};
+        uint16_t types[] = {GBX_MSG_STAT,      GBX_MSG_READ,  GBX_MSG_SIGNAL,
+                            GBX_MSG_RESIZE,    GBX_MSG_STDIN, GBX_MSG_WRITE_DATA,
+                            GBX_MSG_WRITE_END, GBX_MSG_LIST,  GBX_MSG_UNWATCH,
+                            GBX_MSG_ATTACH,    GBX_MSG_HELLO, GBX_MSG_CLOSE_STDIN,
+                            GBX_MSG_PS,        GBX_MSG_WATCH};
         uint16_t t = types[round % (int)(sizeof(types) / sizeof(types[0]))];
         raw_send_frame(fd, t, (uint32_t)round + 1, payload, len);
         uint8_t reply[GBX_FRAME_MAX_PAYLOAD];
@@ -1471,8 +1470,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_spawn_killed_by_signal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spawn_default_env_and_cwd, setup, teardown),
         cmocka_unit_test_setup_teardown(test_spawn_explicit_env_cwd_user, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_spawn_exec_failure_is_an_error_reply, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_spawn_exec_failure_is_an_error_reply, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stdin_binary_roundtrip_1mib, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stdin_to_closed_reader_is_epipe, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stdout_100mb_lossless_with_bounded_memory, setup,
@@ -1494,8 +1492,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_file_list_depth_does_not_follow_symlinks, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_file_mkdir_remove_rename_chmod, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_watch_create_write_remove_recursive, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_watch_create_write_remove_recursive, setup, teardown),
         cmocka_unit_test(test_paths_resolve_inside_root),
         cmocka_unit_test(test_malformed_payload_and_unknown_type_keep_connection),
         cmocka_unit_test(test_garbage_header_gets_error_then_close),

@@ -98,10 +98,12 @@ static void large_binary_file_round_trip(void **state)
     for (size_t i = 0; i < n; i++)
         data[i] = (uint8_t)((i * 2654435761u) >> 13);
     struct gbx_err *err = NULL;
-    assert_int_equal(gbx_agent_write_all(t.agent, "user", "/home/user/blob", 0600, data, n, &err), 0);
+    assert_int_equal(gbx_agent_write_all(t.agent, "user", "/home/user/blob", 0600, data, n, &err),
+                     0);
     uint8_t *back = NULL;
     size_t len = 0;
-    assert_int_equal(gbx_agent_read_all(t.agent, "user", "/home/user/blob", 64 << 20, &back, &len, &err), 0);
+    assert_int_equal(
+        gbx_agent_read_all(t.agent, "user", "/home/user/blob", 64 << 20, &back, &len, &err), 0);
     assert_int_equal(len, n);
     assert_memory_equal(back, data, n);
     free(back);
@@ -120,9 +122,10 @@ static void hostile_paths_stay_inside(void **state)
     struct gbx_err *err = NULL;
     struct sbt_result r;
     /* plant traps inside the sandbox */
-    sbt_sh(&t, "mkdir -p /home/user/trap && ln -sfn / /home/user/trap/root && "
-               "ln -sfn /etc/shadow /home/user/trap/shadow && "
-               "ln -sfn ../../../../../../etc /home/user/trap/up && echo ok",
+    sbt_sh(&t,
+           "mkdir -p /home/user/trap && ln -sfn / /home/user/trap/root && "
+           "ln -sfn /etc/shadow /home/user/trap/shadow && "
+           "ln -sfn ../../../../../../etc /home/user/trap/up && echo ok",
            &r);
     assert_string_equal((char *)r.out, "ok\n");
     sbt_result_release(&r);
@@ -148,8 +151,9 @@ static void hostile_paths_stay_inside(void **state)
     }
     /* writes through a symlink pointing at / land in the sandbox */
     err = NULL;
-    assert_int_equal(gbx_agent_write_all(t.agent, NULL, "/home/user/trap/root/tmp/escaped", 0644,
-                                         "x", 1, &err), 0);
+    assert_int_equal(
+        gbx_agent_write_all(t.agent, NULL, "/home/user/trap/root/tmp/escaped", 0644, "x", 1, &err),
+        0);
     sbt_sh(&t, "cat /tmp/escaped", &r);
     assert_string_equal((char *)r.out, "x");
     sbt_result_release(&r);
@@ -180,9 +184,11 @@ static void hostile_paths_in_every_operation(void **state)
     struct stat host_shadow_before;
     int have_shadow = stat("/etc/shadow", &host_shadow_before) == 0;
     struct sbt_result r;
-    sbt_sh(&t, "mkdir -p /home/user/t2 && ln -sfn / /home/user/t2/root && "
-               "ln -sfn /etc/shadow /home/user/t2/shadow && echo content > /home/user/t2/f && "
-               "echo ok", &r);
+    sbt_sh(&t,
+           "mkdir -p /home/user/t2 && ln -sfn / /home/user/t2/root && "
+           "ln -sfn /etc/shadow /home/user/t2/shadow && echo content > /home/user/t2/f && "
+           "echo ok",
+           &r);
     assert_string_equal((char *)r.out, "ok\n");
     sbt_result_release(&r);
     struct gbx_err *err = NULL;
@@ -219,7 +225,8 @@ static void hostile_paths_in_every_operation(void **state)
     sbt_result_release(&r);
     /* rename through the symlink to / moves within the sandbox */
     assert_int_equal(gbx_agent_rename(t.agent, NULL, "/home/user/t2/f",
-                                      "/home/user/t2/root/home/gbx-moved", 0, &err), 0);
+                                      "/home/user/t2/root/home/gbx-moved", 0, &err),
+                     0);
     sbt_sh(&t, "cat /home/gbx-moved", &r);
     assert_string_equal((char *)r.out, "content\n");
     sbt_result_release(&r);
@@ -286,9 +293,11 @@ static void orphans_are_reaped(void **state)
 
 static void pty_inside_sandbox(void **state)
 {
-    struct gbx_spawn_opts so = {.argv = (const char *const[]){"/bin/sh", "-c",
-                                                              "tty; stty size", NULL},
-                                .pty = 1, .rows = 33, .cols = 101};
+    struct gbx_spawn_opts so = {.argv =
+                                    (const char *const[]){"/bin/sh", "-c", "tty; stty size", NULL},
+                                .pty = 1,
+                                .rows = 33,
+                                .cols = 101};
     uint32_t proc;
     pid_t pid;
     assert_int_equal(gbx_agent_spawn(t.agent, &so, &proc, &pid, NULL), 0);

@@ -39,14 +39,13 @@ static const char *probe(const char *name)
     return NULL;
 }
 
-#define EXPECT(name, want)                                                               \
-    do {                                                                                 \
-        const char *got_ = probe(name);                                                  \
-        if (got_ == NULL || strcmp(got_, want) != 0) {                                   \
-            fprintf(stderr, "%s: got '%s', want '%s'\n", name, got_ ? got_ : "(missing)", \
-                    want);                                                               \
-            fail();                                                                      \
-        }                                                                                \
+#define EXPECT(name, want)                                                                         \
+    do {                                                                                           \
+        const char *got_ = probe(name);                                                            \
+        if (got_ == NULL || strcmp(got_, want) != 0) {                                             \
+            fprintf(stderr, "%s: got '%s', want '%s'\n", name, got_ ? got_ : "(missing)", want);   \
+            fail();                                                                                \
+        }                                                                                          \
     } while (0)
 
 static int setup(void **state)
@@ -172,11 +171,11 @@ static void filesystem_view(void **state)
     /* nothing of the host outside the template: the host's state and runtime dirs, its
      * /root, /var and /work are not there */
     struct sbt_result r;
-    gbx_autofree char *script = gbx_asprintf(
-        "for p in '%s' '%s' /work /var/lib/dpkg /etc/ssh /root/.bash_history; do "
-        "  if [ -e \"$p\" ]; then echo \"visible: $p\"; fi; done; "
-        "test \"$(ls -A /root)\" = '' && echo root-empty",
-        rt->state_dir, rt->runtime_dir);
+    gbx_autofree char *script =
+        gbx_asprintf("for p in '%s' '%s' /work /var/lib/dpkg /etc/ssh /root/.bash_history; do "
+                     "  if [ -e \"$p\" ]; then echo \"visible: $p\"; fi; done; "
+                     "test \"$(ls -A /root)\" = '' && echo root-empty",
+                     rt->state_dir, rt->runtime_dir);
     sbt_sh(&t, script, &r);
     assert_string_equal((char *)r.out, "root-empty\n");
     sbt_result_release(&r);

@@ -36,29 +36,52 @@
 static const char *ename(int e)
 {
     switch (e) {
-    case 0: return "ok";
-    case EPERM: return "EPERM";
-    case ENOENT: return "ENOENT";
-    case ESRCH: return "ESRCH";
-    case EACCES: return "EACCES";
-    case EROFS: return "EROFS";
-    case ENOSYS: return "ENOSYS";
-    case EINVAL: return "EINVAL";
-    case ENETUNREACH: return "ENETUNREACH";
-    case EHOSTUNREACH: return "EHOSTUNREACH";
-    case ECONNREFUSED: return "ECONNREFUSED";
-    case EAGAIN: return "EAGAIN";
-    case ENOSPC: return "ENOSPC";
-    case EDQUOT: return "EDQUOT";
-    case ENOMEM: return "ENOMEM";
-    case EBADF: return "EBADF";
-    case EFAULT: return "EFAULT";
-    case ENXIO: return "ENXIO";
-    case ENODEV: return "ENODEV";
-    case EOPNOTSUPP: return "EOPNOTSUPP";
-    case EAFNOSUPPORT: return "EAFNOSUPPORT";
-    case EEXIST: return "EEXIST";
-    case EBUSY: return "EBUSY";
+    case 0:
+        return "ok";
+    case EPERM:
+        return "EPERM";
+    case ENOENT:
+        return "ENOENT";
+    case ESRCH:
+        return "ESRCH";
+    case EACCES:
+        return "EACCES";
+    case EROFS:
+        return "EROFS";
+    case ENOSYS:
+        return "ENOSYS";
+    case EINVAL:
+        return "EINVAL";
+    case ENETUNREACH:
+        return "ENETUNREACH";
+    case EHOSTUNREACH:
+        return "EHOSTUNREACH";
+    case ECONNREFUSED:
+        return "ECONNREFUSED";
+    case EAGAIN:
+        return "EAGAIN";
+    case ENOSPC:
+        return "ENOSPC";
+    case EDQUOT:
+        return "EDQUOT";
+    case ENOMEM:
+        return "ENOMEM";
+    case EBADF:
+        return "EBADF";
+    case EFAULT:
+        return "EFAULT";
+    case ENXIO:
+        return "ENXIO";
+    case ENODEV:
+        return "ENODEV";
+    case EOPNOTSUPP:
+        return "EOPNOTSUPP";
+    case EAFNOSUPPORT:
+        return "EAFNOSUPPORT";
+    case EEXIST:
+        return "EEXIST";
+    case EBUSY:
+        return "EBUSY";
     default: {
         static char buf[32];
         snprintf(buf, sizeof(buf), "E%d", e);

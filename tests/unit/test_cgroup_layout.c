@@ -215,8 +215,7 @@ static void test_pure_v1_comounted(void **state)
     assert_ptr_not_equal(l.v1[GBX_CG_CPU], l.v1[GBX_CG_CPUACCT]); /* each owned */
     assert_str_or_null(l.v1[GBX_CG_MEMORY], "/sys/fs/cgroup/memory/system.slice/sshd.service");
     assert_str_or_null(l.v1[GBX_CG_PIDS], "/sys/fs/cgroup/pids/system.slice/sshd.service");
-    assert_str_or_null(l.v1[GBX_CG_DEVICES],
-                       "/sys/fs/cgroup/devices/system.slice/sshd.service");
+    assert_str_or_null(l.v1[GBX_CG_DEVICES], "/sys/fs/cgroup/devices/system.slice/sshd.service");
     assert_str_or_null(l.v1[GBX_CG_FREEZER], "/sys/fs/cgroup/freezer");
     assert_null(l.v2);
     assert_int_equal(l.v2_limits, 0);

@@ -58,8 +58,8 @@ static void test_hdr_roundtrip(void **state)
     gbx_frame_encode_hdr(b, 0xbeef, 0x12345678, 0x01020304 & 0x3ffff);
     /* wire layout: u32 len | 'G' | version | u16 type | u32 id | u32 flags, little-endian */
     static const uint8_t want[GBX_FRAME_HDR_SIZE] = {
-        0x04, 0x03, 0x02, 0x00, 'G', GBX_AGENT_VERSION, 0xef, 0xbe,
-        0x78, 0x56, 0x34, 0x12, 0,   0,                 0,    0,
+        0x04, 0x03, 0x02, 0x00, 'G', GBX_AGENT_VERSION, 0xef, 0xbe, 0x78, 0x56, 0x34,
+        0x12, 0,    0,    0,    0,
     };
     assert_memory_equal(b, want, sizeof(want));
     assert_int_equal(gbx_frame_decode_hdr(b, sizeof(b), &h), 0);

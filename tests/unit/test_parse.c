@@ -235,12 +235,18 @@ static void test_u64(void **state)
 static void test_env_valid(void **state)
 {
     static const char *const good[] = {
-        "A=1", "_X=", "a=b", "PATH=/usr/bin:/bin", "A1_b2=x=y", "_=", "__=", "X==",
+        "A=1",
+        "_X=",
+        "a=b",
+        "PATH=/usr/bin:/bin",
+        "A1_b2=x=y",
+        "_=",
+        "__=",
+        "X==",
         "LONG_NAME_0123456789=value with spaces",
     };
     static const char *const bad[] = {
-        "1A=x", "=x", "=", "A", "", "A-B=1", "A B=1", "A.B=1", "9=", "É=1", "A\t=1",
-        "$A=1", "A$=1",
+        "1A=x", "=x", "=", "A", "", "A-B=1", "A B=1", "A.B=1", "9=", "É=1", "A\t=1", "$A=1", "A$=1",
     };
     (void)state;
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {

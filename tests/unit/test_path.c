@@ -45,11 +45,11 @@ static int setup(void **state)
         return -1;
     put("etc/passwd", "inside\n");
     put("home/user/file", "home file\n");
-    link_to("/", "home/user/rootlink");                  /* absolute, to the root */
-    link_to("/etc/passwd", "home/user/abs");             /* absolute, to a file */
+    link_to("/", "home/user/rootlink");                      /* absolute, to the root */
+    link_to("/etc/passwd", "home/user/abs");                 /* absolute, to a file */
     link_to("../../../../../../etc/passwd", "home/user/up"); /* climbs past the root */
     link_to("/proc/self/root/etc/passwd", "home/user/magic");
-    link_to("sub/../file", "home/user/rel");             /* relative, stays inside */
+    link_to("sub/../file", "home/user/rel"); /* relative, stays inside */
     link_to("loop2", "home/user/loop1");
     link_to("loop1", "home/user/loop2");
     rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

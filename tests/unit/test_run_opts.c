@@ -113,9 +113,8 @@ static void test_short_options(void **state)
     struct args a;
     struct gbx_run_opts o;
     (void)state;
-    ARGS(&a, "run", "-m", "512M", "-p", "100", "-c", "0.5", "-d", "2G", "-t", "30s", "-e",
-         "A=1", "-e", "B=two", "-w", "/tmp", "-u", "1000:1000", "-T", "base-2", "sh", "-c",
-         "echo hi");
+    ARGS(&a, "run", "-m", "512M", "-p", "100", "-c", "0.5", "-d", "2G", "-t", "30s", "-e", "A=1",
+         "-e", "B=two", "-w", "/tmp", "-u", "1000:1000", "-T", "base-2", "sh", "-c", "echo hi");
     parse_ok(&a, &o);
     assert_int_equal(o.memory_bytes, 512ull << 20);
     assert_int_equal(o.pids, 100);
@@ -150,8 +149,8 @@ static void test_long_options(void **state)
     struct args a;
     struct gbx_run_opts o;
     (void)state;
-    ARGS(&a, "run", "--memory", "1G", "--pids=5", "--cpus", "2.25", "--disk=1M", "--timeout",
-         "5m", "--env=PATH=/bin", "--env", "HOME=/root", "--cwd=/work", "--user", "nobody",
+    ARGS(&a, "run", "--memory", "1G", "--pids=5", "--cpus", "2.25", "--disk=1M", "--timeout", "5m",
+         "--env=PATH=/bin", "--env", "HOME=/root", "--cwd=/work", "--user", "nobody",
          "--template=host", "--tty", "--", "ls", "-l");
     parse_ok(&a, &o);
     assert_int_equal(o.memory_bytes, 1ull << 30);
@@ -508,12 +507,12 @@ static void test_twice(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),       cmocka_unit_test(test_short_options),
-        cmocka_unit_test(test_long_options),   cmocka_unit_test(test_tty),
-        cmocka_unit_test(test_repeated_env),   cmocka_unit_test(test_double_dash),
+        cmocka_unit_test(test_defaults),        cmocka_unit_test(test_short_options),
+        cmocka_unit_test(test_long_options),    cmocka_unit_test(test_tty),
+        cmocka_unit_test(test_repeated_env),    cmocka_unit_test(test_double_dash),
         cmocka_unit_test(test_stop_at_command), cmocka_unit_test(test_missing_value),
-        cmocka_unit_test(test_unknown_option), cmocka_unit_test(test_no_command),
-        cmocka_unit_test(test_bad_values),     cmocka_unit_test(test_help),
+        cmocka_unit_test(test_unknown_option),  cmocka_unit_test(test_no_command),
+        cmocka_unit_test(test_bad_values),      cmocka_unit_test(test_help),
         cmocka_unit_test(test_twice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

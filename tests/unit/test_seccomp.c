@@ -72,10 +72,11 @@ static void test_rules_well_formed(void **state)
 static void test_rules_cover_essentials(void **state)
 {
     static const char *const must[] = {
-        "mount",  "umount2", "pivot_root", "unshare",  "clone",    "clone3", "setns",
-        "ptrace", "bpf",     "keyctl",     "add_key",  "kexec_load", "init_module",
-        "finit_module", "open_by_handle_at", "io_uring_setup", "userfaultfd", "ioctl",
-        "move_mount", "fsopen", "perf_event_open",
+        "mount",           "umount2",     "pivot_root",  "unshare",      "clone",
+        "clone3",          "setns",       "ptrace",      "bpf",          "keyctl",
+        "add_key",         "kexec_load",  "init_module", "finit_module", "open_by_handle_at",
+        "io_uring_setup",  "userfaultfd", "ioctl",       "move_mount",   "fsopen",
+        "perf_event_open",
     };
     (void)state;
     for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++) {
@@ -91,9 +92,20 @@ static void test_rules_cover_essentials(void **state)
 static void test_caps_keep(void **state)
 {
     static const int never[] = {
-        CAP_SYS_ADMIN,  CAP_SYS_MODULE, CAP_SYS_PTRACE, CAP_SYS_RAWIO, CAP_NET_ADMIN,
-        CAP_SYS_BOOT,   CAP_SYS_TIME,   CAP_MAC_ADMIN,  CAP_MAC_OVERRIDE, CAP_SYSLOG,
-        CAP_DAC_READ_SEARCH, CAP_MKNOD, CAP_LINUX_IMMUTABLE, CAP_SYS_RESOURCE,
+        CAP_SYS_ADMIN,
+        CAP_SYS_MODULE,
+        CAP_SYS_PTRACE,
+        CAP_SYS_RAWIO,
+        CAP_NET_ADMIN,
+        CAP_SYS_BOOT,
+        CAP_SYS_TIME,
+        CAP_MAC_ADMIN,
+        CAP_MAC_OVERRIDE,
+        CAP_SYSLOG,
+        CAP_DAC_READ_SEARCH,
+        CAP_MKNOD,
+        CAP_LINUX_IMMUTABLE,
+        CAP_SYS_RESOURCE,
 #ifdef CAP_BPF
         CAP_BPF,
 #endif
@@ -387,7 +399,7 @@ static int chk_int80_umount(void)
 struct check {
     const char *name;
     int (*fn)(void);
-    int want;           /* with the filter */
+    int want;            /* with the filter */
     int want_unfiltered; /* without it, as a control; 1 = do not compare */
 };
 
@@ -593,14 +605,13 @@ static void test_security_doc_lists_rules(void **state)
     char *text = NULL;
     int r = gbx_read_file(path, 1 << 22, &text, NULL);
     if (r < 0)
-        print_error("cannot read '%s': %s (docs/security.md must list every seccomp rule)\n",
-                    path, strerror(-r));
+        print_error("cannot read '%s': %s (docs/security.md must list every seccomp rule)\n", path,
+                    strerror(-r));
     assert_int_equal(r, 0); /* a missing document is a failure, not a skip */
     int missing = 0;
     for (size_t i = 0; i < gbx_seccomp_nrules; i++) {
         if (!has_word(text, gbx_seccomp_rules[i].syscall)) {
-            print_error("docs/security.md does not mention '%s'\n",
-                        gbx_seccomp_rules[i].syscall);
+            print_error("docs/security.md does not mention '%s'\n", gbx_seccomp_rules[i].syscall);
             missing++;
         }
     }
