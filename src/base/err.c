@@ -59,6 +59,7 @@ const char *gbx_err_kind_name(enum gbx_err_kind kind)
     return names[kind];
 }
 
+GBX_PRINTF(4, 0)
 static int err_vset(struct gbx_err **err, int errnum, enum gbx_err_kind kind, const char *fmt,
                     va_list ap)
 {

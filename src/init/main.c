@@ -130,8 +130,7 @@ void gbx_init_exit(void)
 static void on_signal(void)
 {
     struct signalfd_siginfo si;
-    ssize_t n;
-    while ((n = read(gbx_g.sig.fd, &si, sizeof(si))) == (ssize_t)sizeof(si)) {
+    while (read(gbx_g.sig.fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         switch (si.ssi_signo) {
         case SIGCHLD:
             gbx_proc_reap();

@@ -207,6 +207,7 @@ static void exec_file(char *file, char **argv, char **envp)
     for (size_t i = 1; i < n; i++)
         v[i + 1] = argv[i];
     execve(sh, v, envp);
+    free(v);
     errno = ENOEXEC;
 }
 
@@ -374,7 +375,6 @@ int gbx_proc_spawn(struct gbx_req *r)
         (e = has_cols = gbx_req_u32(r, GBX_A_PTY_COLS, "PTY_COLS", &cols, 0)) < 0 ||
         (e = gbx_req_u32(r, GBX_A_STDIN, "STDIN", &want_stdin, 0)) < 0)
         goto out;
-    e = 0;
     int pty = has_rows && has_cols;
     if (pty && (rows > 0xffff || cols > 0xffff)) {
         e = gbx_req_failx(r, EINVAL, "terminal size %ux%u out of range", rows, cols);

@@ -32,8 +32,9 @@ static char *slurp(const char *path)
             if (cap >= DB_MAX)
                 break;
             cap *= 2;
-            buf = realloc(buf, cap);
-            GBX_BUG_ON(buf == NULL);
+            char *nb = realloc(buf, cap);
+            GBX_BUG_ON(nb == NULL); /* aborts: nothing to free */
+            buf = nb;
         }
         ssize_t n = read(fd, buf + len, cap - len - 1);
         if (n < 0 && errno == EINTR)
