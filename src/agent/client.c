@@ -451,22 +451,30 @@ int gbx_agent_spawn(struct gbx_agent *a, const struct gbx_spawn_opts *o, uint32_
     return 0;
 }
 
-int gbx_agent_stdin(struct gbx_agent *a, uint32_t proc, const void *data, size_t len,
-                    struct gbx_err **err)
+/* Send data in chunks of at most GBX_FRAME_CHUNK, one request each: type with key_tag =
+ * key and DATA. Each chunk waits for its OK (the agent's flow control). */
+static int send_chunked(struct gbx_agent *a, uint16_t type, uint16_t key_tag, uint32_t key,
+                        const void *data, size_t len, struct gbx_err **err)
 {
     const uint8_t *d = data;
     size_t off = 0;
     do {
         size_t n = len - off < GBX_FRAME_CHUNK ? len - off : GBX_FRAME_CHUNK;
         struct gbx_msg m;
-        msg_begin(a, &m, GBX_MSG_STDIN);
-        gbx_msg_put_u32(&m, GBX_A_PROC, proc);
+        msg_begin(a, &m, type);
+        gbx_msg_put_u32(&m, key_tag, key);
         gbx_msg_put(&m, GBX_A_DATA, d + off, n);
         if (request(a, &m, NULL, NULL, err) < 0)
             return -1;
         off += n;
     } while (off < len);
     return 0;
+}
+
+int gbx_agent_stdin(struct gbx_agent *a, uint32_t proc, const void *data, size_t len,
+                    struct gbx_err **err)
+{
+    return send_chunked(a, GBX_MSG_STDIN, GBX_A_PROC, proc, data, len, err);
 }
 
 static int proc_request(struct gbx_agent *a, uint16_t type, uint32_t proc, struct gbx_err **err)
@@ -760,19 +768,7 @@ int gbx_agent_write_open(struct gbx_agent *a, const char *user, const char *path
 int gbx_agent_write_data(struct gbx_agent *a, uint32_t handle, const void *data, size_t len,
                          struct gbx_err **err)
 {
-    const uint8_t *d = data;
-    size_t off = 0;
-    do {
-        size_t n = len - off < GBX_FRAME_CHUNK ? len - off : GBX_FRAME_CHUNK;
-        struct gbx_msg m;
-        msg_begin(a, &m, GBX_MSG_WRITE_DATA);
-        gbx_msg_put_u32(&m, GBX_A_HANDLE, handle);
-        gbx_msg_put(&m, GBX_A_DATA, d + off, n);
-        if (request(a, &m, NULL, NULL, err) < 0)
-            return -1;
-        off += n;
-    } while (off < len);
-    return 0;
+    return send_chunked(a, GBX_MSG_WRITE_DATA, GBX_A_HANDLE, handle, data, len, err);
 }
 
 int gbx_agent_write_end(struct gbx_agent *a, uint32_t handle, int commit, uint64_t *size,
