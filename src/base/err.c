@@ -59,14 +59,14 @@ const char *gbx_err_kind_name(enum gbx_err_kind kind)
     return names[kind];
 }
 
-GBX_PRINTF(4, 0)
-static int err_vset(struct gbx_err **err, int errnum, enum gbx_err_kind kind, const char *fmt,
-                    va_list ap)
+GBX_PRINTF(5, 0)
+static int err_vset(struct gbx_err **err, int errnum, enum gbx_err_kind kind, int with_strerror,
+                    const char *fmt, va_list ap)
 {
     if (err == NULL || *err != NULL)
         return -1;
     char *m = gbx_vasprintf(fmt, ap);
-    if (errnum) {
+    if (errnum && with_strerror) {
         char *full = gbx_asprintf("%s: %s", m, strerror(errnum));
         free(m);
         m = full;
@@ -83,7 +83,7 @@ int gbx_err_set(struct gbx_err **err, int errnum, enum gbx_err_kind kind, const 
 {
     va_list ap;
     va_start(ap, fmt);
-    err_vset(err, errnum, kind, fmt, ap);
+    err_vset(err, errnum, kind, 0, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -92,7 +92,7 @@ int gbx_err_sys(struct gbx_err **err, int errnum, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    err_vset(err, errnum, gbx_err_kind_from_errno(errnum), fmt, ap);
+    err_vset(err, errnum, gbx_err_kind_from_errno(errnum), 1, fmt, ap);
     va_end(ap);
     return -1;
 }

@@ -27,10 +27,11 @@ enum gbx_err_kind gbx_err_kind_from_errno(int errnum);
 const char *gbx_err_kind_name(enum gbx_err_kind kind);
 
 /* Set *err (if err is non-NULL and *err is NULL) and return -1. errnum is a positive
- * errno or 0; its strerror text is appended to the message when non-zero. */
+ * errno or 0, recorded for callers; the message is used as given. */
 int gbx_err_set(struct gbx_err **err, int errnum, enum gbx_err_kind kind, const char *fmt, ...)
     GBX_PRINTF(4, 5);
-/* Like gbx_err_set, kind derived from errnum. */
+/* Like gbx_err_set, kind derived from errnum, and errnum's strerror text appended to the
+ * message when errnum is non-zero: "cannot open '/x': No such file or directory". */
 int gbx_err_sys(struct gbx_err **err, int errnum, const char *fmt, ...) GBX_PRINTF(3, 4);
 /* Prefix context to an existing error: "context: old message". Returns -1. */
 int gbx_err_wrap(struct gbx_err **err, const char *fmt, ...) GBX_PRINTF(2, 3);

@@ -168,3 +168,17 @@ int gbx_env_valid(const char *kv)
     }
     return 0;
 }
+
+int gbx_name_valid(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n > 63)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (c == '-' && i > 0);
+        if (!ok)
+            return -EINVAL;
+    }
+    return 0;
+}

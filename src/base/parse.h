@@ -15,6 +15,9 @@ int gbx_parse_cpus(const char *s, uint32_t *out);
 int gbx_parse_duration_ms(const char *s, uint64_t *out);
 /* "123" -> unsigned integer within [min, max]. */
 int gbx_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* A name for a sandbox, template or snapshot: 1-63 of [a-z0-9-], not starting with '-'
+ * (usable as a hostname label, a cgroup and a directory name). 0 or -EINVAL. */
+int gbx_name_valid(const char *name);
 /* "KEY=VALUE" with a valid environment name: [A-Za-z_][A-Za-z0-9_]*. 0 or -EINVAL. */
 int gbx_env_valid(const char *kv);
 

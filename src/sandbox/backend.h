@@ -10,9 +10,10 @@
 #include "base/err.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/template.h"
 
 #define GBX_ID_MAX 63
-#define GBX_DEFAULT_TEMPLATE "host"
+#define GBX_DEFAULT_TEMPLATE GBX_TEMPLATE_HOST
 #define GBX_DEFAULT_STATE_DIR "/var/lib/glovebox"
 #define GBX_DEFAULT_RUNTIME_DIR "/run/glovebox"
 #define GBX_UID_RANGE 65536u

@@ -16,6 +16,7 @@
 
 #include "base/fileutil.h"
 #include "base/mem.h"
+#include "base/parse.h"
 #include "sandbox/init_image.h"
 #include "sandbox/ns.h"
 #include "sandbox/template.h"
@@ -26,16 +27,7 @@
 
 int gbx_sandbox_id_valid(const char *id)
 {
-    size_t n = id ? strlen(id) : 0;
-    if (n == 0 || n > GBX_ID_MAX)
-        return -EINVAL;
-    for (size_t i = 0; i < n; i++) {
-        char c = id[i];
-        int ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (c == '-' && i > 0);
-        if (!ok)
-            return -EINVAL;
-    }
-    return 0;
+    return gbx_name_valid(id);
 }
 
 char *gbx_sandbox_id_new(void)

@@ -8,11 +8,11 @@
 
 #include "base/fileutil.h"
 #include "base/mem.h"
-#include "sandbox/backend.h"
+#include "base/parse.h"
 
 int gbx_template_name_valid(const char *name)
 {
-    return gbx_sandbox_id_valid(name);
+    return gbx_name_valid(name);
 }
 
 /* The host /etc entries a working userland needs and that hold no host secrets. */
@@ -321,7 +321,7 @@ int gbx_template_open(const char *state_dir, const char *name, struct gbx_templa
     t->rootfs = gbx_asprintf("%s/rootfs", t->dir);
     int format = 0;
     int r = read_conf(t, &format);
-    int builtin = strcmp(name, GBX_DEFAULT_TEMPLATE) == 0;
+    int builtin = strcmp(name, GBX_TEMPLATE_HOST) == 0;
     if (builtin && (r < 0 || format != GBX_TEMPLATE_FORMAT)) {
         if (gbx_template_build_host(state_dir, err) < 0) {
             gbx_template_release(t);

@@ -12,6 +12,7 @@
 #include "base/err.h"
 
 #define GBX_TEMPLATE_FORMAT 1
+#define GBX_TEMPLATE_HOST "host" /* the built-in template */
 #define GBX_USER_UID 1000
 
 struct gbx_template {
