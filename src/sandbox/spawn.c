@@ -12,7 +12,6 @@
  *   EOF on the sync socket (CLOEXEC) <------- or {errno, message} and exit
  */
 #include <fcntl.h>
-#include <grp.h>
 #include <linux/sched.h>
 #include <poll.h>
 #include <sched.h>
@@ -92,9 +91,12 @@ __attribute__((noreturn)) static void child_main(const struct gbx_child_plan *p)
         child_fail(sync_fd, -r, "wait for the parent");
     /* the parent has written our uid map: become the sandbox's root (an unprivileged uid on
      * the host). Until now this process still had host-root file access. */
-    if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+    /* raw system calls: libc's wrappers would try to change the credentials of every
+     * thread of the process we were cloned from (the daemon's thread pool), which this
+     * child does not have and must not signal */
+    if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
         child_fail(sync_fd, errno, "become root of the user namespace");
-    if (setgroups(0, NULL) < 0)
+    if (syscall(SYS_setgroups, 0, NULL) < 0)
         child_fail(sync_fd, errno, "clear supplementary groups");
     /* a cgroup namespace rooted at the sandbox's own groups (joined by the parent) */
     if (unshare(CLONE_NEWCGROUP) < 0)
