@@ -264,8 +264,9 @@ struct spawn_fds {
 static void child(const struct spawn_fds *f, const struct gbx_user *u, const char *cwd,
                   int cwd_given, char **argv, char **envp)
 {
-    for (int sig = 1; sig < NSIG; sig++)
-        signal(sig, SIG_DFL);
+    /* exec resets caught signals; only ignored ones survive it, and init ignores just
+     * SIGPIPE (main.c) */
+    signal(SIGPIPE, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);

@@ -53,6 +53,15 @@ static void users_and_homes(void **state)
     sbt_result_release(&r);
 }
 
+/* init blocks and ignores signals for itself; none of that leaks into what it runs */
+static void processes_start_with_default_signals(void **state)
+{
+    struct sbt_result r;
+    sbt_sh(&t, "grep -E '^(SigBlk|SigIgn):' /proc/self/status; yes | head -1", &r);
+    assert_string_equal((char *)r.out, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\ny\n");
+    sbt_result_release(&r);
+}
+
 static void hundred_mb_of_stdout_without_loss(void **state)
 {
     struct sbt_result r;
@@ -325,6 +334,7 @@ int main(void)
     sbt_require_sandboxes();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(users_and_homes),
+        cmocka_unit_test(processes_start_with_default_signals),
         cmocka_unit_test(hundred_mb_of_stdout_without_loss),
         cmocka_unit_test(binary_stdin_round_trip),
         cmocka_unit_test(large_binary_file_round_trip),
