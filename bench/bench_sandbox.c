@@ -151,6 +151,42 @@ int main(int argc, char **argv)
     gbx_agent_free(ag);
     (void)!gbx_sandbox_destroy(sb, NULL);
 
+    /* idle memory: what 50 live sandboxes (init waiting, nothing else) are charged */
+    enum { NIDLE = 50 };
+    struct gbx_sandbox *idle[NIDLE];
+    struct gbx_agent *idle_ag[NIDLE];
+    uint64_t total = 0, init_rss_kb = 0;
+    for (int i = 0; i < NIDLE; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "bench-idle-%d", i);
+        struct gbx_sandbox_spec ispec = {.id = id};
+        if (gbx_sandbox_create(&rt, &ispec, &idle[i], &err) < 0)
+            die(err, "create");
+        if (gbx_agent_open(gbx_steal_fd(&idle[i]->conn_fd), &idle_ag[i], &err) < 0)
+            die(err, "hello");
+    }
+    for (int i = 0; i < NIDLE; i++) {
+        struct gbx_cg_usage u;
+        if (idle[i]->ops->usage(idle[i], &u, &err) < 0)
+            die(err, "usage");
+        total += u.memory_bytes;
+        char path[64], line[128];
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)idle[i]->init_pid);
+        FILE *f = fopen(path, "r");
+        while (f && fgets(line, sizeof(line), f))
+            if (strncmp(line, "VmRSS:", 6) == 0)
+                init_rss_kb += strtoull(line + 6, NULL, 10);
+        if (f)
+            fclose(f);
+    }
+    printf("%-18s %7.0f KiB per sandbox charged to its memory cgroup; glovebox-init RSS %llu KiB "
+           "(target <= 2048 KiB)\n",
+           "idle memory", (double)total / NIDLE / 1024, (unsigned long long)(init_rss_kb / NIDLE));
+    for (int i = 0; i < NIDLE; i++) {
+        gbx_agent_free(idle_ag[i]);
+        (void)!gbx_sandbox_destroy(idle[i], NULL);
+    }
+
     free(a);
     free(b);
     gbx_runtime_release(&rt);
