@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "init/init.h"
@@ -144,7 +145,70 @@ static void group_members(struct gbx_user *u)
     free(db);
 }
 
+/* Lookups are cached until /etc/passwd or /etc/group changes (inode, size or mtime):
+ * every spawn and file request resolves a user, and re-reading two files each time is
+ * most of what a spawn costs init itself. */
+#define UCACHE_SIZE 8
+struct ucache_entry {
+    char spec[sizeof(((struct gbx_user *)0)->name)];
+    struct gbx_user u;
+};
+static struct ucache_entry ucache[UCACHE_SIZE];
+static int ucache_len, ucache_next;
+static struct stat db_stamp[2];
+static int db_present[2];
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Drop the cache if either database changed since it was filled. */
+static void ucache_check(void)
+{
+    static const char *const dbs[2] = {"/etc/passwd", "/etc/group"};
+    int changed = 0;
+    for (int i = 0; i < 2; i++) {
+        struct stat st;
+        int present = stat(dbs[i], &st) == 0;
+        if (present != db_present[i] || (present && !same_file(&st, &db_stamp[i])))
+            changed = 1;
+        db_present[i] = present;
+        if (present)
+            db_stamp[i] = st;
+    }
+    if (changed)
+        ucache_len = ucache_next = 0;
+}
+
+static int lookup_uncached(const char *spec, struct gbx_user *u);
+
 int gbx_user_lookup(const char *spec, struct gbx_user *u)
+{
+    if (spec == NULL || spec[0] == '\0')
+        spec = "root";
+    ucache_check();
+    for (int i = 0; i < ucache_len; i++) {
+        if (strcmp(ucache[i].spec, spec) == 0) {
+            *u = ucache[i].u;
+            return 0;
+        }
+    }
+    int r = lookup_uncached(spec, u);
+    if (r == 0 && strlen(spec) < sizeof(ucache[0].spec)) {
+        struct ucache_entry *e = &ucache[ucache_next];
+        snprintf(e->spec, sizeof(e->spec), "%s", spec);
+        e->u = *u;
+        ucache_next = (ucache_next + 1) % UCACHE_SIZE;
+        if (ucache_len < UCACHE_SIZE)
+            ucache_len++;
+    }
+    return r;
+}
+
+static int lookup_uncached(const char *spec, struct gbx_user *u)
 {
     memset(u, 0, sizeof(*u));
     if (spec == NULL || spec[0] == '\0')

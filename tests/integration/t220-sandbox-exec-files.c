@@ -62,6 +62,26 @@ static void processes_start_with_default_signals(void **state)
     sbt_result_release(&r);
 }
 
+/* init caches user lookups; a user added to /etc/passwd is usable at once */
+static void new_users_are_seen(void **state)
+{
+    struct sbt_result r;
+    const char *argv[] = {"/bin/sh", "-c", "id -u; id -un; echo $HOME", NULL};
+    struct gbx_spawn_opts so = {.argv = argv, .user = "agent2"};
+    uint32_t proc;
+    pid_t pid;
+    struct gbx_err *err = NULL;
+    assert_int_equal(gbx_agent_spawn(t.agent, &so, &proc, &pid, &err), -1);
+    assert_int_equal(err->errnum, ENOENT);
+    gbx_err_free(err);
+    sbt_sh(&t, "echo 'agent2:x:1500:1500::/tmp:/bin/sh' >> /etc/passwd && echo added", &r);
+    assert_string_equal((char *)r.out, "added\n");
+    sbt_result_release(&r);
+    sbt_run(&t, "agent2", argv, NULL, 0, &r);
+    assert_string_equal((char *)r.out, "1500\nagent2\n/tmp\n");
+    sbt_result_release(&r);
+}
+
 static void hundred_mb_of_stdout_without_loss(void **state)
 {
     struct sbt_result r;
@@ -335,6 +355,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(users_and_homes),
         cmocka_unit_test(processes_start_with_default_signals),
+        cmocka_unit_test(new_users_are_seen),
         cmocka_unit_test(hundred_mb_of_stdout_without_loss),
         cmocka_unit_test(binary_stdin_round_trip),
         cmocka_unit_test(large_binary_file_round_trip),
