@@ -18,11 +18,15 @@ static int keep(int cap)
 
 int gbx_ns_caps_drop(void)
 {
+    /* capabilities are numbered densely: the first EINVAL is past the kernel's last one */
     for (int c = 0; c <= 63; c++) {
         if (keep(c))
             continue;
-        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
+            if (errno == EINVAL)
+                break;
             return -errno;
+        }
     }
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
         return -errno;
