@@ -281,12 +281,41 @@ int gbx_cgroup_prepare(struct gbx_cg_layout *l, struct gbx_err **err)
     return 0;
 }
 
-int gbx_cgroup_create(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const char *id,
-                      const struct gbx_cg_limits *lim, struct gbx_err **err)
+static int conflict(struct gbx_cgroup *cg, const char *id, struct gbx_err **err)
+{
+    gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "sandbox '%s' already exists", id);
+    (void)!gbx_cgroup_destroy(cg, NULL);
+    gbx_cgroup_release(cg);
+    return -1;
+}
+
+int gbx_cgroup_begin(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const char *id,
+                     struct gbx_err **err)
 {
     memset(cg, 0, sizeof(*cg));
     cg->v2fd = -1;
     cg->layout = l;
+    snprintf(cg->id, sizeof(cg->id), "%s", id);
+    if (l->v2 == NULL)
+        return 0;
+    cg->v2dir = gbx_asprintf("%s/" GBX_CG_PARENT "/%s", l->v2, id);
+    if (mkdir(cg->v2dir, 0755) < 0) {
+        int e = errno;
+        free(cg->v2dir);
+        cg->v2dir = NULL;
+        if (e == EEXIST)
+            return conflict(cg, id, err);
+        gbx_cgroup_release(cg);
+        return gbx_err_sys(err, e, "cannot create cgroup for '%s'", id);
+    }
+    cg->v2fd = open(cg->v2dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return 0;
+}
+
+int gbx_cgroup_finish(struct gbx_cgroup *cg, const struct gbx_cg_limits *lim, struct gbx_err **err)
+{
+    const struct gbx_cg_layout *l = cg->layout;
+    const char *id = cg->id;
     int r;
     char buf[64];
 
@@ -305,24 +334,11 @@ int gbx_cgroup_create(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, cons
             r = -errno;
             free(cg->dir[c]);
             cg->dir[c] = NULL;
-            if (r == -EEXIST) {
-                gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "sandbox '%s' already exists", id);
-                (void)!gbx_cgroup_destroy(cg, NULL);
-                gbx_cgroup_release(cg);
-                return -1;
-            }
-            goto fail_sys;
+            if (r == -EEXIST)
+                return gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "sandbox '%s' already exists",
+                                   id);
+            return gbx_err_sys(err, -r, "cannot create cgroup for '%s'", id);
         }
-    }
-    if (l->v2) {
-        cg->v2dir = gbx_asprintf("%s/" GBX_CG_PARENT "/%s", l->v2, id);
-        if (mkdir(cg->v2dir, 0755) < 0) {
-            r = -errno;
-            free(cg->v2dir);
-            cg->v2dir = NULL;
-            goto fail_sys;
-        }
-        cg->v2fd = open(cg->v2dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     }
 
     /* limits */
@@ -386,15 +402,20 @@ int gbx_cgroup_create(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, cons
     return 0;
 
 fail_limit:
-    gbx_err_sys(err, -r, "cannot set cgroup limits for '%s'", id);
-    (void)!gbx_cgroup_destroy(cg, NULL);
-    gbx_cgroup_release(cg);
-    return -1;
-fail_sys:
-    gbx_err_sys(err, -r, "cannot create cgroup for '%s'", id);
-    (void)!gbx_cgroup_destroy(cg, NULL);
-    gbx_cgroup_release(cg);
-    return -1;
+    return gbx_err_sys(err, -r, "cannot set cgroup limits for '%s'", id);
+}
+
+int gbx_cgroup_create(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const char *id,
+                      const struct gbx_cg_limits *lim, struct gbx_err **err)
+{
+    if (gbx_cgroup_begin(cg, l, id, err) < 0)
+        return -1;
+    if (gbx_cgroup_finish(cg, lim, err) < 0) {
+        (void)!gbx_cgroup_destroy(cg, NULL);
+        gbx_cgroup_release(cg);
+        return -1;
+    }
+    return 0;
 }
 
 int gbx_cgroup_open(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const char *id,
@@ -403,6 +424,7 @@ int gbx_cgroup_open(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const 
     memset(cg, 0, sizeof(*cg));
     cg->v2fd = -1;
     cg->layout = l;
+    snprintf(cg->id, sizeof(cg->id), "%s", id);
     for (int c = 0; c < GBX_CG_NCTRL; c++) {
         if (l->v2_limits || l->v1[c] == NULL)
             continue;

@@ -54,6 +54,7 @@ struct gbx_cgroup {
     char *v2dir;
     int v2fd; /* open dir fd for CLONE_INTO_CGROUP, or -1 */
     const struct gbx_cg_layout *layout;
+    char id[64]; /* the sandbox id the groups are named after */
 };
 
 /* Create the parent groups ("glovebox") and the rules every sandbox inherits (the v1 device
@@ -62,6 +63,15 @@ int gbx_cgroup_prepare(struct gbx_cg_layout *l, struct gbx_err **err) GBX_WUR;
 /* Create the groups for sandbox id and apply limits. Does not place any process. */
 int gbx_cgroup_create(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const char *id,
                       const struct gbx_cg_limits *lim, struct gbx_err **err) GBX_WUR;
+/* The same in two steps, so the slow part can overlap with the sandbox's own setup:
+ * begin creates the v2 group a process can be born into (CLONE_INTO_CGROUP) and releases
+ * cg on failure; finish creates the v1 groups and applies the limits, and on failure
+ * leaves cg holding what it created, for the caller to destroy once its processes are
+ * gone. */
+int gbx_cgroup_begin(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const char *id,
+                     struct gbx_err **err) GBX_WUR;
+int gbx_cgroup_finish(struct gbx_cgroup *cg, const struct gbx_cg_limits *lim,
+                      struct gbx_err **err) GBX_WUR;
 /* Open the groups of an existing sandbox (re-adoption). */
 int gbx_cgroup_open(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const char *id,
                     struct gbx_err **err) GBX_WUR;

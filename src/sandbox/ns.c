@@ -225,7 +225,7 @@ static int ns_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec
     }
     slot_held = 1;
     sb->host_uid = rt->uid_base + sb->uid_slot * GBX_UID_RANGE;
-    if (gbx_cgroup_create(&sb->cg, &rt->cg, spec->id, &spec->limits, err) < 0)
+    if (gbx_cgroup_begin(&sb->cg, &rt->cg, spec->id, err) < 0)
         goto fail;
     if (spec->ctl_socket && (ctl_fd = make_ctl_socket(sb, err)) < 0)
         goto fail;
@@ -251,7 +251,7 @@ static int ns_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec
     p->ctl_fd = ctl_fd;
     p->init_fd = rt->init_fd;
     p->seccomp = &rt->seccomp;
-    r = gbx_ns_spawn(rt, sb, p, tmpl.rootfs, err);
+    r = gbx_ns_spawn(rt, sb, p, tmpl.rootfs, &spec->limits, err);
     free(p);
     close(conn[1]);
     conn[1] = -1;

@@ -53,6 +53,6 @@ int gbx_ns_caps_drop(void);
 
 /* spawn.c */
 int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gbx_child_plan *p,
-                 const char *tmpl_rootfs, struct gbx_err **err);
+                 const char *tmpl_rootfs, const struct gbx_cg_limits *limits, struct gbx_err **err);
 
 #endif

@@ -98,9 +98,6 @@ __attribute__((noreturn)) static void child_main(const struct gbx_child_plan *p)
         child_fail(sync_fd, errno, "become root of the user namespace");
     if (syscall(SYS_setgroups, 0, NULL) < 0)
         child_fail(sync_fd, errno, "clear supplementary groups");
-    /* a cgroup namespace rooted at the sandbox's own groups (joined by the parent) */
-    if (unshare(CLONE_NEWCGROUP) < 0)
-        child_fail(sync_fd, errno, "create cgroup namespace");
     if ((r = gbx_ns_mounts_setup(p, tmpl_fd, p->usr_host ? usr_fd : -1, what, sizeof(what))) < 0)
         child_fail(sync_fd, -r, what);
     close(tmpl_fd);
@@ -140,6 +137,13 @@ __attribute__((noreturn)) static void child_main(const struct gbx_child_plan *p)
     if (syscall(SYS_close_range, 7, ~0U, 0) < 0)
         child_fail(sync_fd, errno, "close inherited fds");
 
+    /* the parent created our v1 groups and limits while we built the filesystem; wait
+     * until we are in them, then take a cgroup namespace rooted at our own groups */
+    char ready = 0;
+    if (GBX_RETRY(read(sync_fd, &ready, 1)) != 1 || ready != 'C')
+        child_fail(sync_fd, EPIPE, "wait for cgroups");
+    if (unshare(CLONE_NEWCGROUP) < 0)
+        child_fail(sync_fd, errno, "create cgroup namespace");
     if (setsid() < 0)
         child_fail(sync_fd, errno, "setsid");
     if ((r = gbx_ns_caps_drop()) < 0)
@@ -182,7 +186,7 @@ static int send_go(int sync_fd, int tmpl_fd, int usr_fd)
 }
 
 int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gbx_child_plan *p,
-                 const char *tmpl_rootfs, struct gbx_err **err)
+                 const char *tmpl_rootfs, const struct gbx_cg_limits *limits, struct gbx_err **err)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
@@ -220,10 +224,6 @@ int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gb
     const char *step = "write uid map";
     if ((r = gbx_ns_write_idmap(pid, sb->host_uid, GBX_UID_RANGE)) < 0)
         goto fail;
-    if (gbx_cgroup_attach(&sb->cg, pid, sb->cg.v2fd >= 0, err) < 0) {
-        have_err = 1;
-        goto fail;
-    }
     step = "idmap template";
     if ((r = tmpl_fd = gbx_ns_idmapped_tree(tmpl_rootfs, pid, 1)) < 0)
         goto fail;
@@ -238,6 +238,21 @@ int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gb
     close(tmpl_fd);
     if (usr_fd >= 0)
         close(usr_fd);
+    tmpl_fd = usr_fd = -1;
+
+    /* while the child builds its filesystem: its v1 groups and limits (the slow part of
+     * cgroup setup overlaps with the child's), then place it and let it go on */
+    if (gbx_cgroup_finish(&sb->cg, limits, err) < 0 ||
+        gbx_cgroup_attach(&sb->cg, pid, sb->cg.v2fd >= 0, err) < 0) {
+        have_err = 1;
+        goto fail;
+    }
+    char ready = 'C';
+    if (GBX_RETRY(send(sv[0], &ready, 1, MSG_NOSIGNAL)) < 0 && errno != EPIPE) {
+        r = -errno;
+        step = "release sandbox";
+        goto fail;
+    }
 
     /* EOF: the child exec'd glovebox-init. A message: it failed and says why. */
     struct gbx_child_error ce;
