@@ -75,10 +75,11 @@ int gbx_run_parse(int argc, char **argv, struct gbx_run_opts *o, struct gbx_err 
                                    "invalid --pids '%s': use a number from 1 to 4194304", optarg);
             break;
         case 'c':
-            if (gbx_parse_cpus(optarg, &o->cpu_millis) < 0)
-                return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                                   "invalid --cpus '%s': use a number of CPUs, e.g. 0.5 or 2",
-                                   optarg);
+            /* the kernel's smallest quota is 1 ms per 100 ms period: 0.01 CPU */
+            if (gbx_parse_cpus(optarg, &o->cpu_millis) < 0 || o->cpu_millis < 10)
+                return gbx_err_set(
+                    err, EINVAL, GBX_ERR_INVALID,
+                    "invalid --cpus '%s': use a number of CPUs from 0.01, e.g. 0.5 or 2", optarg);
             break;
         case 'd':
             if (gbx_parse_size(optarg, &o->disk_bytes) < 0 || o->disk_bytes < (1 << 20))

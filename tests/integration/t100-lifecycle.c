@@ -230,6 +230,16 @@ static void bad_input_is_refused_cleanly(void **state)
     assert_non_null(strstr(err->msg, "template 'no-such-template' not found"));
     gbx_err_free(err);
     err = NULL;
+    /* a limit the kernel refuses (a CPU quota under 1 ms per 100 ms period) fails the
+     * create after the child exists: it is killed and its groups removed */
+    spec.template_name = NULL;
+    spec.id = "bad-limit";
+    spec.limits.cpu_millis = 1;
+    assert_int_equal(gbx_sandbox_create(rt, &spec, &sb, &err), -1);
+    assert_non_null(strstr(err->msg, "cannot set cgroup limits for 'bad-limit'"));
+    gbx_err_free(err);
+    err = NULL;
+    spec.limits.cpu_millis = 0;
     /* a duplicate id is a conflict and does not disturb the first sandbox */
     struct sbt t;
     sbt_create(rt, &t, NULL, 0);
@@ -245,6 +255,7 @@ static void bad_input_is_refused_cleanly(void **state)
     sbt_destroy(&t);
     take_traces(&after);
     assert_int_equal(after.cgroups, before.cgroups);
+    assert_int_equal(after.procs, before.procs);
     assert_int_equal(after.rundir_entries, before.rundir_entries);
     free(before.mounts);
     free(after.mounts);

@@ -386,6 +386,12 @@ static void test_bad_values(void **state)
     parse_fail(&a, EINVAL, GBX_ERR_INVALID, "invalid --cpus '0'");
     ARGS(&a, "run", "--cpus", "0.0001", "x");
     parse_fail(&a, EINVAL, GBX_ERR_INVALID, "--cpus");
+    /* below the kernel's smallest quota (1 ms per 100 ms) */
+    ARGS(&a, "run", "--cpus", "0.005", "x");
+    parse_fail(&a, EINVAL, GBX_ERR_INVALID, "invalid --cpus '0.005'");
+    ARGS(&a, "run", "--cpus", "0.01", "x");
+    parse_ok(&a, &o);
+    assert_int_equal(o.cpu_millis, 10);
     ARGS(&a, "run", "--cpus", "1025", "x");
     parse_fail(&a, EINVAL, GBX_ERR_INVALID, "--cpus");
     ARGS(&a, "run", "--cpus", "half", "x");
