@@ -90,8 +90,15 @@ static int setup_root(void)
 
 static int setup_signals(void)
 {
+    /* Start clean, whatever the creator had: an ignored signal survives clone and exec and
+     * would otherwise be inherited by everything the sandbox runs (a daemon started from a
+     * shell in the background ignores SIGINT and SIGQUIT, for one). Blocked signals are
+     * reset the same way; the spawn child only undoes what init itself sets below. */
+    for (int sig = 1; sig < NSIG; sig++)
+        signal(sig, SIG_DFL);
     sigset_t set;
     sigemptyset(&set);
+    sigprocmask(SIG_SETMASK, &set, NULL);
     sigaddset(&set, SIGCHLD);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);

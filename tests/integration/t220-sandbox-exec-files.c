@@ -2,6 +2,7 @@
 /* Processes and files inside a real sandbox: users, data integrity, hostile paths,
  * zombies. (t200 covers the agent protocol itself against a bare glovebox-init.) */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -21,6 +22,14 @@ static struct sbt t;
 
 static int setup(void **state)
 {
+    /* create the sandbox the way a daemon started in the background would: with SIGINT and
+     * SIGQUIT ignored (and something blocked); none of it may reach the sandbox */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    sigset_t blocked;
+    sigemptyset(&blocked);
+    sigaddset(&blocked, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &blocked, NULL);
     rt = sbt_runtime_new();
     sbt_create(rt, &t, NULL, 0);
     return 0;
