@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
@@ -94,8 +95,18 @@ static int setup_signals(void)
      * would otherwise be inherited by everything the sandbox runs (a daemon started from a
      * shell in the background ignores SIGINT and SIGQUIT, for one). Blocked signals are
      * reset the same way; the spawn child only undoes what init itself sets below. */
-    for (int sig = 1; sig < NSIG; sig++)
-        signal(sig, SIG_DFL);
+    for (int sig = 1; sig < NSIG; sig++) {
+        /* the raw call: libc refuses to touch the signals it reserves for itself (32-34),
+         * which a creator linked against another libc may have left ignored */
+        struct {
+            void (*handler)(int);
+            unsigned long flags;
+            void (*restorer)(void);
+            unsigned long mask;
+        } ksa = {SIG_DFL, 0, NULL, 0};
+        if (sig != SIGKILL && sig != SIGSTOP)
+            syscall(SYS_rt_sigaction, sig, &ksa, NULL, sizeof(ksa.mask));
+    }
     sigset_t set;
     sigemptyset(&set);
     sigprocmask(SIG_SETMASK, &set, NULL);
