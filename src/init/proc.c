@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -334,6 +335,24 @@ static int open_pty(int *master, int *slave, uint16_t rows, uint16_t cols)
     return set_nonblock(*master);
 }
 
+struct child_args {
+    const struct spawn_fds *f;
+    const struct gbx_user *u;
+    const char *cwd;
+    int cwd_given;
+    char **argv, **envp;
+};
+
+/* The stack of the child between clone and exec (see gbx_proc_spawn). */
+static char child_stack[256 * 1024] __attribute__((aligned(16)));
+
+static int child_trampoline(void *arg)
+{
+    const struct child_args *a = arg;
+    child(a->f, a->u, a->cwd, a->cwd_given, a->argv, a->envp);
+    return 127;
+}
+
 int gbx_proc_spawn(struct gbx_req *r)
 {
     struct strv argv = {0}, env = {0};
@@ -420,13 +439,16 @@ int gbx_proc_spawn(struct gbx_req *r)
     if (set_nonblock(exec_r) < 0)
         goto pipe_fail;
 
-    pid_t pid = fork();
+    /* vfork-style: the child borrows init's memory and a stack of its own until it execs,
+     * so nothing is copied and init's pages see no copy-on-write faults afterwards. init
+     * is suspended meanwhile, which also makes the one static stack safe. */
+    struct child_args ca = {&f, &u, cwd, cwd_given, argv.v, env.v};
+    pid_t pid = clone(child_trampoline, child_stack + sizeof(child_stack),
+                      CLONE_VM | CLONE_VFORK | SIGCHLD, &ca);
     if (pid < 0) {
         e = gbx_req_fail(r, errno, "cannot run '%s'", argv.v[0]);
         goto out;
     }
-    if (pid == 0)
-        child(&f, &u, cwd, cwd_given, argv.v, env.v);
 
     struct gbx_proc *p = calloc(1, sizeof(*p));
     GBX_BUG_ON(p == NULL);
