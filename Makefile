@@ -21,7 +21,7 @@ BUILD := build$(if $(SANITIZE),-san)
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 # Dependencies: install them through the project's script when pkg-config cannot see them.
-PKGS := libseccomp
+PKGS := libseccomp sqlite3 libcrypto
 DEPS_OK := $(shell pkg-config --exists $(PKGS) && pkg-config --exists cmocka && echo yes)
 ifneq ($(DEPS_OK),yes)
 $(info deps: missing build dependencies; running scripts/deps.sh)
@@ -44,7 +44,7 @@ CFLAGS_ALL := $(BASE_CFLAGS) $(HARDEN) $(SAN_FLAGS) $(shell pkg-config --cflags 
 LDFLAGS_ALL := -pie -Wl,-z,relro,-z,now $(SAN_FLAGS) $(LDFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS))
 
-LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/sandbox/*.c)
+LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o $(BUILD)/gen/seccomp_bpf.o
 LIB := $(BUILD)/libglovebox.a
 
@@ -168,7 +168,7 @@ build-fuzz/%: tests/fuzz/%.c $(LIB_SRCS) src/init/*.c
 	@mkdir -p $(@D)
 	clang -std=gnu11 -g -O1 -Isrc -D_GNU_SOURCE -DGBX_FUZZING -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all \
-	    -o $@ $< $(filter-out src/sandbox/%,$(LIB_SRCS)) $(LIBS)
+	    -o $@ $< $(filter-out src/sandbox/% src/store/%,$(LIB_SRCS)) $(LIBS)
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$$(basename $$f); mkdir -p build-fuzz/corpus-$$n; \

@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: MIT */
+#include "store/store.h"
+
+#include <openssl/evp.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/mem.h"
+
+struct gbx_store {
+    sqlite3 *db;
+    char *path;
+};
+
+/* Schema history. Each entry takes the database from version i to i + 1; never edit one
+ * that has shipped, append a new one. */
+static const char *const migrations[] = {
+    /* 1: the first schema */
+    "CREATE TABLE sandboxes ("
+    "  id TEXT PRIMARY KEY,"
+    "  owner TEXT NOT NULL DEFAULT '',"
+    "  template TEXT NOT NULL,"
+    "  state TEXT NOT NULL,"
+    "  created_ns INTEGER NOT NULL,"
+    "  updated_ns INTEGER NOT NULL,"
+    "  spec TEXT NOT NULL DEFAULT '{}',"
+    "  host_uid INTEGER,"
+    "  uid_slot INTEGER,"
+    "  init_pid INTEGER,"
+    "  expires_ns INTEGER"
+    ");"
+    "CREATE INDEX sandboxes_owner ON sandboxes(owner, created_ns);"
+    "CREATE TABLE templates ("
+    "  name TEXT PRIMARY KEY,"
+    "  created_ns INTEGER NOT NULL,"
+    "  description TEXT NOT NULL DEFAULT ''"
+    ");"
+    "CREATE TABLE api_keys ("
+    "  id TEXT PRIMARY KEY,"
+    "  name TEXT NOT NULL UNIQUE,"
+    "  hash TEXT NOT NULL,"
+    "  created_ns INTEGER NOT NULL,"
+    "  revoked_ns INTEGER"
+    ");"
+    "CREATE TABLE audit ("
+    "  seq INTEGER PRIMARY KEY,"
+    "  ts_ns INTEGER NOT NULL,"
+    "  actor TEXT NOT NULL,"
+    "  kind TEXT NOT NULL,"
+    "  sandbox TEXT NOT NULL,"
+    "  detail TEXT NOT NULL,"
+    "  prev_hash TEXT NOT NULL,"
+    "  hash TEXT NOT NULL"
+    ");"
+    "CREATE INDEX audit_sandbox ON audit(sandbox, seq);"
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+};
+
+#define GENESIS_HASH "0000000000000000000000000000000000000000000000000000000000000000"
+
+int gbx_store_schema_latest(void)
+{
+    return (int)GBX_ARRAY_SIZE(migrations);
+}
+
+static int db_err(struct gbx_store *s, struct gbx_err **err, const char *what)
+{
+    return gbx_err_set(err, 0, GBX_ERR_INTERNAL, "%s: %s", what, sqlite3_errmsg(s->db));
+}
+
+static int exec_sql(struct gbx_store *s, const char *sql, struct gbx_err **err)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        gbx_err_set(err, 0, GBX_ERR_INTERNAL, "database '%s': %s", s->path, msg ? msg : "error");
+        sqlite3_free(msg);
+        return -1;
+    }
+    return 0;
+}
+
+int gbx_store_schema_version(struct gbx_store *s)
+{
+    sqlite3_stmt *st;
+    int v = -1;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static int migrate(struct gbx_store *s, struct gbx_err **err)
+{
+    int have = gbx_store_schema_version(s);
+    int want = gbx_store_schema_latest();
+    if (have < 0)
+        return db_err(s, err, "read schema version");
+    if (have > want)
+        return gbx_err_set(err, 0, GBX_ERR_CONFLICT,
+                           "database '%s' has schema %d, newer than this glovebox (%d): "
+                           "upgrade glovebox or use another state dir",
+                           s->path, have, want);
+    for (int v = have; v < want; v++) {
+        char bump[64];
+        snprintf(bump, sizeof(bump), "PRAGMA user_version = %d;", v + 1);
+        if (exec_sql(s, "BEGIN IMMEDIATE", err) < 0)
+            return -1;
+        if (exec_sql(s, migrations[v], err) < 0 || exec_sql(s, bump, err) < 0) {
+            char *msg = NULL;
+            sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, &msg);
+            sqlite3_free(msg);
+            return gbx_err_wrap(err, "migrate to schema %d", v + 1);
+        }
+        if (exec_sql(s, "COMMIT", err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int gbx_store_open(const char *path, struct gbx_store **out, struct gbx_err **err)
+{
+    struct gbx_store *s = gbx_xcalloc(1, sizeof(*s));
+    s->path = gbx_xstrdup(path);
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+        SQLITE_OK) {
+        gbx_err_set(err, 0, GBX_ERR_UNAVAILABLE, "cannot open database '%s': %s", path,
+                    s->db ? sqlite3_errmsg(s->db) : "out of memory");
+        gbx_store_close(s);
+        return -1;
+    }
+    sqlite3_busy_timeout(s->db, 5000);
+    /* WAL: readers never block the writer; synchronous=FULL: an acknowledged record
+     * survives a crash (the audit log promises that) */
+    if (exec_sql(s,
+                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
+                 "PRAGMA foreign_keys = ON;",
+                 err) < 0 ||
+        migrate(s, err) < 0) {
+        gbx_store_close(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+void gbx_store_close(struct gbx_store *s)
+{
+    if (s == NULL)
+        return;
+    if (s->db)
+        sqlite3_close_v2(s->db);
+    free(s->path);
+    free(s);
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* sha256(prev_hash || len:field ...) as lowercase hex. Length prefixes make the encoding
+ * unambiguous: no two different records hash the same bytes. */
+static void chain_hash(const char *prev, int64_t seq, int64_t ts, const char *actor,
+                       const char *kind, const char *sandbox, const char *detail, char out[65])
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    GBX_BUG_ON(md == NULL);
+    GBX_BUG_ON(EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1);
+    char num[64];
+    const char *fields[] = {prev, NULL, NULL, actor, kind, sandbox, detail};
+    char seqs[32], tss[32];
+    snprintf(seqs, sizeof(seqs), "%lld", (long long)seq);
+    snprintf(tss, sizeof(tss), "%lld", (long long)ts);
+    fields[1] = seqs;
+    fields[2] = tss;
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(fields); i++) {
+        size_t n = strlen(fields[i]);
+        int m = snprintf(num, sizeof(num), "%zu:", n);
+        EVP_DigestUpdate(md, num, (size_t)m);
+        EVP_DigestUpdate(md, fields[i], n);
+    }
+    unsigned char digest[32];
+    unsigned int dlen = 0;
+    GBX_BUG_ON(EVP_DigestFinal_ex(md, digest, &dlen) != 1 || dlen != 32);
+    EVP_MD_CTX_free(md);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", digest[i]);
+}
+
+static const char *str_or_empty(const char *s)
+{
+    return s ? s : "";
+}
+
+/* The chain head (last seq and hash) kept in meta, so deleting the newest records is
+ * detected too. */
+static int head_get(struct gbx_store *s, int64_t *seq, char hash[65])
+{
+    sqlite3_stmt *st;
+    *seq = 0;
+    snprintf(hash, 65, "%s", GENESIS_HASH);
+    if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'audit_head'", -1, &st,
+                           NULL) != SQLITE_OK)
+        return -1;
+    int r = 0;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        const char *v = (const char *)sqlite3_column_text(st, 0);
+        long long q = 0;
+        char h[65] = "";
+        if (v == NULL || sscanf(v, "%lld %64s", &q, h) != 2 || strlen(h) != 64)
+            r = -1;
+        *seq = q;
+        snprintf(hash, 65, "%s", h);
+    }
+    sqlite3_finalize(st);
+    return r;
+}
+
+int gbx_store_audit_append(struct gbx_store *s, const struct gbx_audit_entry *e, int64_t *seq,
+                           struct gbx_err **err)
+{
+    if (exec_sql(s, "BEGIN IMMEDIATE", err) < 0)
+        return gbx_err_wrap(err, "append audit record");
+    int64_t last;
+    char prev[65], hash[65];
+    if (head_get(s, &last, prev) < 0) {
+        gbx_err_set(err, 0, GBX_ERR_INTERNAL,
+                    "append audit record: the chain head is damaged "
+                    "(run 'glovebox audit verify')");
+        goto rollback;
+    }
+    int64_t n = last + 1, ts = now_ns();
+    const char *actor = str_or_empty(e->actor), *kind = str_or_empty(e->kind);
+    const char *sb = str_or_empty(e->sandbox), *detail = e->detail ? e->detail : "{}";
+    chain_hash(prev, n, ts, actor, kind, sb, detail, hash);
+
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT INTO audit (seq, ts_ns, actor, kind, sandbox, detail, "
+                           "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           -1, &st, NULL) != SQLITE_OK) {
+        db_err(s, err, "append audit record");
+        goto rollback;
+    }
+    sqlite3_bind_int64(st, 1, n);
+    sqlite3_bind_int64(st, 2, ts);
+    sqlite3_bind_text(st, 3, actor, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, sb, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, detail, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, prev, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 8, hash, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        db_err(s, err, "append audit record");
+        goto rollback;
+    }
+    char head[96];
+    snprintf(head, sizeof(head), "%lld %s", (long long)n, hash);
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT OR REPLACE INTO meta (key, value) VALUES "
+                           "('audit_head', ?)",
+                           -1, &st, NULL) != SQLITE_OK) {
+        db_err(s, err, "append audit record");
+        goto rollback;
+    }
+    sqlite3_bind_text(st, 1, head, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        db_err(s, err, "append audit record");
+        goto rollback;
+    }
+    if (exec_sql(s, "COMMIT", err) < 0)
+        goto rollback;
+    if (seq)
+        *seq = n;
+    return 0;
+
+rollback:;
+    char *msg = NULL;
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, &msg);
+    sqlite3_free(msg);
+    return -1;
+}
+
+int gbx_store_audit_verify(struct gbx_store *s, struct gbx_audit_report *rep, struct gbx_err **err)
+{
+    memset(rep, 0, sizeof(*rep));
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT seq, ts_ns, actor, kind, sandbox, detail, prev_hash, hash "
+                           "FROM audit ORDER BY seq",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_err(s, err, "verify audit log");
+    char prev[65] = GENESIS_HASH, want[65];
+    int64_t expect = 1;
+    int rc;
+#define BAD(seq_, ...)                                                                             \
+    do {                                                                                           \
+        rep->bad_seq = (seq_);                                                                     \
+        snprintf(rep->reason, sizeof(rep->reason), __VA_ARGS__);                                   \
+        goto done;                                                                                 \
+    } while (0)
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t seq = sqlite3_column_int64(st, 0);
+        const char *cols[6];
+        for (int i = 0; i < 6; i++) {
+            cols[i] = (const char *)sqlite3_column_text(st, 2 + i);
+            if (cols[i] == NULL)
+                cols[i] = "";
+        }
+        rep->rows++;
+        if (seq != expect)
+            BAD(expect, "record %lld is missing (the next one is %lld)", (long long)expect,
+                (long long)seq);
+        if (strcmp(cols[4], prev) != 0)
+            BAD(seq, "record %lld does not follow record %lld", (long long)seq, (long long)seq - 1);
+        chain_hash(prev, seq, sqlite3_column_int64(st, 1), cols[0], cols[1], cols[2], cols[3],
+                   want);
+        if (strcmp(want, cols[5]) != 0)
+            BAD(seq, "record %lld was changed after it was written", (long long)seq);
+        snprintf(prev, sizeof(prev), "%s", want);
+        expect++;
+    }
+    if (rc != SQLITE_DONE) {
+        sqlite3_finalize(st);
+        return db_err(s, err, "verify audit log");
+    }
+    int64_t head_seq;
+    char head_hash[65];
+    if (head_get(s, &head_seq, head_hash) < 0)
+        BAD(expect, "the chain head is damaged");
+    if (head_seq != expect - 1 || strcmp(head_hash, prev) != 0)
+        BAD(expect - 1 < head_seq ? expect : head_seq,
+            "the log ends at record %lld but its head says %lld: records were removed or "
+            "added",
+            (long long)(expect - 1), (long long)head_seq);
+done:
+#undef BAD
+    sqlite3_finalize(st);
+    return 0;
+}

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/* The durable store: one SQLite database in WAL mode under the state dir, its schema and
+ * migrations, and the hash-chained audit log. (Typed queries for sandboxes, templates and
+ * API keys join as the daemon uses them.) */
+#ifndef GBX_STORE_STORE_H
+#define GBX_STORE_STORE_H
+
+#include <stdint.h>
+
+#include "base/err.h"
+
+struct gbx_store;
+
+/* Open (creating if needed) the database at path, switch it to WAL and bring the schema to
+ * the current version. A database from a newer Glovebox is refused rather than damaged. */
+int gbx_store_open(const char *path, struct gbx_store **out, struct gbx_err **err) GBX_WUR;
+void gbx_store_close(struct gbx_store *s);
+/* The schema version the database is at (PRAGMA user_version). */
+int gbx_store_schema_version(struct gbx_store *s);
+/* The newest schema version this build knows. */
+int gbx_store_schema_latest(void);
+
+/* One audit record. Strings may be NULL (stored as empty). detail is a JSON text. */
+struct gbx_audit_entry {
+    const char *actor;   /* who asked: an API key's name, "admin", "system" */
+    const char *kind;    /* "sandbox.create", "exec.start", "exec.end", ... */
+    const char *sandbox; /* the sandbox concerned, or NULL */
+    const char *detail;  /* JSON object with the specifics */
+};
+
+/* Append a record, chained to the previous one: hash = sha256(previous hash || the
+ * record's fields, each length-prefixed). Returns its sequence number in *seq (may be
+ * NULL). Durable when it returns. */
+int gbx_store_audit_append(struct gbx_store *s, const struct gbx_audit_entry *e, int64_t *seq,
+                           struct gbx_err **err) GBX_WUR;
+
+struct gbx_audit_report {
+    int64_t rows;     /* records checked */
+    int64_t bad_seq;  /* first record that fails, or 0 when the chain is intact */
+    char reason[160]; /* what is wrong with it */
+};
+
+/* Walk the whole chain: every record's hash must match its content and its predecessor,
+ * sequence numbers must be contiguous from 1, and the last record must be the chain head
+ * recorded alongside it. An edited, inserted or deleted record (tail included) is
+ * reported; returns 0 when the walk itself worked (look at report->bad_seq). */
+int gbx_store_audit_verify(struct gbx_store *s, struct gbx_audit_report *report,
+                           struct gbx_err **err) GBX_WUR;
+
+#endif

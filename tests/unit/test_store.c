@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: MIT */
+/* The store: schema migrations, WAL, and the hash-chained audit log — which must notice any
+ * record edited, inserted or deleted behind its back (tampering done here with raw SQL). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "base/fileutil.h"
+#include "base/mem.h"
+#include "store/store.h"
+
+static char dir[64];
+static char *path;
+
+static int setup(void **state)
+{
+    snprintf(dir, sizeof(dir), "/tmp/gbx-store-XXXXXX");
+    if (mkdtemp(dir) == NULL)
+        return -1;
+    path = gbx_asprintf("%s/glovebox.db", dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    free(path);
+    return gbx_rm_rf(dir) == 0 ? 0 : -1;
+}
+
+static struct gbx_store *open_fresh(void)
+{
+    (void)!unlink(path);
+    gbx_autofree char *wal = gbx_asprintf("%s-wal", path);
+    gbx_autofree char *shm = gbx_asprintf("%s-shm", path);
+    (void)!unlink(wal);
+    (void)!unlink(shm);
+    struct gbx_store *s = NULL;
+    struct gbx_err *err = NULL;
+    if (gbx_store_open(path, &s, &err) < 0) {
+        fprintf(stderr, "open: %s\n", err->msg);
+        gbx_err_free(err);
+        fail();
+    }
+    return s;
+}
+
+/* Run raw SQL on the database file, as someone with write access to it would. */
+static void tamper(const char *sql)
+{
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        fprintf(stderr, "tamper: %s\n", msg);
+        fail();
+    }
+    sqlite3_close(db);
+}
+
+static void append_n(struct gbx_store *s, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char detail[64];
+        snprintf(detail, sizeof(detail), "{\"i\":%d}", i);
+        struct gbx_audit_entry e = {
+            .actor = "admin", .kind = "exec.start", .sandbox = "sb-1", .detail = detail};
+        int64_t seq = 0;
+        assert_int_equal(gbx_store_audit_append(s, &e, &seq, NULL), 0);
+    }
+}
+
+static void verify(struct gbx_store *s, struct gbx_audit_report *rep)
+{
+    assert_int_equal(gbx_store_audit_verify(s, rep, NULL), 0);
+}
+
+static void schema_and_wal(void **state)
+{
+    struct gbx_store *s = open_fresh();
+    assert_int_equal(gbx_store_schema_version(s), gbx_store_schema_latest());
+    gbx_store_close(s);
+    /* reopening is idempotent */
+    struct gbx_err *err = NULL;
+    assert_int_equal(gbx_store_open(path, &s, &err), 0);
+    assert_int_equal(gbx_store_schema_version(s), gbx_store_schema_latest());
+    gbx_store_close(s);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+static void newer_schema_is_refused(void **state)
+{
+    struct gbx_store *s = open_fresh();
+    gbx_store_close(s);
+    char sql[64];
+    snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", gbx_store_schema_latest() + 1);
+    tamper(sql);
+    struct gbx_err *err = NULL;
+    assert_int_equal(gbx_store_open(path, &s, &err), -1);
+    assert_int_equal(err->kind, GBX_ERR_CONFLICT);
+    assert_non_null(strstr(err->msg, "newer than this glovebox"));
+    gbx_err_free(err);
+}
+
+static void chain_intact(void **state)
+{
+    struct gbx_store *s = open_fresh();
+    struct gbx_audit_report rep;
+    verify(s, &rep); /* empty log */
+    assert_int_equal(rep.rows, 0);
+    assert_int_equal(rep.bad_seq, 0);
+    append_n(s, 50);
+    struct gbx_audit_entry odd = {
+        .actor = NULL, .kind = "sandbox.create", .sandbox = NULL, .detail = NULL};
+    int64_t seq = 0;
+    assert_int_equal(gbx_store_audit_append(s, &odd, &seq, NULL), 0);
+    assert_int_equal(seq, 51);
+    verify(s, &rep);
+    assert_int_equal(rep.rows, 51);
+    assert_int_equal(rep.bad_seq, 0);
+    gbx_store_close(s);
+    /* and across a reopen */
+    struct gbx_err *err = NULL;
+    assert_int_equal(gbx_store_open(path, &s, &err), 0);
+    append_n(s, 1);
+    verify(s, &rep);
+    assert_int_equal(rep.rows, 52);
+    assert_int_equal(rep.bad_seq, 0);
+    gbx_store_close(s);
+}
+
+static void edited_record_is_found(void **state)
+{
+    struct gbx_store *s = open_fresh();
+    append_n(s, 20);
+    gbx_store_close(s);
+    tamper("UPDATE audit SET detail = '{\"i\":999}' WHERE seq = 7");
+    struct gbx_err *err = NULL;
+    assert_int_equal(gbx_store_open(path, &s, &err), 0);
+    struct gbx_audit_report rep;
+    verify(s, &rep);
+    assert_int_equal(rep.bad_seq, 7);
+    assert_non_null(strstr(rep.reason, "changed"));
+    gbx_store_close(s);
+}
+
+static void replaced_hash_is_found(void **state)
+{
+    /* a record's stored hash overwritten: its content no longer matches it, and the next
+     * record's link to it breaks too */
+    struct gbx_store *s = open_fresh();
+    append_n(s, 10);
+    gbx_store_close(s);
+    tamper("UPDATE audit SET hash = 'ff' || substr(hash, 3) WHERE seq = 4");
+    struct gbx_err *err = NULL;
+    assert_int_equal(gbx_store_open(path, &s, &err), 0);
+    struct gbx_audit_report rep;
+    verify(s, &rep);
+    assert_int_equal(rep.bad_seq, 4);
+    gbx_store_close(s);
+    /* copying record 4's hash into record 5's link instead: record 5 is the one found */
+    s = open_fresh();
+    append_n(s, 10);
+    gbx_store_close(s);
+    tamper("UPDATE audit SET prev_hash = 'ab' || substr(prev_hash, 3) WHERE seq = 5");
+    assert_int_equal(gbx_store_open(path, &s, &err), 0);
+    verify(s, &rep);
+    assert_int_equal(rep.bad_seq, 5);
+    assert_non_null(strstr(rep.reason, "does not follow"));
+    gbx_store_close(s);
+}
+
+static void deleted_records_are_found(void **state)
+{
+    struct gbx_store *s = open_fresh();
+    append_n(s, 20);
+    gbx_store_close(s);
+    tamper("DELETE FROM audit WHERE seq = 12");
+    struct gbx_err *err = NULL;
+    assert_int_equal(gbx_store_open(path, &s, &err), 0);
+    struct gbx_audit_report rep;
+    verify(s, &rep);
+    assert_int_equal(rep.bad_seq, 12);
+    assert_non_null(strstr(rep.reason, "missing"));
+    gbx_store_close(s);
+
+    /* the newest records, too */
+    s = open_fresh();
+    append_n(s, 20);
+    gbx_store_close(s);
+    tamper("DELETE FROM audit WHERE seq >= 18");
+    assert_int_equal(gbx_store_open(path, &s, &err), 0);
+    verify(s, &rep);
+    assert_int_not_equal(rep.bad_seq, 0);
+    assert_non_null(strstr(rep.reason, "removed"));
+    gbx_store_close(s);
+
+    /* and an inserted one */
+    s = open_fresh();
+    append_n(s, 5);
+    gbx_store_close(s);
+    tamper("INSERT INTO audit SELECT 6, ts_ns, actor, kind, sandbox, detail, hash, hash "
+           "FROM audit WHERE seq = 5");
+    assert_int_equal(gbx_store_open(path, &s, &err), 0);
+    verify(s, &rep);
+    assert_int_equal(rep.bad_seq, 6);
+    gbx_store_close(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(schema_and_wal),         cmocka_unit_test(newer_schema_is_refused),
+        cmocka_unit_test(chain_intact),           cmocka_unit_test(edited_record_is_found),
+        cmocka_unit_test(replaced_hash_is_found), cmocka_unit_test(deleted_records_are_found),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
