@@ -21,7 +21,7 @@ BUILD := build$(if $(SANITIZE),-san)
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 # Dependencies: install them through the project's script when pkg-config cannot see them.
-PKGS := libseccomp sqlite3 libcrypto
+PKGS := libseccomp sqlite3 libcrypto libevent jansson
 DEPS_OK := $(shell pkg-config --exists $(PKGS) && pkg-config --exists cmocka && echo yes)
 ifneq ($(DEPS_OK),yes)
 $(info deps: missing build dependencies; running scripts/deps.sh)
@@ -48,6 +48,9 @@ LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o $(BUILD)/gen/seccomp_bpf.o
 LIB := $(BUILD)/libglovebox.a
 
+DAEMON_SRCS := $(wildcard src/api/*.c src/daemon/*.c)
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
+DAEMON_LIBS := $(shell pkg-config --libs libevent jansson)
 CLI_SRCS := $(wildcard src/cli/*.c)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 CLI_LIB_OBJS := $(filter-out %/main.o,$(CLI_OBJS))
@@ -80,7 +83,7 @@ $(shell mkdir -p $(BUILD); if [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" != "$(FLAGS
     echo "$(FLAGS_NOW)" > $(FLAGS_STAMP); fi)
 
 
-all: $(BUILD)/glovebox $(BUILD)/glovebox-init $(LIB)
+all: $(BUILD)/glovebox $(BUILD)/gloveboxd $(BUILD)/glovebox-init $(LIB)
 .PHONY: all test unit integration bench fuzz lint format format-check clean deps
 
 deps:
@@ -126,6 +129,9 @@ $(LIB): $(LIB_OBJS)
 
 $(BUILD)/glovebox: $(CLI_OBJS) $(LIB)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(LIB) $(LIBS)
+
+$(BUILD)/gloveboxd: $(DAEMON_OBJS) $(LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(DAEMON_OBJS) $(LIB) $(DAEMON_LIBS) $(LIBS)
 
 # ---- tests -------------------------------------------------------------------------------
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)

@@ -93,5 +93,8 @@ char *gbx_sandbox_id_new(void);
 int gbx_sandbox_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec,
                        struct gbx_sandbox **out, struct gbx_err **err) GBX_WUR;
 int gbx_sandbox_destroy(struct gbx_sandbox *sb, struct gbx_err **err);
+/* Let go of a sandbox without stopping it (a daemon shutting down leaves sandboxes running
+ * for the next one to adopt through their control sockets): frees sb, closes its fds. */
+void gbx_sandbox_forget(struct gbx_sandbox *sb);
 
 #endif

@@ -373,3 +373,9 @@ int gbx_sandbox_destroy(struct gbx_sandbox *sb, struct gbx_err **err)
         return 0;
     return sb->ops->destroy(sb, err);
 }
+
+void gbx_sandbox_forget(struct gbx_sandbox *sb)
+{
+    /* the uid slot's lock stays with this process until it exits */
+    sandbox_free(sb);
+}

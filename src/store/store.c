@@ -348,3 +348,55 @@ done:
     sqlite3_finalize(st);
     return 0;
 }
+
+int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *sb,
+                          struct gbx_err **err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT OR REPLACE INTO sandboxes (id, owner, template, state, "
+                           "created_ns, updated_ns, spec, host_uid, uid_slot, init_pid) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_err(s, err, "save sandbox");
+    sqlite3_bind_text(st, 1, sb->id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, str_or_empty(sb->owner), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, str_or_empty(sb->template_name), -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, str_or_empty(sb->state), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, sb->created_ns);
+    sqlite3_bind_int64(st, 6, now_ns());
+    sqlite3_bind_text(st, 7, sb->spec ? sb->spec : "{}", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 8, sb->host_uid);
+    sqlite3_bind_int64(st, 9, sb->uid_slot);
+    sqlite3_bind_int64(st, 10, sb->init_pid);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return db_err(s, err, "save sandbox");
+    return 0;
+}
+
+int gbx_store_sandbox_delete(struct gbx_store *s, const char *id, struct gbx_err **err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "DELETE FROM sandboxes WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
+        return db_err(s, err, "delete sandbox");
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return db_err(s, err, "delete sandbox");
+    return 0;
+}
+
+int64_t gbx_store_sandbox_count(struct gbx_store *s)
+{
+    sqlite3_stmt *st;
+    int64_t n = -1;
+    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sandboxes", -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}

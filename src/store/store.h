@@ -20,6 +20,22 @@ int gbx_store_schema_version(struct gbx_store *s);
 /* The newest schema version this build knows. */
 int gbx_store_schema_latest(void);
 
+/* A sandbox row: what the daemon needs to find a sandbox again after a restart. */
+struct gbx_store_sandbox {
+    const char *id;
+    const char *owner; /* API key name, or "" for the admin socket */
+    const char *template_name;
+    const char *state; /* "running", ... */
+    const char *spec;  /* JSON of the create request, as normalised */
+    int64_t created_ns;
+    int64_t host_uid, uid_slot, init_pid;
+};
+int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *sb,
+                          struct gbx_err **err) GBX_WUR;
+int gbx_store_sandbox_delete(struct gbx_store *s, const char *id, struct gbx_err **err) GBX_WUR;
+/* Number of sandbox rows (all owners). */
+int64_t gbx_store_sandbox_count(struct gbx_store *s);
+
 /* One audit record. Strings may be NULL (stored as empty). detail is a JSON text. */
 struct gbx_audit_entry {
     const char *actor;   /* who asked: an API key's name, "admin", "system" */

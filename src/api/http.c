@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+#include "api/http.h"
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/mem.h"
+
+#define GBX_JSON_MAX_DEPTH 32
+
+int gbx_http_status_for(enum gbx_err_kind kind)
+{
+    switch (kind) {
+    case GBX_ERR_NOT_FOUND:
+        return 404;
+    case GBX_ERR_CONFLICT:
+        return 409;
+    case GBX_ERR_INVALID:
+        return 400;
+    case GBX_ERR_PERMISSION:
+        return 403;
+    case GBX_ERR_UNAVAILABLE:
+        return 503;
+    case GBX_ERR_LIMIT:
+        return 429;
+    case GBX_ERR_INTERNAL:
+    default:
+        return 500;
+    }
+}
+
+static const char *reason_for(int status)
+{
+    switch (status) {
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 204:
+        return "No Content";
+    case 400:
+        return "Bad Request";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 413:
+        return "Payload Too Large";
+    case 429:
+        return "Too Many Requests";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Internal Server Error";
+    }
+}
+
+void gbx_http_reply_json(struct evhttp_request *req, int status, json_t *body)
+{
+    struct evbuffer *buf = evbuffer_new();
+    GBX_BUG_ON(buf == NULL);
+    if (body) {
+        char *text = json_dumps(body, JSON_COMPACT);
+        GBX_BUG_ON(text == NULL);
+        evbuffer_add(buf, text, strlen(text));
+        evbuffer_add(buf, "\n", 1);
+        free(text);
+        json_decref(body);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                          "application/json");
+    }
+    evhttp_send_reply(req, status, reason_for(status), buf);
+    evbuffer_free(buf);
+}
+
+static void reply_error_v(struct evhttp_request *req, int status, enum gbx_err_kind kind,
+                          const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
+
+static void reply_error_v(struct evhttp_request *req, int status, enum gbx_err_kind kind,
+                          const char *fmt, va_list ap)
+{
+    char *msg = gbx_vasprintf(fmt, ap);
+    json_t *body =
+        json_pack("{s:{s:s,s:s}}", "error", "kind", gbx_err_kind_name(kind), "message", msg);
+    free(msg);
+    gbx_http_reply_json(req, status, body);
+}
+
+void gbx_http_reply_error(struct evhttp_request *req, enum gbx_err_kind kind, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reply_error_v(req, gbx_http_status_for(kind), kind, fmt, ap);
+    va_end(ap);
+}
+
+void gbx_http_reply_err(struct evhttp_request *req, const struct gbx_err *err)
+{
+    gbx_http_reply_error(req, err->kind, "%s", err->msg);
+}
+
+/* Deepest nesting of a JSON text, counted on the raw bytes before parsing. */
+static int json_depth(const char *p, size_t n)
+{
+    int depth = 0, max = 0, in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (in_str) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '{' || c == '[') {
+            if (++depth > max)
+                max = depth;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    }
+    return max;
+}
+
+json_t *gbx_http_body_object(struct evhttp_request *req)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t n = evbuffer_get_length(in);
+    if (n == 0)
+        return json_object();
+    const char *p = (const char *)evbuffer_pullup(in, -1);
+    if (json_depth(p, n) > GBX_JSON_MAX_DEPTH) {
+        gbx_http_reply_error(req, GBX_ERR_INVALID, "request body nests deeper than %d levels",
+                             GBX_JSON_MAX_DEPTH);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *v = json_loadb(p, n, JSON_REJECT_DUPLICATES, &jerr);
+    if (v == NULL) {
+        gbx_http_reply_error(req, GBX_ERR_INVALID, "request body is not valid JSON: %s (line %d)",
+                             jerr.text, jerr.line);
+        return NULL;
+    }
+    if (!json_is_object(v)) {
+        json_decref(v);
+        gbx_http_reply_error(req, GBX_ERR_INVALID, "request body must be a JSON object");
+        return NULL;
+    }
+    return v;
+}

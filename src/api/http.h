@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/* HTTP glue over libevent's evhttp: JSON replies, the error contract, request bodies. */
+#ifndef GBX_API_HTTP_H
+#define GBX_API_HTTP_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "base/err.h"
+
+struct evhttp_request;
+
+/* Map an error kind to its HTTP status (the only place that does). */
+int gbx_http_status_for(enum gbx_err_kind kind);
+/* Reply with a JSON value (stolen) and status. */
+void gbx_http_reply_json(struct evhttp_request *req, int status, json_t *body);
+/* Reply {"error":{"kind":..., "message":...}} with the status for kind. */
+void gbx_http_reply_error(struct evhttp_request *req, enum gbx_err_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void gbx_http_reply_err(struct evhttp_request *req, const struct gbx_err *err);
+/* Parse the request body as a JSON object (an empty body is {}). On failure replies 400
+ * and returns NULL. Depth and size are bounded. */
+json_t *gbx_http_body_object(struct evhttp_request *req);
+
+#endif

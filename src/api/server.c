@@ -1,0 +1,478 @@
+/* SPDX-License-Identifier: MIT */
+/* gloveboxd's HTTP server. The admin API listens on <runtime>/api.sock (mode 0600); every
+ * request there acts as the administrator. Routes (see docs/api.yaml):
+ *
+ *   GET    /healthz                  the daemon serves
+ *   GET    /version
+ *   POST   /v1/sandboxes             create
+ *   GET    /v1/sandboxes             list
+ *   GET    /v1/sandboxes/{id}        get
+ *   DELETE /v1/sandboxes/{id}        destroy
+ */
+#include "api/server.h"
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/listener.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/client.h"
+#include "api/http.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/parse.h"
+#include "sandbox/backend.h"
+#include "store/store.h"
+
+#define GBX_DEFAULT_MAX_BODY (1u << 20)
+#define GBX_MAX_HEADERS (64u << 10)
+
+/* A sandbox the daemon keeps. */
+struct live {
+    struct live *next;
+    struct gbx_sandbox *sb;
+    struct gbx_agent *agent;
+    char *template_name;
+    struct gbx_cg_limits limits;
+    uint64_t disk_bytes;
+    int64_t created_ns;
+};
+
+struct gbx_server {
+    struct event_base *base;
+    struct evhttp *http;
+    struct evconnlistener *unix_listener;
+    char *sock_path;
+    struct gbx_runtime rt;
+    int rt_ready;
+    struct gbx_store *store;
+    struct live *live;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static char *rfc3339(int64_t ns)
+{
+    time_t t = (time_t)(ns / 1000000000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char buf[40];
+    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+    return gbx_asprintf("%s.%03dZ", buf, (int)((ns / 1000000) % 1000));
+}
+
+static struct live *live_find(struct gbx_server *s, const char *id)
+{
+    for (struct live *l = s->live; l; l = l->next)
+        if (strcmp(l->sb->id, id) == 0)
+            return l;
+    return NULL;
+}
+
+static json_t *sandbox_json(const struct live *l)
+{
+    gbx_autofree char *created = rfc3339(l->created_ns);
+    json_t *limits = json_object();
+    json_object_set_new(limits, "memory",
+                        l->limits.memory_bytes ? json_integer((json_int_t)l->limits.memory_bytes)
+                                               : json_null());
+    json_object_set_new(limits, "pids",
+                        l->limits.pids ? json_integer((json_int_t)l->limits.pids) : json_null());
+    json_object_set_new(limits, "cpus",
+                        l->limits.cpu_millis ? json_real((double)l->limits.cpu_millis / 1000.0)
+                                             : json_null());
+    json_object_set_new(limits, "disk", json_integer((json_int_t)l->disk_bytes));
+    return json_pack("{s:s,s:s,s:s,s:s,s:o,s:i}", "id", l->sb->id, "template", l->template_name,
+                     "state", "running", "created_at", created, "limits", limits, "host_uid",
+                     (json_int_t)l->sb->host_uid);
+}
+
+static void audit(struct gbx_server *s, const char *kind, const char *sandbox, json_t *detail)
+{
+    char *text = detail ? json_dumps(detail, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    struct gbx_audit_entry e = {.actor = "admin", .kind = kind, .sandbox = sandbox, .detail = text};
+    struct gbx_err *err = NULL;
+    if (gbx_store_audit_append(s->store, &e, NULL, &err) < 0) {
+        gbx_log_error("cannot write audit record '%s': %s", kind, err->msg);
+        gbx_err_free(err);
+    }
+    free(text);
+    json_decref(detail);
+}
+
+/* ---- request parsing ---------------------------------------------------------------------- */
+
+/* A size given as a number of bytes or a string like "512M". */
+static int json_size(json_t *v, uint64_t *out)
+{
+    if (json_is_integer(v) && json_integer_value(v) > 0) {
+        *out = (uint64_t)json_integer_value(v);
+        return 0;
+    }
+    if (json_is_string(v))
+        return gbx_parse_size(json_string_value(v), out);
+    return -EINVAL;
+}
+
+struct create_req {
+    const char *id;
+    const char *template_name;
+    struct gbx_cg_limits limits;
+    uint64_t disk_bytes;
+};
+
+static int parse_create(struct evhttp_request *req, json_t *body, struct create_req *c)
+{
+    memset(c, 0, sizeof(*c));
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v)
+    {
+        if (strcmp(key, "id") == 0) {
+            if (!json_is_string(v) || gbx_sandbox_id_valid(json_string_value(v)) < 0)
+                goto bad_id;
+            c->id = json_string_value(v);
+        } else if (strcmp(key, "template") == 0) {
+            if (!json_is_string(v) || gbx_name_valid(json_string_value(v)) < 0) {
+                gbx_http_reply_error(req, GBX_ERR_INVALID, "'template' must be a template name");
+                return -1;
+            }
+            c->template_name = json_string_value(v);
+        } else if (strcmp(key, "memory") == 0) {
+            if (json_size(v, &c->limits.memory_bytes) < 0 || c->limits.memory_bytes < (4u << 20)) {
+                gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                     "'memory' must be a size of at least 4M (bytes, or a "
+                                     "string like \"512M\")");
+                return -1;
+            }
+        } else if (strcmp(key, "disk") == 0) {
+            if (json_size(v, &c->disk_bytes) < 0 || c->disk_bytes < (1u << 20)) {
+                gbx_http_reply_error(req, GBX_ERR_INVALID, "'disk' must be a size of at least 1M");
+                return -1;
+            }
+        } else if (strcmp(key, "pids") == 0) {
+            if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+                json_integer_value(v) > 4194304) {
+                gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                     "'pids' must be an integer from 1 to 4194304");
+                return -1;
+            }
+            c->limits.pids = (uint64_t)json_integer_value(v);
+        } else if (strcmp(key, "cpus") == 0) {
+            double d = json_is_number(v) ? json_number_value(v) : -1;
+            if (d < 0.01 || d > 1024) {
+                gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                     "'cpus' must be a number of CPUs from 0.01 to 1024");
+                return -1;
+            }
+            c->limits.cpu_millis = (uint32_t)(d * 1000 + 0.5);
+        } else {
+            gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                 "unknown field '%s' (expected id, template, memory, disk, "
+                                 "pids, cpus)",
+                                 key);
+            return -1;
+        }
+    }
+    return 0;
+bad_id:
+    gbx_http_reply_error(req, GBX_ERR_INVALID,
+                         "'id' must be 1-63 of [a-z0-9-], not starting with '-'");
+    return -1;
+}
+
+/* ---- handlers ----------------------------------------------------------------------------- */
+
+static void handle_create(struct gbx_server *s, struct evhttp_request *req)
+{
+    json_t *body = gbx_http_body_object(req);
+    if (body == NULL)
+        return;
+    struct create_req c;
+    if (parse_create(req, body, &c) < 0) {
+        json_decref(body);
+        return;
+    }
+    gbx_autofree char *gen = c.id ? NULL : gbx_sandbox_id_new();
+    const char *id = c.id ? c.id : gen;
+    if (live_find(s, id)) {
+        gbx_http_reply_error(req, GBX_ERR_CONFLICT, "sandbox '%s' already exists", id);
+        json_decref(body);
+        return;
+    }
+    struct gbx_sandbox_spec spec = {.id = id,
+                                    .template_name = c.template_name,
+                                    .limits = c.limits,
+                                    .disk_bytes = c.disk_bytes,
+                                    .ctl_socket = 1};
+    struct gbx_sandbox *sb = NULL;
+    struct gbx_agent *agent = NULL;
+    struct gbx_err *err = NULL;
+    if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 ||
+        gbx_agent_open(gbx_steal_fd(&sb->conn_fd), &agent, &err) < 0) {
+        gbx_http_reply_err(req, err);
+        gbx_err_free(err);
+        if (sb)
+            (void)!gbx_sandbox_destroy(sb, NULL);
+        json_decref(body);
+        return;
+    }
+    struct live *l = gbx_xcalloc(1, sizeof(*l));
+    l->sb = sb;
+    l->agent = agent;
+    l->template_name = gbx_xstrdup(c.template_name ? c.template_name : GBX_DEFAULT_TEMPLATE);
+    l->limits = c.limits;
+    l->disk_bytes = c.disk_bytes ? c.disk_bytes : (1024ull << 20);
+    l->created_ns = now_ns();
+    l->next = s->live;
+    s->live = l;
+
+    char *spec_text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    struct gbx_store_sandbox row = {.id = id,
+                                    .owner = "",
+                                    .template_name = l->template_name,
+                                    .state = "running",
+                                    .spec = spec_text,
+                                    .created_ns = l->created_ns,
+                                    .host_uid = sb->host_uid,
+                                    .uid_slot = sb->uid_slot,
+                                    .init_pid = sb->init_pid};
+    if (gbx_store_sandbox_put(s->store, &row, &err) < 0) {
+        gbx_log_error("sandbox '%s': %s", id, err->msg);
+        gbx_err_free(err);
+    }
+    free(spec_text);
+    audit(s, "sandbox.create", l->sb->id, json_deep_copy(body));
+    json_decref(body); /* id may point into it: use l->sb->id from here on */
+    gbx_log_info("created sandbox '%s'", l->sb->id);
+    gbx_http_reply_json(req, 201, sandbox_json(l));
+}
+
+static void handle_list(struct gbx_server *s, struct evhttp_request *req)
+{
+    json_t *arr = json_array();
+    for (struct live *l = s->live; l; l = l->next)
+        json_array_append_new(arr, sandbox_json(l));
+    gbx_http_reply_json(req, 200, json_pack("{s:o}", "sandboxes", arr));
+}
+
+static void live_free(struct live *l)
+{
+    gbx_agent_free(l->agent);
+    free(l->template_name);
+    free(l);
+}
+
+static void handle_delete(struct gbx_server *s, struct evhttp_request *req, const char *id)
+{
+    struct live **pp = &s->live;
+    while (*pp && strcmp((*pp)->sb->id, id) != 0)
+        pp = &(*pp)->next;
+    if (*pp == NULL) {
+        gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
+        return;
+    }
+    struct live *l = *pp;
+    *pp = l->next;
+    gbx_autofree char *sid = gbx_xstrdup(id);
+    struct gbx_err *err = NULL;
+    gbx_agent_free(l->agent);
+    l->agent = NULL;
+    int r = gbx_sandbox_destroy(l->sb, &err);
+    live_free(l);
+    if (gbx_store_sandbox_delete(s->store, sid, NULL) < 0)
+        gbx_log_error("sandbox '%s': cannot delete its row", sid);
+    audit(s, "sandbox.delete", sid, NULL);
+    if (r < 0) {
+        /* the sandbox is gone either way; say what could not be cleaned up */
+        gbx_log_warn("%s", err->msg);
+        gbx_http_reply_err(req, err);
+        gbx_err_free(err);
+        return;
+    }
+    gbx_log_info("destroyed sandbox '%s'", sid);
+    gbx_http_reply_json(req, 204, NULL);
+}
+
+static void method_not_allowed(struct evhttp_request *req, const char *allow)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+    json_t *body = json_pack("{s:{s:s,s:s}}", "error", "kind", "invalid", "message",
+                             "method not allowed here");
+    gbx_http_reply_json(req, 405, body);
+}
+
+static void dispatch(struct evhttp_request *req, void *arg)
+{
+    struct gbx_server *s = arg;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    if (path == NULL) {
+        gbx_http_reply_error(req, GBX_ERR_INVALID, "malformed request URI");
+        return;
+    }
+    if (strlen(path) > 1024) {
+        gbx_http_reply_error(req, GBX_ERR_INVALID, "request path longer than 1024 bytes");
+        return;
+    }
+    if (strcmp(path, "/healthz") == 0) {
+        if (m != EVHTTP_REQ_GET)
+            return method_not_allowed(req, "GET");
+        return gbx_http_reply_json(req, 200, json_pack("{s:s}", "status", "ok"));
+    }
+    if (strcmp(path, "/version") == 0) {
+        if (m != EVHTTP_REQ_GET)
+            return method_not_allowed(req, "GET");
+        return gbx_http_reply_json(
+            req, 200,
+            json_pack("{s:s,s:i}", "version", GBX_VERSION, "agent_protocol", GBX_AGENT_VERSION));
+    }
+    if (strcmp(path, "/v1/sandboxes") == 0) {
+        if (m == EVHTTP_REQ_POST)
+            return handle_create(s, req);
+        if (m == EVHTTP_REQ_GET)
+            return handle_list(s, req);
+        return method_not_allowed(req, "GET, POST");
+    }
+    if (strncmp(path, "/v1/sandboxes/", 14) == 0) {
+        const char *id = path + 14;
+        if (gbx_sandbox_id_valid(id) < 0) {
+            gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such sandbox");
+            return;
+        }
+        if (m == EVHTTP_REQ_GET) {
+            struct live *l = live_find(s, id);
+            if (l == NULL)
+                return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
+            return gbx_http_reply_json(req, 200, sandbox_json(l));
+        }
+        if (m == EVHTTP_REQ_DELETE)
+            return handle_delete(s, req, id);
+        return method_not_allowed(req, "GET, DELETE");
+    }
+    gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+static int listen_unix(struct gbx_server *s, struct gbx_err **err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(s->sock_path) >= sizeof(sa.sun_path))
+        return gbx_err_set(err, ENAMETOOLONG, GBX_ERR_INVALID, "socket path '%s' is too long",
+                           s->sock_path);
+    strcpy(sa.sun_path, s->sock_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return gbx_err_sys(err, errno, "cannot create socket");
+    (void)unlink(s->sock_path); /* a stale socket of a previous run */
+    mode_t old = umask(0177);
+    int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old);
+    if (r < 0 || chmod(s->sock_path, 0600) < 0 || listen(fd, 128) < 0) {
+        int e = errno;
+        close(fd);
+        return gbx_err_sys(err, e, "cannot listen on '%s'", s->sock_path);
+    }
+    s->unix_listener = evconnlistener_new(s->base, NULL, NULL,
+                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+    if (s->unix_listener == NULL) {
+        close(fd);
+        return gbx_err_set(err, 0, GBX_ERR_INTERNAL, "cannot listen on '%s'", s->sock_path);
+    }
+    if (evhttp_bind_listener(s->http, s->unix_listener) == NULL)
+        return gbx_err_set(err, 0, GBX_ERR_INTERNAL, "cannot serve on '%s'", s->sock_path);
+    s->unix_listener = NULL; /* owned by the http bound socket now */
+    return 0;
+}
+
+int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
+                   struct gbx_server **out, struct gbx_err **err)
+{
+    if (cfg->listen_tcp)
+        return gbx_err_set(err, ENOTSUP, GBX_ERR_INVALID,
+                           "--listen: the TCP listener needs API keys, which are not there "
+                           "yet; use the admin socket");
+    struct gbx_server *s = gbx_xcalloc(1, sizeof(*s));
+    gbx_autofree char *db = NULL;
+    s->base = base;
+    struct gbx_runtime_opts ro = {.state_dir = cfg->state_dir, .runtime_dir = cfg->runtime_dir};
+    if (gbx_runtime_init(&s->rt, &ro, err) < 0)
+        goto fail;
+    s->rt_ready = 1;
+    db = gbx_asprintf("%s/glovebox.db", s->rt.state_dir);
+    if (gbx_store_open(db, &s->store, err) < 0)
+        goto fail;
+    s->http = evhttp_new(base);
+    GBX_BUG_ON(s->http == NULL);
+    evhttp_set_max_body_size(s->http, cfg->max_body ? cfg->max_body : GBX_DEFAULT_MAX_BODY);
+    evhttp_set_max_headers_size(s->http, GBX_MAX_HEADERS);
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(s->http, dispatch, s);
+    s->sock_path = gbx_asprintf("%s/api.sock", s->rt.runtime_dir);
+    if (listen_unix(s, err) < 0)
+        goto fail;
+    *out = s;
+    return 0;
+fail:
+    gbx_server_free(s);
+    return gbx_err_wrap(err, "start gloveboxd");
+}
+
+const char *gbx_server_socket_path(const struct gbx_server *s)
+{
+    return s->sock_path;
+}
+
+void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
+{
+    if (s->http) {
+        evhttp_free(s->http);
+        s->http = NULL;
+    }
+    if (s->sock_path)
+        (void)unlink(s->sock_path);
+    while (s->live) {
+        struct live *l = s->live;
+        s->live = l->next;
+        gbx_agent_free(l->agent);
+        l->agent = NULL;
+        if (kill_sandboxes) {
+            gbx_autofree char *id = gbx_xstrdup(l->sb->id);
+            (void)!gbx_sandbox_destroy(l->sb, NULL);
+            (void)!gbx_store_sandbox_delete(s->store, id, NULL);
+            audit(s, "sandbox.delete", id, json_pack("{s:s}", "reason", "daemon shutdown"));
+        } else {
+            /* leave it running: its control socket lets the next daemon adopt it */
+            gbx_sandbox_forget(l->sb);
+        }
+        live_free(l);
+    }
+}
+
+void gbx_server_free(struct gbx_server *s)
+{
+    if (s == NULL)
+        return;
+    gbx_server_shutdown(s, 0);
+    gbx_store_close(s->store);
+    if (s->rt_ready)
+        gbx_runtime_release(&s->rt);
+    free(s->sock_path);
+    free(s);
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/* The daemon's HTTP server: listeners, routing, the /v1 handlers, and the registry of live
+ * sandboxes. One libevent loop. */
+#ifndef GBX_API_SERVER_H
+#define GBX_API_SERVER_H
+
+#include <stddef.h>
+
+#include "base/err.h"
+
+struct event_base;
+struct gbx_server;
+
+struct gbx_server_config {
+    const char *state_dir;   /* NULL: $GLOVEBOX_STATE_DIR or /var/lib/glovebox */
+    const char *runtime_dir; /* NULL: $GLOVEBOX_RUNTIME_DIR or /run/glovebox */
+    const char *listen_tcp;  /* "ADDR:PORT", or NULL for the unix socket only */
+    size_t max_body;         /* bytes; 0: 1 MiB */
+};
+
+int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
+                   struct gbx_server **out, struct gbx_err **err) GBX_WUR;
+/* Stop accepting; sandboxes keep running (kill_sandboxes: destroy them). */
+void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes);
+void gbx_server_free(struct gbx_server *s);
+/* The admin socket's path (owned by the server). */
+const char *gbx_server_socket_path(const struct gbx_server *s);
+
+#endif

@@ -1,0 +1,109 @@
+#!/bin/sh
+# gloveboxd's /v1 sandbox routes over the admin socket, with the error contract: a real
+# daemon, real sandboxes, curl as the client.
+set -u
+: "${BUILD:=build}"
+D="$BUILD/gloveboxd"
+T=$(mktemp -d /tmp/gbx-api-XXXXXX)
+chmod 711 "$T"
+[ "$(id -u)" -eq 0 ] || { echo "skip: needs root"; exit 77; }
+command -v curl >/dev/null || { echo "skip: curl not installed"; exit 77; }
+STATE="${GBX_TEST_STATE_DIR:-$T/state}"
+RUN="$T/run"
+S="$RUN/api.sock"
+pass=0; fail=0
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+no() { fail=$((fail + 1)); echo "not ok - $1"; }
+check() { name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
+cleanup() { [ -n "${DPID:-}" ] && kill "$DPID" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+
+# req METHOD PATH [BODY]: sets $code and writes the body to $T/body
+req() {
+    if [ $# -ge 3 ]; then
+        code=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$S" -X "$1" \
+            -H 'Content-Type: application/json' --data-binary "$3" "http://glovebox$2")
+    else
+        code=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$S" -X "$1" "http://glovebox$2")
+    fi
+}
+# field EXPR: evaluate a Python expression over the JSON body j
+field() { python3 -c "import json,sys; j=json.load(open('$T/body')); print($1)"; }
+
+"$D" --state-dir "$STATE" --runtime-dir "$RUN" --kill-on-exit 2>"$T/daemon.log" &
+DPID=$!
+for i in $(seq 100); do [ -S "$S" ] && break; sleep 0.05; done
+req GET /healthz
+check "healthz answers 200" [ "$code" = 200 ]
+check "admin socket is 0600" [ "$(stat -c %a "$S")" = 600 ]
+req GET /version
+check "version" [ "$(field 'j["agent_protocol"]')" = 1 ]
+
+req POST /v1/sandboxes '{"id":"api-one","memory":"256M","pids":64,"cpus":0.5,"disk":"512M"}'
+check "create returns 201" [ "$code" = 201 ]
+check "create echoes the id" [ "$(field 'j["id"]')" = api-one ]
+check "create reports limits" [ "$(field 'j["limits"]["memory"], j["limits"]["pids"], j["limits"]["cpus"]')" = "268435456 64 0.5" ]
+check "the sandbox has a control socket" [ -S "$RUN/sandboxes/api-one/ctl.sock" ]
+req POST /v1/sandboxes '{}'
+check "create with a generated id" [ "$code" = 201 ]
+gen=$(field 'j["id"]')
+gen_uid=$(field 'j["host_uid"]')
+check "its init runs as its own unprivileged uid" [ -n "$(ps -o pid= -u "$gen_uid")" ]
+req GET /v1/sandboxes
+check "list has both" [ "$(field 'sorted(s["id"] for s in j["sandboxes"]) == sorted(["api-one", "'"$gen"'"])')" = True ]
+req GET /v1/sandboxes/api-one
+check "get" [ "$code" = 200 ] && [ "$(field 'j["state"]')" = running ]
+
+# the error contract
+req POST /v1/sandboxes '{"id":"api-one"}'
+check "duplicate id is 409" [ "$code" = 409 ]
+check "409 body names the kind" [ "$(field 'j["error"]["kind"]')" = conflict ]
+req POST /v1/sandboxes '{"id":'
+check "malformed JSON is 400" [ "$code" = 400 ]
+check "400 explains" grep -q "not valid JSON" "$T/body"
+req POST /v1/sandboxes '{"memroy":"1G"}'
+check "unknown field is 400" [ "$code" = 400 ] && grep -q "unknown field 'memroy'" "$T/body"
+req POST /v1/sandboxes '{"memory":"lots"}'
+check "bad memory is 400" [ "$code" = 400 ]
+req POST /v1/sandboxes '{"id":"Bad ID"}'
+check "bad id is 400" [ "$code" = 400 ]
+req POST /v1/sandboxes '[1,2]'
+check "a non-object body is 400" [ "$code" = 400 ]
+req POST /v1/sandboxes "$(python3 -c 'print("[" * 100 + "]" * 100)')"
+check "deep nesting is 400" [ "$code" = 400 ] && grep -q "nests deeper" "$T/body"
+python3 -c 'print("{\"x\":\"" + "a" * 2000000 + "\"}")' > "$T/huge"
+code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" -X POST --data-binary @"$T/huge" http://glovebox/v1/sandboxes)
+check "a 2 MB body is 413" [ "$code" = 413 ]
+req POST /v1/sandboxes '{"template":"no-such"}'
+check "unknown template is 404" [ "$code" = 404 ] && grep -q "template 'no-such' not found" "$T/body"
+req GET /v1/sandboxes/nope
+check "unknown sandbox is 404" [ "$code" = 404 ]
+req DELETE /v1/sandboxes/nope
+check "deleting an unknown sandbox is 404" [ "$code" = 404 ]
+req PUT /v1/sandboxes
+check "wrong method is 405" [ "$code" = 405 ]
+req GET /v1/nothing
+check "unknown route is 404" [ "$code" = 404 ]
+req GET /healthz
+check "the daemon is still up after all that" [ "$code" = 200 ]
+
+req DELETE /v1/sandboxes/api-one
+check "delete is 204" [ "$code" = 204 ]
+req GET /v1/sandboxes/api-one
+check "gone after delete" [ "$code" = 404 ]
+check "its control socket is gone" [ ! -e "$RUN/sandboxes/api-one" ]
+
+# the audit log holds the lifecycle and its chain verifies (read with Python's sqlite3)
+n=$(python3 -c "import sqlite3; c=sqlite3.connect('$STATE/glovebox.db'); print(c.execute(\"select count(*) from audit where kind in ('sandbox.create','sandbox.delete')\").fetchone()[0])")
+check "audit rows for create and delete" [ "$n" = 3 ]
+
+# stop with a sandbox still running: --kill-on-exit takes it down, nothing is left
+kill -TERM "$DPID"; wait "$DPID"; rc=$?; DPID=
+check "SIGTERM stops the daemon cleanly" [ $rc -eq 0 ]
+check "the admin socket is removed" [ ! -e "$S" ]
+left=$(ls "$RUN/sandboxes" 2>/dev/null | wc -l)
+check "no sandbox left behind" [ "$left" = 0 ]
+check "no process of the last sandbox left" [ -z "$(ps -o pid= -u "$gen_uid")" ]
+if [ $fail -ne 0 ]; then echo "daemon log:"; cat "$T/daemon.log"; fi
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
