@@ -8,6 +8,7 @@
  *   GET    /v1/sandboxes             list
  *   GET    /v1/sandboxes/{id}        get
  *   DELETE /v1/sandboxes/{id}        destroy
+ *   POST   /v1/sandboxes/{id}/exec   run a process, stream its events (exec.c)
  */
 #include "api/server.h"
 
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "agent/client.h"
+#include "api/exec.h"
 #include "api/http.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -349,7 +351,27 @@ static void dispatch(struct evhttp_request *req, void *arg)
         return method_not_allowed(req, "GET, POST");
     }
     if (strncmp(path, "/v1/sandboxes/", 14) == 0) {
-        const char *id = path + 14;
+        char idbuf[GBX_ID_MAX + 1];
+        const char *rest = path + 14;
+        const char *slash = strchr(rest, '/');
+        size_t idlen = slash ? (size_t)(slash - rest) : strlen(rest);
+        if (idlen > GBX_ID_MAX) {
+            gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such sandbox");
+            return;
+        }
+        memcpy(idbuf, rest, idlen);
+        idbuf[idlen] = '\0';
+        const char *id = idbuf;
+        if (slash) {
+            if (strcmp(slash, "/exec") != 0)
+                return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
+            if (m != EVHTTP_REQ_POST)
+                return method_not_allowed(req, "POST");
+            struct live *l = live_find(s, id);
+            if (l == NULL)
+                return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
+            return gbx_api_exec(s->base, req, l->sb);
+        }
         if (gbx_sandbox_id_valid(id) < 0) {
             gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such sandbox");
             return;
