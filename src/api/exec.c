@@ -30,10 +30,12 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/frame.h"
 #include "api/http.h"
+#include "api/server.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -47,6 +49,11 @@
 enum { ID_HELLO = 1, ID_SPAWN = 2 };
 
 struct stream {
+    struct gbx_server *srv;
+    char sandbox[GBX_ID_MAX + 1];
+    json_t *what; /* argv, user, cwd: for the audit records */
+    int64_t start_ns;
+    uint64_t out_bytes, err_bytes;
     struct evhttp_request *req; /* NULL once the client is gone */
     struct bufferevent *agent;
     uint32_t proc;
@@ -58,7 +65,29 @@ static void stream_free(struct stream *st)
 {
     if (st->agent)
         bufferevent_free(st->agent);
+    json_decref(st->what);
     free(st);
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* exec.end or exec.detach: what ran, how it ended, how much it said, how long it took. */
+static void audit_end(struct stream *st, const char *kind, json_t *how)
+{
+    json_t *d = json_deep_copy(st->what);
+    json_object_set_new(d, "process", json_integer(st->proc));
+    json_object_set_new(d, "stdout_bytes", json_integer((json_int_t)st->out_bytes));
+    json_object_set_new(d, "stderr_bytes", json_integer((json_int_t)st->err_bytes));
+    json_object_set_new(d, "duration_ms", json_integer((now_ns() - st->start_ns) / 1000000));
+    if (how)
+        json_object_update(d, how);
+    json_decref(how);
+    gbx_server_audit(st->srv, kind, st->sandbox, d);
 }
 
 static void on_client_close(struct evhttp_connection *conn, void *arg)
@@ -70,6 +99,8 @@ static void on_client_close(struct evhttp_connection *conn, void *arg)
     if (st->req && evhttp_request_get_connection(st->req) == NULL)
         evhttp_send_reply_end(st->req);
     st->req = NULL;
+    if (st->started)
+        audit_end(st, "exec.detach", json_pack("{s:s}", "reason", "the client went away"));
     stream_free(st);
 }
 
@@ -178,6 +209,10 @@ static int on_frame(struct stream *st, const struct gbx_frame_hdr *h, const uint
         }
         (void)!gbx_attrs_get_u32(p, h->len, GBX_A_PID, &v);
         st->started = 1;
+        json_t *d = json_deep_copy(st->what);
+        json_object_set_new(d, "process", json_integer(st->proc));
+        json_object_set_new(d, "pid", json_integer(v));
+        gbx_server_audit(st->srv, "exec.start", st->sandbox, d);
         if (st->req == NULL)
             return 0;
         evhttp_add_header(evhttp_request_get_output_headers(st->req), "Content-Type",
@@ -192,6 +227,10 @@ static int on_frame(struct stream *st, const struct gbx_frame_hdr *h, const uint
         struct gbx_attr a;
         if (gbx_attrs_find(p, h->len, GBX_A_DATA, &a) != 1)
             return 0;
+        if (h->type == GBX_EV_STDOUT)
+            st->out_bytes += a.len;
+        else
+            st->err_bytes += a.len;
         if (st->req) {
             gbx_autofree char *enc = b64(a.data, a.len);
             send_line(st, json_pack("{s:s,s:s}", "type",
@@ -203,11 +242,15 @@ static int on_frame(struct stream *st, const struct gbx_frame_hdr *h, const uint
         uint32_t code = 0, sig = 0;
         int have_sig = gbx_attrs_get_u32(p, h->len, GBX_A_EXIT_SIGNAL, &sig) == 1;
         (void)!gbx_attrs_get_u32(p, h->len, GBX_A_EXIT_CODE, &code);
-        if (st->req)
-            send_line(st,
-                      have_sig
-                          ? json_pack("{s:s,s:i}", "type", "exit", "signal", (json_int_t)sig)
-                          : json_pack("{s:s,s:i}", "type", "exit", "exit_code", (json_int_t)code));
+        json_t *how = have_sig ? json_pack("{s:i}", "signal", (json_int_t)sig)
+                               : json_pack("{s:i}", "exit_code", (json_int_t)code);
+        audit_end(st, "exec.end", json_deep_copy(how));
+        if (st->req) {
+            json_t *line = json_pack("{s:s}", "type", "exit");
+            json_object_update(line, how);
+            send_line(st, line);
+        }
+        json_decref(how);
         finish(st);
         return 1;
     }
@@ -352,7 +395,8 @@ static int build_spawn(struct evhttp_request *req, json_t *body, struct gbx_msg 
     return 0;
 }
 
-void gbx_api_exec(struct event_base *base, struct evhttp_request *req, struct gbx_sandbox *sb)
+void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
+                  struct gbx_sandbox *sb)
 {
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
@@ -362,19 +406,35 @@ void gbx_api_exec(struct event_base *base, struct evhttp_request *req, struct gb
     struct gbx_msg m;
     gbx_msg_start(&m, spawn, cap, GBX_MSG_SPAWN, ID_SPAWN);
     int r = build_spawn(req, body, &m);
-    json_decref(body);
-    if (r < 0)
+    if (r < 0) {
+        json_decref(body);
         return;
+    }
+    /* what the audit records say ran (the environment's values stay out of the log) */
+    json_t *what = json_object();
+    json_t *cmd = json_object_get(body, "cmd");
+    json_t *shell = json_object_get(body, "shell");
+    json_object_set(what, cmd ? "cmd" : "shell", cmd ? cmd : shell);
+    json_t *user = json_object_get(body, "user"), *cwd = json_object_get(body, "cwd");
+    json_object_set_new(what, "user", user ? json_copy(user) : json_string("root"));
+    if (cwd)
+        json_object_set(what, "cwd", cwd);
+    json_decref(body);
 
     int fd = -1;
     struct gbx_err *err = NULL;
     if (sb->ops->connect(sb, &fd, &err) < 0) {
         gbx_http_reply_err(req, err);
         gbx_err_free(err);
+        json_decref(what);
         return;
     }
     evutil_make_socket_nonblocking(fd);
     struct stream *st = gbx_xcalloc(1, sizeof(*st));
+    st->srv = srv;
+    snprintf(st->sandbox, sizeof(st->sandbox), "%s", sb->id);
+    st->what = what;
+    st->start_ns = now_ns();
     st->req = req;
     st->agent = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
     GBX_BUG_ON(st->agent == NULL);

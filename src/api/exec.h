@@ -6,9 +6,12 @@
 struct event_base;
 struct evhttp_request;
 struct gbx_sandbox;
+struct gbx_server;
 
-/* Handle the request for sandbox sb. Each stream has its own connection to the sandbox's
+/* Handle the request for sandbox sb; exec.start and exec.end (or exec.detach, when the
+ * client leaves first) are audited through srv. Each stream has its own connection to the sandbox's
  * agent, so a slow client holds back only its own process (see exec.c). */
-void gbx_api_exec(struct event_base *base, struct evhttp_request *req, struct gbx_sandbox *sb);
+void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
+                  struct gbx_sandbox *sb);
 
 #endif

@@ -102,7 +102,7 @@ static json_t *sandbox_json(const struct live *l)
                      (json_int_t)l->sb->host_uid);
 }
 
-static void audit(struct gbx_server *s, const char *kind, const char *sandbox, json_t *detail)
+void gbx_server_audit(struct gbx_server *s, const char *kind, const char *sandbox, json_t *detail)
 {
     char *text = detail ? json_dumps(detail, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     struct gbx_audit_entry e = {.actor = "admin", .kind = kind, .sandbox = sandbox, .detail = text};
@@ -257,7 +257,7 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
         gbx_err_free(err);
     }
     free(spec_text);
-    audit(s, "sandbox.create", l->sb->id, json_deep_copy(body));
+    gbx_server_audit(s, "sandbox.create", l->sb->id, json_deep_copy(body));
     json_decref(body); /* id may point into it: use l->sb->id from here on */
     gbx_log_info("created sandbox '%s'", l->sb->id);
     gbx_http_reply_json(req, 201, sandbox_json(l));
@@ -297,7 +297,7 @@ static void handle_delete(struct gbx_server *s, struct evhttp_request *req, cons
     live_free(l);
     if (gbx_store_sandbox_delete(s->store, sid, NULL) < 0)
         gbx_log_error("sandbox '%s': cannot delete its row", sid);
-    audit(s, "sandbox.delete", sid, NULL);
+    gbx_server_audit(s, "sandbox.delete", sid, NULL);
     if (r < 0) {
         /* the sandbox is gone either way; say what could not be cleaned up */
         gbx_log_warn("%s", err->msg);
@@ -370,7 +370,7 @@ static void dispatch(struct evhttp_request *req, void *arg)
             struct live *l = live_find(s, id);
             if (l == NULL)
                 return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
-            return gbx_api_exec(s->base, req, l->sb);
+            return gbx_api_exec(s, s->base, req, l->sb);
         }
         if (gbx_sandbox_id_valid(id) < 0) {
             gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such sandbox");
@@ -478,7 +478,8 @@ void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
             gbx_autofree char *id = gbx_xstrdup(l->sb->id);
             (void)!gbx_sandbox_destroy(l->sb, NULL);
             (void)!gbx_store_sandbox_delete(s->store, id, NULL);
-            audit(s, "sandbox.delete", id, json_pack("{s:s}", "reason", "daemon shutdown"));
+            gbx_server_audit(s, "sandbox.delete", id,
+                             json_pack("{s:s}", "reason", "daemon shutdown"));
         } else {
             /* leave it running: its control socket lets the next daemon adopt it */
             gbx_sandbox_forget(l->sb);

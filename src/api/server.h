@@ -23,6 +23,11 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
 /* Stop accepting; sandboxes keep running (kill_sandboxes: destroy them). */
 void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes);
 void gbx_server_free(struct gbx_server *s);
+/* Append an audit record as the current actor (detail: a JSON object, stolen; may be NULL).
+ * Failures are logged, never fatal to the request. */
+struct json_t;
+void gbx_server_audit(struct gbx_server *s, const char *kind, const char *sandbox,
+                      struct json_t *detail);
 /* The admin socket's path (owned by the server). */
 const char *gbx_server_socket_path(const struct gbx_server *s);
 

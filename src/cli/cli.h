@@ -4,6 +4,7 @@
 #define GBX_CLI_H
 
 int gbx_cmd_run(int argc, char **argv);
+int gbx_cmd_audit(int argc, char **argv);
 int gbx_cmd_version(int argc, char **argv);
 
 /* Print "glovebox: <message>" to stderr. */

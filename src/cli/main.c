@@ -11,6 +11,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"run", gbx_cmd_run, "run a command in a one-shot sandbox"},
+    {"audit", gbx_cmd_audit, "verify the daemon's hash-chained audit log"},
     {"version", gbx_cmd_version, "print the version"},
 };
 

@@ -113,6 +113,21 @@ check "the daemon is still up" [ "$code" = 200 ]
 
 kill -TERM "$DPID"; wait "$DPID"; rc=$?; DPID=
 check "the daemon stops cleanly (no leaks under ASan)" [ $rc -eq 0 ]
+
+# every exec is in the audit log: what ran, as whom, how it ended, how much it said
+q() { python3 -c "import sqlite3, json; c = sqlite3.connect('$STATE/glovebox.db'); $1"; }
+first_end=$(q "d = json.loads(c.execute(\"select detail from audit where kind = 'exec.end' order by seq limit 1\").fetchone()[0]); print(d['shell'], d['user'], d['exit_code'], d['stdout_bytes'], d['stderr_bytes'])")
+check "exec.end records the command, user, exit code and bytes" \
+    [ "$first_end" = "echo hello; echo oops >&2; exit 3 root 3 6 5" ]
+check "a signal is recorded" [ "$(q "print(c.execute(\"select count(*) from audit where kind = 'exec.end' and detail like '%\\\"signal\\\":9%'\").fetchone()[0])")" = 1 ]
+check "exec.start for every exec that started" [ "$(q "print(c.execute(\"select count(*) from audit where kind = 'exec.start'\").fetchone()[0])")" = 15 ]
+check "a client that left is recorded as exec.detach" [ "$(q "print(c.execute(\"select count(*) from audit where kind = 'exec.detach'\").fetchone()[0])")" = 1 ]
+"$BUILD/glovebox" audit verify --state-dir "$STATE" > "$T/verify"
+check "glovebox audit verify: intact" grep -q "audit log intact" "$T/verify"
+q "c.execute(\"update audit set detail = replace(detail, 'hello', 'HELLO') where kind = 'exec.end'\"); c.commit()"
+"$BUILD/glovebox" audit verify --state-dir "$STATE" > "$T/verify"
+rc=$?
+check "an edited record is found (exit 1)" [ $rc -eq 1 ] && grep -q "was changed after it was written" "$T/verify"
 if [ $fail -ne 0 ]; then echo "daemon log:"; tail -n 40 "$T/daemon.log"; fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
