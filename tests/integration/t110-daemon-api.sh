@@ -2,21 +2,8 @@
 # gloveboxd's /v1 sandbox routes over the admin socket, with the error contract: a real
 # daemon, real sandboxes, curl as the client.
 set -u
-: "${BUILD:=build}"
-D="$BUILD/gloveboxd"
-T=$(mktemp -d /tmp/gbx-api-XXXXXX)
-chmod 711 "$T"
-[ "$(id -u)" -eq 0 ] || { echo "skip: needs root"; exit 77; }
-command -v curl >/dev/null || { echo "skip: curl not installed"; exit 77; }
-STATE="${GBX_TEST_STATE_DIR:-$T/state}"
-RUN="$T/run"
-S="$RUN/api.sock"
-pass=0; fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-no() { fail=$((fail + 1)); echo "not ok - $1"; }
-check() { name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
-cleanup() { [ -n "${DPID:-}" ] && kill "$DPID" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
+NAME=api
+. "$(dirname "$0")/../lib/daemon.sh"
 
 # req METHOD PATH [BODY]: sets $code and writes the body to $T/body
 req() {
@@ -30,9 +17,7 @@ req() {
 # field EXPR: evaluate a Python expression over the JSON body j
 field() { python3 -c "import json,sys; j=json.load(open('$T/body')); print($1)"; }
 
-"$D" --state-dir "$STATE" --runtime-dir "$RUN" --kill-on-exit 2>"$T/daemon.log" &
-DPID=$!
-for i in $(seq 100); do [ -S "$S" ] && break; sleep 0.05; done
+start_daemon
 req GET /healthz
 check "healthz answers 200" [ "$code" = 200 ]
 check "admin socket is 0600" [ "$(stat -c %a "$S")" = 600 ]
@@ -104,6 +89,4 @@ check "the admin socket is removed" [ ! -e "$S" ]
 left=$(ls "$RUN/sandboxes" 2>/dev/null | wc -l)
 check "no sandbox left behind" [ "$left" = 0 ]
 check "no process of the last sandbox left" [ -z "$(ps -o pid= -u "$gen_uid")" ]
-if [ $fail -ne 0 ]; then echo "daemon log:"; cat "$T/daemon.log"; fi
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+summary

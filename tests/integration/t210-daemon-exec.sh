@@ -2,21 +2,8 @@
 # gloveboxd's exec streams: NDJSON events, binary-safe output, exit codes and signals,
 # backpressure with a slow reader, clients that leave, bad requests.
 set -u
-: "${BUILD:=build}"
-D="$BUILD/gloveboxd"
-T=$(mktemp -d /tmp/gbx-exec-XXXXXX)
-chmod 711 "$T"
-[ "$(id -u)" -eq 0 ] || { echo "skip: needs root"; exit 77; }
-command -v curl >/dev/null || { echo "skip: curl not installed"; exit 77; }
-STATE="${GBX_TEST_STATE_DIR:-$T/state}"
-RUN="$T/run"
-S="$RUN/api.sock"
-pass=0; fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-no() { fail=$((fail + 1)); echo "not ok - $1"; }
-check() { name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
-cleanup() { [ -n "${DPID:-}" ] && kill "$DPID" 2>/dev/null; wait 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
+NAME=exec
+. "$(dirname "$0")/../lib/daemon.sh"
 
 # exec BODY: stream into $T/out, status in $code
 exec_() {
@@ -36,10 +23,7 @@ for line in open('$T/out'):
 last() { tail -n 1 "$T/out"; }
 
 # a small ASan quarantine: the memory check below measures the daemon, not the sanitizer
-ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=4" \
-    "$D" --state-dir "$STATE" --runtime-dir "$RUN" --kill-on-exit 2>"$T/daemon.log" &
-DPID=$!
-for i in $(seq 100); do [ -S "$S" ] && break; sleep 0.05; done
+ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=4" start_daemon
 curl -s -o /dev/null --unix-socket "$S" -X POST -d '{"id":"ex"}' http://glovebox/v1/sandboxes
 
 exec_ '{"shell":"echo hello; echo oops >&2; exit 3"}'
@@ -128,6 +112,4 @@ q "c.execute(\"update audit set detail = replace(detail, 'hello', 'HELLO') where
 "$BUILD/glovebox" audit verify --state-dir "$STATE" > "$T/verify"
 rc=$?
 check "an edited record is found (exit 1)" [ $rc -eq 1 ] && grep -q "was changed after it was written" "$T/verify"
-if [ $fail -ne 0 ]; then echo "daemon log:"; tail -n 40 "$T/daemon.log"; fi
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+summary
