@@ -389,6 +389,98 @@ static void dispatch(struct evhttp_request *req, void *arg)
     gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
 }
 
+/* ---- re-adoption after a restart ------------------------------------------------------------ */
+
+/* The limits a sandbox was created with, from its stored create request. */
+static void limits_from_spec(const char *spec, struct live *l)
+{
+    json_t *j = spec ? json_loads(spec, 0, NULL) : NULL;
+    json_t *v;
+    if ((v = json_object_get(j, "memory")))
+        (void)json_size(v, &l->limits.memory_bytes);
+    if ((v = json_object_get(j, "disk")))
+        (void)json_size(v, &l->disk_bytes);
+    if ((v = json_object_get(j, "pids")) && json_is_integer(v))
+        l->limits.pids = (uint64_t)json_integer_value(v);
+    if ((v = json_object_get(j, "cpus")) && json_is_number(v))
+        l->limits.cpu_millis = (uint32_t)(json_number_value(v) * 1000 + 0.5);
+    if (l->disk_bytes == 0)
+        l->disk_bytes = 1024ull << 20;
+    json_decref(j);
+}
+
+struct gone {
+    struct gone *next;
+    char *id;
+    char *why;
+};
+
+static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
+{
+    void **ctx = arg;
+    struct gbx_server *s = ctx[0];
+    struct gone **gone = ctx[1];
+    struct gbx_sandbox_record rec = {.id = row->id,
+                                     .uid_slot = (uint32_t)row->uid_slot,
+                                     .host_uid = (uint32_t)row->host_uid,
+                                     .init_pid = (pid_t)row->init_pid};
+    struct gbx_sandbox *sb = NULL;
+    struct gbx_agent *agent = NULL;
+    struct gbx_err *err = NULL;
+    if (gbx_sandbox_adopt(&s->rt, &rec, &sb, &err) < 0 ||
+        gbx_agent_open(gbx_steal_fd(&sb->conn_fd), &agent, &err) < 0) {
+        /* collected now, removed after the walk (the walk holds a read statement) */
+        struct gone *g = gbx_xcalloc(1, sizeof(*g));
+        g->id = gbx_xstrdup(row->id);
+        g->why = gbx_xstrdup(err ? err->msg : "unknown");
+        g->next = *gone;
+        *gone = g;
+        gbx_err_free(err);
+        if (sb)
+            gbx_sandbox_forget(sb);
+        return 0;
+    }
+    struct live *l = gbx_xcalloc(1, sizeof(*l));
+    l->sb = sb;
+    l->agent = agent;
+    l->template_name = gbx_xstrdup(row->template_name ? row->template_name : "");
+    l->created_ns = row->created_ns;
+    limits_from_spec(row->spec, l);
+    l->next = s->live;
+    s->live = l;
+    return 0;
+}
+
+/* Take back the sandboxes an earlier daemon left running; clean up those that died. */
+static int adopt_all(struct gbx_server *s, struct gbx_err **err)
+{
+    struct gone *gone = NULL;
+    void *ctx[2] = {s, &gone};
+    if (gbx_store_sandbox_each(s->store, adopt_one, ctx, err) < 0)
+        return -1;
+    /* (audit records are written after the walk: it holds a read statement) */
+    for (struct live *l = s->live; l; l = l->next) {
+        gbx_log_info("adopted sandbox '%s'", l->sb->id);
+        gbx_server_audit(s, "sandbox.adopt", l->sb->id, NULL);
+    }
+    while (gone) {
+        struct gone *g = gone;
+        gone = g->next;
+        struct gbx_err *rerr = NULL;
+        if (gbx_sandbox_reap(&s->rt, g->id, &rerr) < 0) {
+            gbx_log_warn("sandbox '%s': %s", g->id, rerr->msg);
+            gbx_err_free(rerr);
+        }
+        (void)!gbx_store_sandbox_delete(s->store, g->id, NULL);
+        gbx_log_warn("sandbox '%s' did not survive: %s; removed", g->id, g->why);
+        gbx_server_audit(s, "sandbox.lost", g->id, json_pack("{s:s}", "reason", g->why));
+        free(g->id);
+        free(g->why);
+        free(g);
+    }
+    return 0;
+}
+
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
 static int listen_unix(struct gbx_server *s, struct gbx_err **err)
@@ -438,6 +530,8 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     s->rt_ready = 1;
     db = gbx_asprintf("%s/glovebox.db", s->rt.state_dir);
     if (gbx_store_open(db, &s->store, err) < 0)
+        goto fail;
+    if (adopt_all(s, err) < 0)
         goto fail;
     s->http = evhttp_new(base);
     GBX_BUG_ON(s->http == NULL);

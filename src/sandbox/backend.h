@@ -93,6 +93,22 @@ char *gbx_sandbox_id_new(void);
 int gbx_sandbox_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec,
                        struct gbx_sandbox **out, struct gbx_err **err) GBX_WUR;
 int gbx_sandbox_destroy(struct gbx_sandbox *sb, struct gbx_err **err);
+/* What a daemon remembers of a sandbox to find it again after a restart. */
+struct gbx_sandbox_record {
+    const char *id;
+    uint32_t uid_slot;
+    uint32_t host_uid;
+    pid_t init_pid;
+};
+/* Take charge of a running sandbox created by an earlier process: check that its init is
+ * still the one recorded (same pid, same uid), re-lock its uid slot, open its cgroups and
+ * connect to its control socket (the connection is in (*out)->conn_fd). Fails with
+ * NOT_FOUND when the sandbox is gone; gbx_sandbox_reap then removes what it left. */
+int gbx_sandbox_adopt(struct gbx_runtime *rt, const struct gbx_sandbox_record *rec,
+                      struct gbx_sandbox **out, struct gbx_err **err) GBX_WUR;
+/* Remove whatever a sandbox that cannot be adopted left on the host: its processes (if
+ * any survive), cgroups, control socket and directory. */
+int gbx_sandbox_reap(struct gbx_runtime *rt, const char *id, struct gbx_err **err);
 /* Let go of a sandbox without stopping it (a daemon shutting down leaves sandboxes running
  * for the next one to adopt through their control sockets): frees sb, closes its fds. */
 void gbx_sandbox_forget(struct gbx_sandbox *sb);

@@ -379,3 +379,80 @@ void gbx_sandbox_forget(struct gbx_sandbox *sb)
     /* the uid slot's lock stays with this process until it exits */
     sandbox_free(sb);
 }
+
+/* Is pid still the init we recorded: alive, and running as the sandbox's host uid? */
+static int init_matches(pid_t pid, uint32_t host_uid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    gbx_autofree char *st = NULL;
+    if (pid <= 1 || gbx_read_file(path, 1 << 16, &st, NULL) < 0)
+        return 0;
+    char want[64];
+    snprintf(want, sizeof(want), "\nUid:\t%u\t", host_uid);
+    return strstr(st, want) != NULL;
+}
+
+int gbx_sandbox_adopt(struct gbx_runtime *rt, const struct gbx_sandbox_record *rec,
+                      struct gbx_sandbox **out, struct gbx_err **err)
+{
+    if (gbx_sandbox_id_valid(rec->id) < 0)
+        return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "invalid sandbox id '%s'", rec->id);
+    if (!init_matches(rec->init_pid, rec->host_uid))
+        return gbx_err_set(err, ESRCH, GBX_ERR_NOT_FOUND,
+                           "sandbox '%s' is gone (its init %d no longer runs)", rec->id,
+                           (int)rec->init_pid);
+    struct gbx_sandbox *sb = gbx_xcalloc(1, sizeof(*sb));
+    sb->id = gbx_xstrdup(rec->id);
+    sb->ops = &gbx_ns_backend;
+    sb->rt = rt;
+    sb->pidfd = sb->conn_fd = -1;
+    sb->cg.v2fd = -1;
+    sb->init_pid = rec->init_pid;
+    sb->uid_slot = rec->uid_slot;
+    sb->host_uid = rec->host_uid;
+    sb->dir = gbx_asprintf("%s/sandboxes/%s", rt->runtime_dir, rec->id);
+    sb->ctl_path = gbx_asprintf("%s/ctl.sock", sb->dir);
+    int r;
+    sb->pidfd = (int)syscall(SYS_pidfd_open, rec->init_pid, 0);
+    if (sb->pidfd < 0 || !init_matches(rec->init_pid, rec->host_uid)) {
+        gbx_err_set(err, ESRCH, GBX_ERR_NOT_FOUND, "sandbox '%s' is gone", rec->id);
+        goto fail;
+    }
+    if ((r = gbx_ns_slot_lock(rt, rec->uid_slot)) < 0) {
+        gbx_err_sys(err, -r, "sandbox '%s': cannot lock its uid range", rec->id);
+        goto fail;
+    }
+    if (gbx_cgroup_open(&sb->cg, &rt->cg, rec->id, err) < 0)
+        goto fail_slot;
+    if (ns_connect(sb, &sb->conn_fd, err) < 0)
+        goto fail_slot;
+    *out = sb;
+    return 0;
+fail_slot:
+    gbx_ns_slot_release(rt, rec->uid_slot);
+fail:
+    sandbox_free(sb);
+    return gbx_err_wrap(err, "adopt sandbox '%s'", rec->id);
+}
+
+int gbx_sandbox_reap(struct gbx_runtime *rt, const char *id, struct gbx_err **err)
+{
+    if (gbx_sandbox_id_valid(id) < 0)
+        return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "invalid sandbox id '%s'", id);
+    struct gbx_cgroup cg;
+    int r = 0;
+    if (gbx_cgroup_open(&cg, &rt->cg, id, NULL) == 0) {
+        (void)!gbx_cgroup_freeze(&cg, 0, NULL);
+        (void)!gbx_cgroup_kill(&cg, NULL);
+        if (gbx_cgroup_destroy(&cg, err) < 0)
+            r = -1;
+        gbx_cgroup_release(&cg);
+    }
+    gbx_autofree char *dir = gbx_asprintf("%s/sandboxes/%s", rt->runtime_dir, id);
+    gbx_autofree char *ctl = gbx_asprintf("%s/ctl.sock", dir);
+    (void)unlink(ctl);
+    if (rmdir(dir) < 0 && errno != ENOENT && r == 0)
+        r = gbx_err_sys(err, errno, "cannot remove '%s'", dir);
+    return r;
+}

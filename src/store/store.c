@@ -400,3 +400,36 @@ int64_t gbx_store_sandbox_count(struct gbx_store *s)
     sqlite3_finalize(st);
     return n;
 }
+
+int gbx_store_sandbox_each(struct gbx_store *s, gbx_store_sandbox_fn fn, void *arg,
+                           struct gbx_err **err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT id, owner, template, state, spec, created_ns, host_uid, "
+                           "uid_slot, init_pid FROM sandboxes ORDER BY created_ns",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_err(s, err, "list sandboxes");
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct gbx_store_sandbox row = {
+            .id = (const char *)sqlite3_column_text(st, 0),
+            .owner = (const char *)sqlite3_column_text(st, 1),
+            .template_name = (const char *)sqlite3_column_text(st, 2),
+            .state = (const char *)sqlite3_column_text(st, 3),
+            .spec = (const char *)sqlite3_column_text(st, 4),
+            .created_ns = sqlite3_column_int64(st, 5),
+            .host_uid = sqlite3_column_int64(st, 6),
+            .uid_slot = sqlite3_column_int64(st, 7),
+            .init_pid = sqlite3_column_int64(st, 8),
+        };
+        if (row.id == NULL)
+            continue;
+        if (fn(arg, &row) != 0)
+            break;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        return db_err(s, err, "list sandboxes");
+    return 0;
+}

@@ -33,6 +33,11 @@ struct gbx_store_sandbox {
 int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *sb,
                           struct gbx_err **err) GBX_WUR;
 int gbx_store_sandbox_delete(struct gbx_store *s, const char *id, struct gbx_err **err) GBX_WUR;
+/* Call fn for every sandbox row, oldest first; the row's strings live until fn returns.
+ * A non-zero return from fn stops the walk. */
+typedef int (*gbx_store_sandbox_fn)(void *arg, const struct gbx_store_sandbox *row);
+int gbx_store_sandbox_each(struct gbx_store *s, gbx_store_sandbox_fn fn, void *arg,
+                           struct gbx_err **err) GBX_WUR;
 /* Number of sandbox rows (all owners). */
 int64_t gbx_store_sandbox_count(struct gbx_store *s);
 

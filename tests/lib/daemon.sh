@@ -22,7 +22,12 @@ trap cleanup EXIT
 start_daemon() {
     "$D" --state-dir "$STATE" --runtime-dir "$RUN" --kill-on-exit "$@" 2>"$T/daemon.log" &
     DPID=$!
-    for i in $(seq 200); do [ -S "$S" ] && return 0; sleep 0.05; done
+    # ready when /healthz answers (a socket file may be left by a daemon killed earlier)
+    for i in $(seq 200); do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" http://glovebox/healthz)" = 200 ] &&
+            return 0
+        sleep 0.05
+    done
     echo "gloveboxd did not start:"; cat "$T/daemon.log"; exit 1
 }
 
