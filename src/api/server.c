@@ -9,6 +9,7 @@
  *   GET    /v1/sandboxes/{id}        get
  *   DELETE /v1/sandboxes/{id}        destroy
  *   POST   /v1/sandboxes/{id}/exec   run a process, stream its events (exec.c)
+ *   POST   /v1/sandboxes/{id}/timeout   set or clear the timeout (the reaper destroys it)
  */
 #include "api/server.h"
 
@@ -46,6 +47,7 @@ struct live {
     struct gbx_cg_limits limits;
     uint64_t disk_bytes;
     int64_t created_ns;
+    int64_t expires_ns; /* 0: no timeout */
 };
 
 struct gbx_server {
@@ -57,6 +59,7 @@ struct gbx_server {
     int rt_ready;
     struct gbx_store *store;
     struct live *live;
+    struct event *reaper; /* destroys sandboxes whose timeout passed */
 };
 
 static int64_t now_ns(void)
@@ -97,9 +100,16 @@ static json_t *sandbox_json(const struct live *l)
                         l->limits.cpu_millis ? json_real((double)l->limits.cpu_millis / 1000.0)
                                              : json_null());
     json_object_set_new(limits, "disk", json_integer((json_int_t)l->disk_bytes));
-    return json_pack("{s:s,s:s,s:s,s:s,s:o,s:i}", "id", l->sb->id, "template", l->template_name,
-                     "state", "running", "created_at", created, "limits", limits, "host_uid",
-                     (json_int_t)l->sb->host_uid);
+    json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:o,s:i}", "id", l->sb->id, "template",
+                          l->template_name, "state", "running", "created_at", created, "limits",
+                          limits, "host_uid", (json_int_t)l->sb->host_uid);
+    if (l->expires_ns) {
+        gbx_autofree char *exp = rfc3339(l->expires_ns);
+        json_object_set_new(j, "expires_at", json_string(exp));
+    } else {
+        json_object_set_new(j, "expires_at", json_null());
+    }
+    return j;
 }
 
 void gbx_server_audit(struct gbx_server *s, const char *kind, const char *sandbox, json_t *detail)
@@ -129,7 +139,23 @@ static int json_size(json_t *v, uint64_t *out)
     return -EINVAL;
 }
 
+/* A timeout: seconds as a number, or a duration string ("30s", "5m", "1500ms"); 0 means
+ * none. At most 30 days. */
+static int json_timeout_ms(json_t *v, uint64_t *out)
+{
+    if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+        json_integer_value(v) <= 30 * 24 * 3600) {
+        *out = (uint64_t)json_integer_value(v) * 1000;
+        return 0;
+    }
+    if (json_is_string(v) && gbx_parse_duration_ms(json_string_value(v), out) == 0 &&
+        *out <= 30ull * 24 * 3600 * 1000)
+        return 0;
+    return -EINVAL;
+}
+
 struct create_req {
+    uint64_t timeout_ms;
     const char *id;
     const char *template_name;
     struct gbx_cg_limits limits;
@@ -173,6 +199,13 @@ static int parse_create(struct evhttp_request *req, json_t *body, struct create_
                 return -1;
             }
             c->limits.pids = (uint64_t)json_integer_value(v);
+        } else if (strcmp(key, "timeout") == 0) {
+            if (json_timeout_ms(v, &c->timeout_ms) < 0) {
+                gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                     "'timeout' must be seconds (0 to 2592000) or a duration "
+                                     "like \"30s\", \"5m\"");
+                return -1;
+            }
         } else if (strcmp(key, "cpus") == 0) {
             double d = json_is_number(v) ? json_number_value(v) : -1;
             if (d < 0.01 || d > 1024) {
@@ -184,7 +217,7 @@ static int parse_create(struct evhttp_request *req, json_t *body, struct create_
         } else {
             gbx_http_reply_error(req, GBX_ERR_INVALID,
                                  "unknown field '%s' (expected id, template, memory, disk, "
-                                 "pids, cpus)",
+                                 "pids, cpus, timeout)",
                                  key);
             return -1;
         }
@@ -239,6 +272,7 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
     l->limits = c.limits;
     l->disk_bytes = c.disk_bytes ? c.disk_bytes : (1024ull << 20);
     l->created_ns = now_ns();
+    l->expires_ns = c.timeout_ms ? l->created_ns + (int64_t)c.timeout_ms * 1000000 : 0;
     l->next = s->live;
     s->live = l;
 
@@ -251,7 +285,8 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
                                     .created_ns = l->created_ns,
                                     .host_uid = sb->host_uid,
                                     .uid_slot = sb->uid_slot,
-                                    .init_pid = sb->init_pid};
+                                    .init_pid = sb->init_pid,
+                                    .expires_ns = l->expires_ns};
     if (gbx_store_sandbox_put(s->store, &row, &err) < 0) {
         gbx_log_error("sandbox '%s': %s", id, err->msg);
         gbx_err_free(err);
@@ -278,35 +313,83 @@ static void live_free(struct live *l)
     free(l);
 }
 
-static void handle_delete(struct gbx_server *s, struct evhttp_request *req, const char *id)
+/* Destroy a live sandbox: unlink it, stop it, forget its row, audit why. 0 or -1 with *err
+ * saying what could not be cleaned up (the sandbox is gone either way). */
+static int destroy_live(struct gbx_server *s, struct live *l, const char *kind, json_t *detail,
+                        struct gbx_err **err)
 {
     struct live **pp = &s->live;
-    while (*pp && strcmp((*pp)->sb->id, id) != 0)
+    while (*pp && *pp != l)
         pp = &(*pp)->next;
-    if (*pp == NULL) {
-        gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
-        return;
-    }
-    struct live *l = *pp;
-    *pp = l->next;
-    gbx_autofree char *sid = gbx_xstrdup(id);
-    struct gbx_err *err = NULL;
+    if (*pp)
+        *pp = l->next;
+    gbx_autofree char *sid = gbx_xstrdup(l->sb->id);
     gbx_agent_free(l->agent);
     l->agent = NULL;
-    int r = gbx_sandbox_destroy(l->sb, &err);
+    int r = gbx_sandbox_destroy(l->sb, err);
     live_free(l);
     if (gbx_store_sandbox_delete(s->store, sid, NULL) < 0)
         gbx_log_error("sandbox '%s': cannot delete its row", sid);
-    gbx_server_audit(s, "sandbox.delete", sid, NULL);
-    if (r < 0) {
-        /* the sandbox is gone either way; say what could not be cleaned up */
-        gbx_log_warn("%s", err->msg);
+    gbx_server_audit(s, kind, sid, detail);
+    if (r < 0)
+        gbx_log_warn("%s", (*err)->msg);
+    else
+        gbx_log_info("destroyed sandbox '%s' (%s)", sid, kind);
+    return r;
+}
+
+static void handle_delete(struct gbx_server *s, struct evhttp_request *req, const char *id)
+{
+    struct live *l = live_find(s, id);
+    if (l == NULL) {
+        gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
+        return;
+    }
+    struct gbx_err *err = NULL;
+    if (destroy_live(s, l, "sandbox.delete", NULL, &err) < 0) {
         gbx_http_reply_err(req, err);
         gbx_err_free(err);
         return;
     }
-    gbx_log_info("destroyed sandbox '%s'", sid);
     gbx_http_reply_json(req, 204, NULL);
+}
+
+static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, struct live *l)
+{
+    json_t *body = gbx_http_body_object(req);
+    if (body == NULL)
+        return;
+    json_t *v = json_object_get(body, "timeout");
+    uint64_t ms = 0;
+    if (json_object_size(body) != 1 || v == NULL || json_timeout_ms(v, &ms) < 0) {
+        json_decref(body);
+        gbx_http_reply_error(req, GBX_ERR_INVALID,
+                             "expected {\"timeout\": seconds or a duration like \"5m\"}; 0 "
+                             "removes the timeout");
+        return;
+    }
+    l->expires_ns = ms ? now_ns() + (int64_t)ms * 1000000 : 0;
+    struct gbx_err *err = NULL;
+    if (gbx_store_sandbox_set_expiry(s->store, l->sb->id, l->expires_ns, &err) < 0) {
+        gbx_log_error("%s", err->msg);
+        gbx_err_free(err);
+    }
+    gbx_server_audit(s, "sandbox.timeout", l->sb->id, body);
+    gbx_http_reply_json(req, 200, sandbox_json(l));
+}
+
+static void reap_expired(evutil_socket_t fd, short what, void *arg)
+{
+    struct gbx_server *s = arg;
+    int64_t now = now_ns();
+    for (struct live *l = s->live, *next; l; l = next) {
+        next = l->next;
+        if (l->expires_ns == 0 || now < l->expires_ns)
+            continue;
+        struct gbx_err *err = NULL;
+        if (destroy_live(s, l, "sandbox.expire", json_pack("{s:s}", "reason", "timeout"), &err) < 0)
+            gbx_err_free(err);
+    }
 }
 
 static void method_not_allowed(struct evhttp_request *req, const char *allow)
@@ -363,14 +446,17 @@ static void dispatch(struct evhttp_request *req, void *arg)
         idbuf[idlen] = '\0';
         const char *id = idbuf;
         if (slash) {
-            if (strcmp(slash, "/exec") != 0)
+            int is_exec = strcmp(slash, "/exec") == 0;
+            if (!is_exec && strcmp(slash, "/timeout") != 0)
                 return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
             if (m != EVHTTP_REQ_POST)
                 return method_not_allowed(req, "POST");
             struct live *l = live_find(s, id);
             if (l == NULL)
                 return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
-            return gbx_api_exec(s, s->base, req, l->sb);
+            if (is_exec)
+                return gbx_api_exec(s, s->base, req, l->sb);
+            return handle_timeout(s, req, l);
         }
         if (gbx_sandbox_id_valid(id) < 0) {
             gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such sandbox");
@@ -445,6 +531,7 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
     l->agent = agent;
     l->template_name = gbx_xstrdup(row->template_name ? row->template_name : "");
     l->created_ns = row->created_ns;
+    l->expires_ns = row->expires_ns;
     limits_from_spec(row->spec, l);
     l->next = s->live;
     s->live = l;
@@ -543,6 +630,9 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     s->sock_path = gbx_asprintf("%s/api.sock", s->rt.runtime_dir);
     if (listen_unix(s, err) < 0)
         goto fail;
+    s->reaper = event_new(base, -1, EV_PERSIST, reap_expired, s);
+    struct timeval every = {0, 200000};
+    event_add(s->reaper, &every);
     *out = s;
     return 0;
 fail:
@@ -557,6 +647,10 @@ const char *gbx_server_socket_path(const struct gbx_server *s)
 
 void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
 {
+    if (s->reaper) {
+        event_free(s->reaper);
+        s->reaper = NULL;
+    }
     if (s->http) {
         evhttp_free(s->http);
         s->http = NULL;

@@ -355,8 +355,8 @@ int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *s
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db,
                            "INSERT OR REPLACE INTO sandboxes (id, owner, template, state, "
-                           "created_ns, updated_ns, spec, host_uid, uid_slot, init_pid) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           "created_ns, updated_ns, spec, host_uid, uid_slot, init_pid, "
+                           "expires_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                            -1, &st, NULL) != SQLITE_OK)
         return db_err(s, err, "save sandbox");
     sqlite3_bind_text(st, 1, sb->id, -1, SQLITE_STATIC);
@@ -369,6 +369,10 @@ int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *s
     sqlite3_bind_int64(st, 8, sb->host_uid);
     sqlite3_bind_int64(st, 9, sb->uid_slot);
     sqlite3_bind_int64(st, 10, sb->init_pid);
+    if (sb->expires_ns)
+        sqlite3_bind_int64(st, 11, sb->expires_ns);
+    else
+        sqlite3_bind_null(st, 11);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
@@ -407,7 +411,8 @@ int gbx_store_sandbox_each(struct gbx_store *s, gbx_store_sandbox_fn fn, void *a
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db,
                            "SELECT id, owner, template, state, spec, created_ns, host_uid, "
-                           "uid_slot, init_pid FROM sandboxes ORDER BY created_ns",
+                           "uid_slot, init_pid, coalesce(expires_ns, 0) FROM sandboxes "
+                           "ORDER BY created_ns",
                            -1, &st, NULL) != SQLITE_OK)
         return db_err(s, err, "list sandboxes");
     int rc;
@@ -422,6 +427,7 @@ int gbx_store_sandbox_each(struct gbx_store *s, gbx_store_sandbox_fn fn, void *a
             .host_uid = sqlite3_column_int64(st, 6),
             .uid_slot = sqlite3_column_int64(st, 7),
             .init_pid = sqlite3_column_int64(st, 8),
+            .expires_ns = sqlite3_column_int64(st, 9),
         };
         if (row.id == NULL)
             continue;
@@ -431,5 +437,26 @@ int gbx_store_sandbox_each(struct gbx_store *s, gbx_store_sandbox_fn fn, void *a
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE && rc != SQLITE_ROW)
         return db_err(s, err, "list sandboxes");
+    return 0;
+}
+
+int gbx_store_sandbox_set_expiry(struct gbx_store *s, const char *id, int64_t expires_ns,
+                                 struct gbx_err **err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "UPDATE sandboxes SET expires_ns = ?, updated_ns = ? WHERE id = ?", -1,
+                           &st, NULL) != SQLITE_OK)
+        return db_err(s, err, "set sandbox timeout");
+    if (expires_ns)
+        sqlite3_bind_int64(st, 1, expires_ns);
+    else
+        sqlite3_bind_null(st, 1);
+    sqlite3_bind_int64(st, 2, now_ns());
+    sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return db_err(s, err, "set sandbox timeout");
     return 0;
 }

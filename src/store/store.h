@@ -29,10 +29,13 @@ struct gbx_store_sandbox {
     const char *spec;  /* JSON of the create request, as normalised */
     int64_t created_ns;
     int64_t host_uid, uid_slot, init_pid;
+    int64_t expires_ns; /* 0: no timeout */
 };
 int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *sb,
                           struct gbx_err **err) GBX_WUR;
 int gbx_store_sandbox_delete(struct gbx_store *s, const char *id, struct gbx_err **err) GBX_WUR;
+int gbx_store_sandbox_set_expiry(struct gbx_store *s, const char *id, int64_t expires_ns,
+                                 struct gbx_err **err) GBX_WUR;
 /* Call fn for every sandbox row, oldest first; the row's strings live until fn returns.
  * A non-zero return from fn stops the walk. */
 typedef int (*gbx_store_sandbox_fn)(void *arg, const struct gbx_store_sandbox *row);

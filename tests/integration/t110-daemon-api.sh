@@ -72,6 +72,29 @@ check "unknown route is 404" [ "$code" = 404 ]
 req GET /healthz
 check "the daemon is still up after all that" [ "$code" = 200 ]
 
+# timeouts: the reaper destroys a sandbox when its timeout passes; a timeout can be moved
+req POST /v1/sandboxes '{"id":"short","timeout":"1s"}'
+check "create with a timeout" [ "$code" = 201 ] && [ "$(field 'j["expires_at"] is not None')" = True ]
+req POST /v1/sandboxes '{"id":"moved","timeout":1}'
+req POST /v1/sandboxes/moved/timeout '{"timeout":"10m"}'
+check "a timeout can be moved" [ "$code" = 200 ]
+req POST /v1/sandboxes/api-one/timeout '{"timeout":"soon"}'
+check "a bad timeout is 400" [ "$code" = 400 ]
+req POST /v1/sandboxes '{"timeout":-5}'
+check "a negative timeout is 400" [ "$code" = 400 ]
+for i in $(seq 60); do
+    req GET /v1/sandboxes/short
+    [ "$code" = 404 ] && break
+    sleep 0.05
+done
+check "the reaper destroys an expired sandbox" [ "$code" = 404 ]
+check "and leaves nothing of it" [ ! -e "$RUN/sandboxes/short" ]
+req GET /v1/sandboxes/moved
+check "the moved timeout kept the other one" [ "$code" = 200 ]
+req POST /v1/sandboxes/moved/timeout '{"timeout":0}'
+check "a timeout can be removed" [ "$code" = 200 ] && [ "$(field 'j["expires_at"]')" = None ]
+req DELETE /v1/sandboxes/moved
+
 req DELETE /v1/sandboxes/api-one
 check "delete is 204" [ "$code" = 204 ]
 req GET /v1/sandboxes/api-one
@@ -80,7 +103,9 @@ check "its control socket is gone" [ ! -e "$RUN/sandboxes/api-one" ]
 
 # the audit log holds the lifecycle and its chain verifies (read with Python's sqlite3)
 n=$(python3 -c "import sqlite3; c=sqlite3.connect('$STATE/glovebox.db'); print(c.execute(\"select count(*) from audit where kind in ('sandbox.create','sandbox.delete')\").fetchone()[0])")
-check "audit rows for create and delete" [ "$n" = 3 ]
+check "audit rows for create and delete" [ "$n" = 6 ]
+n=$(python3 -c "import sqlite3; c=sqlite3.connect('$STATE/glovebox.db'); print(c.execute(\"select count(*) from audit where kind = 'sandbox.expire' and sandbox = 'short'\").fetchone()[0])")
+check "the expiry is audited" [ "$n" = 1 ]
 
 # stop with a sandbox still running: --kill-on-exit takes it down, nothing is left
 kill -TERM "$DPID"; wait "$DPID"; rc=$?; DPID=
