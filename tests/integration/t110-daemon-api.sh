@@ -13,6 +13,7 @@ req() {
     else
         code=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$S" -X "$1" "http://glovebox$2")
     fi
+    record "$1" "$2"
 }
 # field EXPR: evaluate a Python expression over the JSON body j
 field() { python3 -c "import json,sys; j=json.load(open('$T/body')); print($1)"; }
@@ -114,4 +115,5 @@ check "the admin socket is removed" [ ! -e "$S" ]
 left=$(ls "$RUN/sandboxes" 2>/dev/null | wc -l)
 check "no sandbox left behind" [ "$left" = 0 ]
 check "no process of the last sandbox left" [ -z "$(ps -o pid= -u "$gen_uid")" ]
+spec_check
 summary

@@ -9,6 +9,8 @@ NAME=exec
 exec_() {
     code=$(curl -s -N --max-time 60 -o "$T/out" -w '%{http_code}' --unix-socket "$S" -X POST \
         --data-binary "$1" http://glovebox/v1/sandboxes/ex/exec)
+    cp "$T/out" "$T/body"
+    record POST /v1/sandboxes/ex/exec
 }
 # decode STREAM: the concatenated stdout (or stderr) of an NDJSON stream, to stdout
 decode() {
@@ -112,4 +114,5 @@ q "c.execute(\"update audit set detail = replace(detail, 'hello', 'HELLO') where
 "$BUILD/glovebox" audit verify --state-dir "$STATE" > "$T/verify"
 rc=$?
 check "an edited record is found (exit 1)" [ $rc -eq 1 ] && grep -q "was changed after it was written" "$T/verify"
+spec_check
 summary

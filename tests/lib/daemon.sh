@@ -31,6 +31,23 @@ start_daemon() {
     echo "gloveboxd did not start:"; cat "$T/daemon.log"; exit 1
 }
 
+# record METHOD PATH: remember the last exchange ($code, $T/body) for spec_check
+record() {
+    python3 -c "import json, sys; print(json.dumps({'method': sys.argv[1], 'path': sys.argv[2], 'status': int(sys.argv[3]), 'body': open(sys.argv[4], errors='replace').read()}))" \
+        "$1" "$2" "$code" "$T/body" >> "$T/exchanges"
+}
+
+# every recorded response matches docs/api.yaml (skips, saying so, without PyYAML)
+spec_check() {
+    [ -s "$T/exchanges" ] || return 0
+    python3 "$(dirname "$0")/../lib/apicheck.py" "$(dirname "$0")/../../docs/api.yaml" \
+        "$T/exchanges" > "$T/spec" 2>&1
+    rc=$?
+    cat "$T/spec" | sed 's/^/# /'
+    [ $rc -eq 77 ] && return 0
+    check "every response matches docs/api.yaml" [ $rc -eq 0 ]
+}
+
 summary() {
     if [ $fail -ne 0 ]; then echo "daemon log:"; tail -n 40 "$T/daemon.log"; fi
     echo "$pass passed, $fail failed"
