@@ -88,6 +88,7 @@ static void audit_end(struct stream *st, const char *kind, json_t *how)
         json_object_update(d, how);
     json_decref(how);
     gbx_server_audit(st->srv, kind, st->sandbox, d);
+    gbx_server_exec_bytes(st->srv, st->out_bytes, st->err_bytes);
 }
 
 static void on_client_close(struct evhttp_connection *conn, void *arg)
@@ -213,6 +214,7 @@ static int on_frame(struct stream *st, const struct gbx_frame_hdr *h, const uint
         json_object_set_new(d, "process", json_integer(st->proc));
         json_object_set_new(d, "pid", json_integer(v));
         gbx_server_audit(st->srv, "exec.start", st->sandbox, d);
+        gbx_server_exec_started(st->srv);
         if (st->req == NULL)
             return 0;
         evhttp_add_header(evhttp_request_get_output_headers(st->req), "Content-Type",

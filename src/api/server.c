@@ -60,7 +60,38 @@ struct gbx_server {
     struct gbx_store *store;
     struct live *live;
     struct event *reaper; /* destroys sandboxes whose timeout passed */
+    struct metrics {
+        uint64_t create_buckets[12]; /* cumulative counts per bound in create_bounds */
+        double create_sum;
+        uint64_t create_count, create_failed;
+        uint64_t execs, exec_out_bytes, exec_err_bytes;
+        uint64_t expired, lost;
+    } m;
 };
+
+/* Upper bounds of the create-latency histogram, in seconds. */
+static const double create_bounds[] = {0.001, 0.002, 0.003, 0.005, 0.0075, 0.01,
+                                       0.025, 0.05,  0.1,   0.25,  0.5,    1.0};
+
+static void observe_create(struct gbx_server *s, double secs)
+{
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(create_bounds); i++)
+        if (secs <= create_bounds[i])
+            s->m.create_buckets[i]++;
+    s->m.create_sum += secs;
+    s->m.create_count++;
+}
+
+void gbx_server_exec_started(struct gbx_server *s)
+{
+    s->m.execs++;
+}
+
+void gbx_server_exec_bytes(struct gbx_server *s, unsigned long long out, unsigned long long err)
+{
+    s->m.exec_out_bytes += out;
+    s->m.exec_err_bytes += err;
+}
 
 static int64_t now_ns(void)
 {
@@ -256,8 +287,11 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
     struct gbx_sandbox *sb = NULL;
     struct gbx_agent *agent = NULL;
     struct gbx_err *err = NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 ||
         gbx_agent_open(gbx_steal_fd(&sb->conn_fd), &agent, &err) < 0) {
+        s->m.create_failed++;
         gbx_http_reply_err(req, err);
         gbx_err_free(err);
         if (sb)
@@ -265,6 +299,8 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
         json_decref(body);
         return;
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    observe_create(s, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
     struct live *l = gbx_xcalloc(1, sizeof(*l));
     l->sb = sb;
     l->agent = agent;
@@ -387,9 +423,85 @@ static void reap_expired(evutil_socket_t fd, short what, void *arg)
         if (l->expires_ns == 0 || now < l->expires_ns)
             continue;
         struct gbx_err *err = NULL;
+        s->m.expired++;
         if (destroy_live(s, l, "sandbox.expire", json_pack("{s:s}", "reason", "timeout"), &err) < 0)
             gbx_err_free(err);
     }
+}
+
+/* GET /metrics: Prometheus text exposition format. */
+static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
+{
+    struct evbuffer *b = evbuffer_new();
+    GBX_BUG_ON(b == NULL);
+    size_t running = 0;
+    for (struct live *l = s->live; l; l = l->next)
+        running++;
+    evbuffer_add_printf(b,
+                        "# HELP glovebox_sandboxes Sandboxes by state.\n"
+                        "# TYPE glovebox_sandboxes gauge\n"
+                        "glovebox_sandboxes{state=\"running\"} %zu\n",
+                        running);
+    evbuffer_add_printf(b, "# HELP glovebox_sandbox_create_seconds Time from a create request "
+                           "to the sandbox's agent answering.\n"
+                           "# TYPE glovebox_sandbox_create_seconds histogram\n");
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(create_bounds); i++)
+        evbuffer_add_printf(b, "glovebox_sandbox_create_seconds_bucket{le=\"%g\"} %llu\n",
+                            create_bounds[i], (unsigned long long)s->m.create_buckets[i]);
+    evbuffer_add_printf(b,
+                        "glovebox_sandbox_create_seconds_bucket{le=\"+Inf\"} %llu\n"
+                        "glovebox_sandbox_create_seconds_sum %.6f\n"
+                        "glovebox_sandbox_create_seconds_count %llu\n",
+                        (unsigned long long)s->m.create_count, s->m.create_sum,
+                        (unsigned long long)s->m.create_count);
+    evbuffer_add_printf(
+        b,
+        "# HELP glovebox_sandbox_create_failures_total Creates that failed.\n"
+        "# TYPE glovebox_sandbox_create_failures_total counter\n"
+        "glovebox_sandbox_create_failures_total %llu\n"
+        "# HELP glovebox_sandboxes_expired_total Sandboxes destroyed by their timeout.\n"
+        "# TYPE glovebox_sandboxes_expired_total counter\n"
+        "glovebox_sandboxes_expired_total %llu\n"
+        "# HELP glovebox_sandboxes_lost_total Sandboxes found dead at a restart.\n"
+        "# TYPE glovebox_sandboxes_lost_total counter\n"
+        "glovebox_sandboxes_lost_total %llu\n"
+        "# HELP glovebox_execs_total Processes started through exec.\n"
+        "# TYPE glovebox_execs_total counter\n"
+        "glovebox_execs_total %llu\n"
+        "# HELP glovebox_exec_bytes_total Output bytes streamed to exec clients.\n"
+        "# TYPE glovebox_exec_bytes_total counter\n"
+        "glovebox_exec_bytes_total{stream=\"stdout\"} %llu\n"
+        "glovebox_exec_bytes_total{stream=\"stderr\"} %llu\n",
+        (unsigned long long)s->m.create_failed, (unsigned long long)s->m.expired,
+        (unsigned long long)s->m.lost, (unsigned long long)s->m.execs,
+        (unsigned long long)s->m.exec_out_bytes, (unsigned long long)s->m.exec_err_bytes);
+    static const char *const gauges[][2] = {
+        {"glovebox_sandbox_memory_bytes", "Memory charged to the sandbox's cgroup."},
+        {"glovebox_sandbox_cpu_seconds_total", "CPU time used by the sandbox."},
+        {"glovebox_sandbox_pids", "Processes in the sandbox."},
+        {"glovebox_sandbox_oom_kills_total", "Processes the OOM killer killed in the sandbox."},
+    };
+    struct gbx_cg_usage *u = gbx_xcalloc(running ? running : 1, sizeof(*u));
+    size_t i = 0;
+    for (struct live *l = s->live; l; l = l->next, i++)
+        (void)!l->sb->ops->usage(l->sb, &u[i], NULL);
+    for (size_t g = 0; g < GBX_ARRAY_SIZE(gauges); g++) {
+        evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", gauges[g][0], gauges[g][1],
+                            gauges[g][0], g == 1 || g == 3 ? "counter" : "gauge");
+        i = 0;
+        for (struct live *l = s->live; l; l = l->next, i++) {
+            double v = g == 0   ? (double)u[i].memory_bytes
+                       : g == 1 ? (double)u[i].cpu_usage_ns / 1e9
+                       : g == 2 ? (double)u[i].pids
+                                : (double)u[i].oom_kills;
+            evbuffer_add_printf(b, "%s{sandbox=\"%s\"} %.9g\n", gauges[g][0], l->sb->id, v);
+        }
+    }
+    free(u);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "text/plain; version=0.0.4");
+    evhttp_send_reply(req, 200, "OK", b);
+    evbuffer_free(b);
 }
 
 static void method_not_allowed(struct evhttp_request *req, const char *allow)
@@ -418,6 +530,11 @@ static void dispatch(struct evhttp_request *req, void *arg)
         if (m != EVHTTP_REQ_GET)
             return method_not_allowed(req, "GET");
         return gbx_http_reply_json(req, 200, json_pack("{s:s}", "status", "ok"));
+    }
+    if (strcmp(path, "/metrics") == 0) {
+        if (m != EVHTTP_REQ_GET)
+            return method_not_allowed(req, "GET");
+        return handle_metrics(s, req);
     }
     if (strcmp(path, "/version") == 0) {
         if (m != EVHTTP_REQ_GET)
@@ -560,6 +677,7 @@ static int adopt_all(struct gbx_server *s, struct gbx_err **err)
         }
         (void)!gbx_store_sandbox_delete(s->store, g->id, NULL);
         gbx_log_warn("sandbox '%s' did not survive: %s; removed", g->id, g->why);
+        s->m.lost++;
         gbx_server_audit(s, "sandbox.lost", g->id, json_pack("{s:s}", "reason", g->why));
         free(g->id);
         free(g->why);

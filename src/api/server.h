@@ -28,6 +28,9 @@ void gbx_server_free(struct gbx_server *s);
 struct json_t;
 void gbx_server_audit(struct gbx_server *s, const char *kind, const char *sandbox,
                       struct json_t *detail);
+/* Metrics hooks for the exec streams. */
+void gbx_server_exec_started(struct gbx_server *s);
+void gbx_server_exec_bytes(struct gbx_server *s, unsigned long long out, unsigned long long err);
 /* The admin socket's path (owned by the server). */
 const char *gbx_server_socket_path(const struct gbx_server *s);
 

@@ -40,6 +40,23 @@ check "list has both" [ "$(field 'sorted(s["id"] for s in j["sandboxes"]) == sor
 req GET /v1/sandboxes/api-one
 check "get" [ "$code" = 200 ] && [ "$(field 'j["state"]')" = running ]
 
+# metrics, in Prometheus' text format
+req GET /metrics
+check "metrics answer 200" [ "$code" = 200 ]
+check "metrics count the running sandboxes" grep -q '^glovebox_sandboxes{state="running"} 2$' "$T/body"
+check "metrics have the create histogram" grep -q '^glovebox_sandbox_create_seconds_count 2$' "$T/body"
+check "metrics have per-sandbox memory" grep -q '^glovebox_sandbox_memory_bytes{sandbox="api-one"} [1-9]' "$T/body"
+check "every metrics line is well formed" python3 -c "
+import re, sys
+ok = True
+for line in open('$T/body'):
+    line = line.rstrip('\n')
+    if line.startswith('# HELP ') or line.startswith('# TYPE '):
+        continue
+    if not re.match(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*=\"[^\"]*\",?)*\})? -?[0-9.e+Inf-]+$', line):
+        print('bad line:', line); ok = False
+sys.exit(0 if ok else 1)"
+
 # the error contract
 req POST /v1/sandboxes '{"id":"api-one"}'
 check "duplicate id is 409" [ "$code" = 409 ]
