@@ -21,7 +21,7 @@ BUILD := build$(if $(SANITIZE),-san)
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 # Dependencies: install them through the project's script when pkg-config cannot see them.
-PKGS := libseccomp sqlite3 libcrypto libevent jansson
+PKGS := libseccomp sqlite3 libcrypto libevent jansson libcurl
 DEPS_OK := $(shell pkg-config --exists $(PKGS) && pkg-config --exists cmocka && echo yes)
 ifneq ($(DEPS_OK),yes)
 $(info deps: missing build dependencies; running scripts/deps.sh)
@@ -51,6 +51,7 @@ LIB := $(BUILD)/libglovebox.a
 DAEMON_SRCS := $(wildcard src/api/*.c src/daemon/*.c)
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
 DAEMON_LIBS := $(shell pkg-config --libs libevent jansson)
+CLI_LIBS := $(shell pkg-config --libs libcurl jansson)
 CLI_SRCS := $(wildcard src/cli/*.c)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 CLI_LIB_OBJS := $(filter-out %/main.o,$(CLI_OBJS))
@@ -128,7 +129,7 @@ $(LIB): $(LIB_OBJS)
 	ar rcs $@ $^
 
 $(BUILD)/glovebox: $(CLI_OBJS) $(LIB)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(LIB) $(LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(LIB) $(CLI_LIBS) $(LIBS)
 
 $(BUILD)/gloveboxd: $(DAEMON_OBJS) $(LIB)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(DAEMON_OBJS) $(LIB) $(DAEMON_LIBS) $(LIBS)
@@ -142,10 +143,10 @@ TEST_HELPER_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/lib/*.c))
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka)
 
 $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(TEST_HELPER_OBJS) $(CLI_LIB_OBJS) $(LIB)
-	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_HELPER_OBJS) $(CLI_LIB_OBJS) $(LIB) $(LIBS) $(CMOCKA_LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_HELPER_OBJS) $(CLI_LIB_OBJS) $(LIB) $(CLI_LIBS) $(LIBS) $(CMOCKA_LIBS)
 
 $(BUILD)/tests/integration/%: $(BUILD)/tests/integration/%.o $(TEST_HELPER_OBJS) $(CLI_LIB_OBJS) $(LIB)
-	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_HELPER_OBJS) $(CLI_LIB_OBJS) $(LIB) $(LIBS) $(CMOCKA_LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_HELPER_OBJS) $(CLI_LIB_OBJS) $(LIB) $(CLI_LIBS) $(LIBS) $(CMOCKA_LIBS)
 
 $(PROBE): tests/probe/probe.c
 	@mkdir -p $(@D)

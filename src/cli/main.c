@@ -11,6 +11,11 @@ static const struct {
     const char *help;
 } commands[] = {
     {"run", gbx_cmd_run, "run a command in a one-shot sandbox"},
+    {"status", gbx_cmd_status, "is the daemon serving, and how many sandboxes"},
+    {"create", gbx_cmd_create, "create a sandbox in the daemon (prints its id)"},
+    {"ls", gbx_cmd_ls, "list the daemon's sandboxes (--json)"},
+    {"exec", gbx_cmd_exec, "run a command in a sandbox of the daemon"},
+    {"kill", gbx_cmd_kill, "destroy sandboxes of the daemon"},
     {"audit", gbx_cmd_audit, "verify the daemon's hash-chained audit log"},
     {"version", gbx_cmd_version, "print the version"},
 };

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/* HTTP to the daemon's admin socket with libcurl (libevent 2.1's HTTP client cannot use a
+ * unix socket). */
+#include "cli/api.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mem.h"
+#include "cli/cli.h"
+#include "sandbox/backend.h"
+
+const char *gbx_cli_socket(void)
+{
+    static char path[4096];
+    const char *rt = getenv("GLOVEBOX_RUNTIME_DIR");
+    snprintf(path, sizeof(path), "%s/api.sock", rt && *rt ? rt : GBX_DEFAULT_RUNTIME_DIR);
+    return path;
+}
+
+struct call {
+    char *buf; /* the reply, or the unconsumed tail of a stream */
+    size_t len, cap;
+    gbx_line_fn on_line;
+    void *arg;
+    long status;
+    CURL *curl;
+};
+
+static void deliver_lines(struct call *c)
+{
+    size_t start = 0;
+    for (size_t i = 0; i < c->len; i++) {
+        if (c->buf[i] != '\n')
+            continue;
+        c->on_line(c->arg, c->buf + start, i - start);
+        start = i + 1;
+    }
+    memmove(c->buf, c->buf + start, c->len - start);
+    c->len -= start;
+}
+
+static size_t on_data(char *p, size_t size, size_t n, void *arg)
+{
+    struct call *c = arg;
+    size_t len = size * n;
+    if (c->len + len + 1 > c->cap) {
+        c->cap = (c->len + len + 1) * 2;
+        c->buf = gbx_xrealloc(c->buf, c->cap);
+    }
+    memcpy(c->buf + c->len, p, len);
+    c->len += len;
+    c->buf[c->len] = '\0';
+    if (c->on_line) {
+        if (c->status == 0)
+            curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->status);
+        if (c->status / 100 == 2)
+            deliver_lines(c);
+    }
+    return len;
+}
+
+static int do_call(const char *method, const char *path, json_t *body, gbx_line_fn on_line,
+                   void *arg, json_t **reply)
+{
+    if (reply)
+        *reply = NULL;
+    const char *sock = gbx_cli_socket();
+    CURL *curl = curl_easy_init();
+    GBX_BUG_ON(curl == NULL);
+    struct call c = {.on_line = on_line, .arg = arg, .curl = curl};
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    gbx_autofree char *url = gbx_asprintf("http://glovebox%s", path);
+    struct curl_slist *hdrs = NULL;
+    curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, sock);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &c);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    if (text) {
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+        curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, text);
+    }
+    CURLcode rc = curl_easy_perform(curl);
+    long status = -1;
+    if (rc != CURLE_OK) {
+        gbx_cli_error("cannot reach gloveboxd at '%s': %s (is it running? start it with "
+                      "'gloveboxd', or set GLOVEBOX_RUNTIME_DIR)",
+                      sock, curl_easy_strerror(rc));
+    } else {
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        if (on_line && status / 100 == 2 && c.len)
+            c.on_line(c.arg, c.buf, c.len); /* a last line without a newline */
+        else if (reply && c.len && (!on_line || status / 100 != 2))
+            *reply = json_loadb(c.buf, c.len, 0, NULL);
+    }
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(curl);
+    free(text);
+    free(c.buf);
+    return (int)status;
+}
+
+int gbx_cli_call(const char *method, const char *path, json_t *body, json_t **reply)
+{
+    return do_call(method, path, body, NULL, NULL, reply);
+}
+
+int gbx_cli_stream(const char *method, const char *path, json_t *body, gbx_line_fn on_line,
+                   void *arg, json_t **reply)
+{
+    return do_call(method, path, body, on_line, arg, reply);
+}
+
+void gbx_cli_print_error(int status, json_t *reply)
+{
+    const char *msg =
+        json_string_value(json_object_get(json_object_get(reply, "error"), "message"));
+    if (msg)
+        gbx_cli_error("%s", msg);
+    else if (status > 0)
+        gbx_cli_error("gloveboxd answered %d", status);
+}

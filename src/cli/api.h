@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* The CLI's side of the daemon's API: HTTP over the admin socket, with libevent's client. */
+#ifndef GBX_CLI_API_H
+#define GBX_CLI_API_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/* The admin socket: $GLOVEBOX_RUNTIME_DIR/api.sock or /run/glovebox/api.sock. */
+const char *gbx_cli_socket(void);
+
+/* One request. body may be NULL. *reply gets the parsed JSON body (or NULL when empty or not
+ * JSON); returns the HTTP status, or -1 when the daemon cannot be reached (a message has been
+ * printed). */
+int gbx_cli_call(const char *method, const char *path, json_t *body, json_t **reply);
+
+/* A streaming request: each complete line of the reply goes to on_line. Returns the status
+ * (the lines of an error reply are not passed on; *reply gets its JSON). */
+typedef void (*gbx_line_fn)(void *arg, const char *line, size_t len);
+int gbx_cli_stream(const char *method, const char *path, json_t *body, gbx_line_fn on_line,
+                   void *arg, json_t **reply);
+
+/* Print an error reply {"error":{"kind","message"}} (or the status) as "glovebox: ...". */
+void gbx_cli_print_error(int status, json_t *reply);
+
+#endif

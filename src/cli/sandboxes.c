@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+/* glovebox create | ls | kill | status: sandboxes through the daemon's API. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/api.h"
+#include "cli/cli.h"
+
+static int finish(int status, json_t *reply, int ok_status)
+{
+    if (status == ok_status)
+        return 0;
+    if (status >= 0)
+        gbx_cli_print_error(status, reply);
+    return status == 404 ? 3 : 1;
+}
+
+int gbx_cmd_create(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"id", required_argument, NULL, 'i'},      {"template", required_argument, NULL, 'T'},
+        {"memory", required_argument, NULL, 'm'},  {"pids", required_argument, NULL, 'p'},
+        {"cpus", required_argument, NULL, 'c'},    {"disk", required_argument, NULL, 'd'},
+        {"timeout", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+    };
+    json_t *body = json_object();
+    int json = 0, c;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "i:T:m:p:c:d:t:jh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'i':
+            json_object_set_new(body, "id", json_string(optarg));
+            break;
+        case 'T':
+            json_object_set_new(body, "template", json_string(optarg));
+            break;
+        case 'm':
+            json_object_set_new(body, "memory", json_string(optarg));
+            break;
+        case 'd':
+            json_object_set_new(body, "disk", json_string(optarg));
+            break;
+        case 't':
+            json_object_set_new(body, "timeout", json_string(optarg));
+            break;
+        case 'p': {
+            char *end;
+            long long v = strtoll(optarg, &end, 10);
+            if (*end) {
+                gbx_cli_error("invalid --pids '%s': use a number", optarg);
+                json_decref(body);
+                return 2;
+            }
+            json_object_set_new(body, "pids", json_integer(v));
+            break;
+        }
+        case 'c': {
+            char *end;
+            double v = strtod(optarg, &end);
+            if (*end) {
+                gbx_cli_error("invalid --cpus '%s': use a number of CPUs", optarg);
+                json_decref(body);
+                return 2;
+            }
+            json_object_set_new(body, "cpus", json_real(v));
+            break;
+        }
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            puts("usage: glovebox create [--id ID] [--template NAME] [--memory SIZE] [--pids N]\n"
+                 "                       [--cpus N] [--disk SIZE] [--timeout DURATION] [--json]");
+            json_decref(body);
+            return 0;
+        default:
+            json_decref(body);
+            return 2;
+        }
+    }
+    json_t *reply = NULL;
+    int status = gbx_cli_call("POST", "/v1/sandboxes", body, &reply);
+    json_decref(body);
+    if (status == 201) {
+        if (json) {
+            char *t = json_dumps(reply, JSON_COMPACT);
+            puts(t);
+            free(t);
+        } else {
+            puts(json_string_value(json_object_get(reply, "id")));
+        }
+    }
+    int r = finish(status, reply, 201);
+    json_decref(reply);
+    return r;
+}
+
+int gbx_cmd_ls(int argc, char **argv)
+{
+    int json = argc > 1 && strcmp(argv[1], "--json") == 0;
+    json_t *reply = NULL;
+    int status = gbx_cli_call("GET", "/v1/sandboxes", NULL, &reply);
+    if (status == 200) {
+        json_t *list = json_object_get(reply, "sandboxes");
+        if (json) {
+            char *t = json_dumps(list, JSON_COMPACT);
+            puts(t);
+            free(t);
+        } else {
+            printf("%-24s %-10s %-26s %s\n", "ID", "TEMPLATE", "CREATED", "EXPIRES");
+            size_t i;
+            json_t *sb;
+            json_array_foreach(list, i, sb)
+            {
+                const char *exp = json_string_value(json_object_get(sb, "expires_at"));
+                printf("%-24s %-10s %-26s %s\n", json_string_value(json_object_get(sb, "id")),
+                       json_string_value(json_object_get(sb, "template")),
+                       json_string_value(json_object_get(sb, "created_at")), exp ? exp : "-");
+            }
+        }
+    }
+    int r = finish(status, reply, 200);
+    json_decref(reply);
+    return r;
+}
+
+int gbx_cmd_kill(int argc, char **argv)
+{
+    if (argc < 2) {
+        gbx_cli_error("usage: glovebox kill SANDBOX...");
+        return 2;
+    }
+    int worst = 0;
+    for (int i = 1; i < argc; i++) {
+        char path[256];
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s", argv[i]);
+        json_t *reply = NULL;
+        int status = gbx_cli_call("DELETE", path, NULL, &reply);
+        int r = finish(status, reply, 204);
+        json_decref(reply);
+        if (r > worst)
+            worst = r;
+    }
+    return worst;
+}
+
+int gbx_cmd_status(int argc, char **argv)
+{
+    json_t *version = NULL, *list = NULL;
+    int s1 = gbx_cli_call("GET", "/version", NULL, &version);
+    if (s1 != 200) {
+        json_decref(version);
+        return finish(s1, NULL, 200);
+    }
+    int s2 = gbx_cli_call("GET", "/v1/sandboxes", NULL, &list);
+    printf("gloveboxd %s on %s: serving, %zu sandboxes\n",
+           json_string_value(json_object_get(version, "version")), gbx_cli_socket(),
+           json_array_size(json_object_get(list, "sandboxes")));
+    json_decref(version);
+    json_decref(list);
+    return s2 == 200 ? 0 : 1;
+}

@@ -1,0 +1,42 @@
+#!/bin/sh
+# The glovebox CLI against a running gloveboxd: status, create, ls, exec (output, exit
+# status, errors), kill; and what it says when no daemon is there.
+NAME=cli
+. "$(dirname "$0")/../lib/daemon.sh"
+GB="$BUILD/glovebox"
+export GLOVEBOX_RUNTIME_DIR="$RUN"
+
+"$GB" status > "$T/out" 2>&1
+check "status without a daemon fails" [ $? -ne 0 ]
+check "and says how to start one" grep -q "start it with 'gloveboxd'" "$T/out"
+
+start_daemon
+check "status" sh -c "'$GB' status | grep -q 'serving, 0 sandboxes'"
+id=$("$GB" create --memory 256M --pids 64 --timeout 10m)
+check "create prints the new id" [ -n "$id" ]
+"$GB" create --id cli-two --json > "$T/two.json"
+check "create --json" python3 -c "import json; assert json.load(open('$T/two.json'))['id'] == 'cli-two'"
+check "ls lists both" sh -c "'$GB' ls | grep -q '^$id' && '$GB' ls | grep -q '^cli-two'"
+check "ls --json" python3 -c "import json, subprocess; assert len(json.loads(subprocess.check_output(['$GB', 'ls', '--json']))) == 2"
+
+out=$("$GB" exec "$id" -- sh -c 'echo out; echo err >&2; exit 4' 2>"$T/err")
+rc=$?
+check "exec passes stdout" [ "$out" = out ]
+check "exec passes stderr" [ "$(cat "$T/err")" = err ]
+check "exec passes the exit status" [ $rc -eq 4 ]
+"$GB" exec "$id" -- sh -c 'kill -9 $$'
+check "a signal gives 128+N" [ $? -eq 137 ]
+head -c 300000 /dev/urandom > "$T/rand"
+"$GB" exec "$id" -- sh -c 'head -c 300000 /dev/zero | tr "\000" "\377"' > "$T/ff"
+check "binary output arrives intact" [ "$(tr -d '\377' < "$T/ff" | wc -c)" = 0 ] && [ "$(wc -c < "$T/ff")" = 300000 ]
+check "exec as user with env and cwd" \
+    [ "$("$GB" exec "$id" --user user --cwd /tmp --env X=1 -- sh -c 'echo $(id -un) $(pwd) $X')" = "user /tmp 1" ]
+"$GB" exec "$id" -- /no/such 2>"$T/err"
+check "a missing program exits 127 with the reason" [ $? -eq 127 ] && grep -q "cannot run '/no/such'" "$T/err"
+"$GB" exec nope -- true 2>"$T/err"
+check "an unknown sandbox exits 125 with the reason" [ $? -eq 125 ] && grep -q "sandbox 'nope' not found" "$T/err"
+"$GB" kill "$id" cli-two
+check "kill" [ $? -eq 0 ] && [ "$("$GB" ls --json)" = "[]" ]
+"$GB" kill cli-two 2>"$T/err"
+check "killing an unknown sandbox exits 3 with the reason" [ $? -eq 3 ] && grep -q "not found" "$T/err"
+summary
