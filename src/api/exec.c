@@ -51,6 +51,7 @@ enum { ID_HELLO = 1, ID_SPAWN = 2 };
 struct stream {
     struct gbx_server *srv;
     char sandbox[GBX_ID_MAX + 1];
+    char actor[128];
     json_t *what; /* argv, user, cwd: for the audit records */
     int64_t start_ns;
     uint64_t out_bytes, err_bytes;
@@ -87,7 +88,7 @@ static void audit_end(struct stream *st, const char *kind, json_t *how)
     if (how)
         json_object_update(d, how);
     json_decref(how);
-    gbx_server_audit(st->srv, kind, st->sandbox, d);
+    gbx_server_audit_as(st->srv, st->actor, kind, st->sandbox, d);
     gbx_server_exec_bytes(st->srv, st->out_bytes, st->err_bytes);
 }
 
@@ -213,7 +214,7 @@ static int on_frame(struct stream *st, const struct gbx_frame_hdr *h, const uint
         json_t *d = json_deep_copy(st->what);
         json_object_set_new(d, "process", json_integer(st->proc));
         json_object_set_new(d, "pid", json_integer(v));
-        gbx_server_audit(st->srv, "exec.start", st->sandbox, d);
+        gbx_server_audit_as(st->srv, st->actor, "exec.start", st->sandbox, d);
         gbx_server_exec_started(st->srv);
         if (st->req == NULL)
             return 0;
@@ -435,6 +436,7 @@ void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp
     struct stream *st = gbx_xcalloc(1, sizeof(*st));
     st->srv = srv;
     snprintf(st->sandbox, sizeof(st->sandbox), "%s", sb->id);
+    snprintf(st->actor, sizeof(st->actor), "%s", gbx_server_actor(srv));
     st->what = what;
     st->start_ns = now_ns();
     st->req = req;

@@ -20,6 +20,7 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -48,6 +49,7 @@ struct live {
     uint64_t disk_bytes;
     int64_t created_ns;
     int64_t expires_ns; /* 0: no timeout */
+    char *owner;        /* "" for the admin, else the API key's name */
 };
 
 struct gbx_server {
@@ -59,7 +61,11 @@ struct gbx_server {
     int rt_ready;
     struct gbx_store *store;
     struct live *live;
-    struct event *reaper; /* destroys sandboxes whose timeout passed */
+    struct event *reaper;    /* destroys sandboxes whose timeout passed */
+    struct evhttp *http_tcp; /* --listen: every request needs an API key */
+    const char *actor;       /* the request being handled: "admin" or a key's name */
+    int admin;
+    char key_name[128];
     struct metrics {
         uint64_t create_buckets[12]; /* cumulative counts per bound in create_bounds */
         double create_sum;
@@ -110,12 +116,25 @@ static char *rfc3339(int64_t ns)
     return gbx_asprintf("%s.%03dZ", buf, (int)((ns / 1000000) % 1000));
 }
 
-static struct live *live_find(struct gbx_server *s, const char *id)
+static struct live *live_find_any(struct gbx_server *s, const char *id)
 {
     for (struct live *l = s->live; l; l = l->next)
         if (strcmp(l->sb->id, id) == 0)
             return l;
     return NULL;
+}
+
+static int visible(const struct gbx_server *s, const struct live *l)
+{
+    return s->admin || strcmp(l->owner, s->key_name) == 0;
+}
+
+/* A sandbox the current request may see: the admin sees all, a key only its own (others'
+ * are reported as not found, so ids do not leak). */
+static struct live *live_find(struct gbx_server *s, const char *id)
+{
+    struct live *l = live_find_any(s, id);
+    return l && visible(s, l) ? l : NULL;
 }
 
 static json_t *sandbox_json(const struct live *l)
@@ -143,10 +162,21 @@ static json_t *sandbox_json(const struct live *l)
     return j;
 }
 
+const char *gbx_server_actor(const struct gbx_server *s)
+{
+    return s->actor ? s->actor : "system";
+}
+
 void gbx_server_audit(struct gbx_server *s, const char *kind, const char *sandbox, json_t *detail)
 {
+    gbx_server_audit_as(s, gbx_server_actor(s), kind, sandbox, detail);
+}
+
+void gbx_server_audit_as(struct gbx_server *s, const char *actor, const char *kind,
+                         const char *sandbox, json_t *detail)
+{
     char *text = detail ? json_dumps(detail, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    struct gbx_audit_entry e = {.actor = "admin", .kind = kind, .sandbox = sandbox, .detail = text};
+    struct gbx_audit_entry e = {.actor = actor, .kind = kind, .sandbox = sandbox, .detail = text};
     struct gbx_err *err = NULL;
     if (gbx_store_audit_append(s->store, &e, NULL, &err) < 0) {
         gbx_log_error("cannot write audit record '%s': %s", kind, err->msg);
@@ -274,7 +304,7 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
     }
     gbx_autofree char *gen = c.id ? NULL : gbx_sandbox_id_new();
     const char *id = c.id ? c.id : gen;
-    if (live_find(s, id)) {
+    if (live_find_any(s, id)) {
         gbx_http_reply_error(req, GBX_ERR_CONFLICT, "sandbox '%s' already exists", id);
         json_decref(body);
         return;
@@ -305,6 +335,7 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
     l->sb = sb;
     l->agent = agent;
     l->template_name = gbx_xstrdup(c.template_name ? c.template_name : GBX_DEFAULT_TEMPLATE);
+    l->owner = gbx_xstrdup(s->admin ? "" : s->key_name);
     l->limits = c.limits;
     l->disk_bytes = c.disk_bytes ? c.disk_bytes : (1024ull << 20);
     l->created_ns = now_ns();
@@ -314,7 +345,7 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
 
     char *spec_text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
     struct gbx_store_sandbox row = {.id = id,
-                                    .owner = "",
+                                    .owner = l->owner,
                                     .template_name = l->template_name,
                                     .state = "running",
                                     .spec = spec_text,
@@ -338,13 +369,15 @@ static void handle_list(struct gbx_server *s, struct evhttp_request *req)
 {
     json_t *arr = json_array();
     for (struct live *l = s->live; l; l = l->next)
-        json_array_append_new(arr, sandbox_json(l));
+        if (visible(s, l))
+            json_array_append_new(arr, sandbox_json(l));
     gbx_http_reply_json(req, 200, json_pack("{s:o}", "sandboxes", arr));
 }
 
 static void live_free(struct live *l)
 {
     gbx_agent_free(l->agent);
+    free(l->owner);
     free(l->template_name);
     free(l);
 }
@@ -512,9 +545,122 @@ static void method_not_allowed(struct evhttp_request *req, const char *allow)
     gbx_http_reply_json(req, 405, body);
 }
 
-static void dispatch(struct evhttp_request *req, void *arg)
+/* ---- API keys (admin only) ---------------------------------------------------------------- */
+
+static int list_key(void *arg, const struct gbx_apikey_info *k)
+{
+    json_t *arr = arg;
+    json_t *o = json_pack("{s:s,s:b}", "name", k->name, "revoked", k->revoked_ns != 0);
+    json_array_append_new(arr, o);
+    return 0;
+}
+
+static void handle_apikeys(struct gbx_server *s, struct evhttp_request *req, const char *name)
+{
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    struct gbx_err *err = NULL;
+    if (!s->admin) {
+        gbx_http_reply_error(req, GBX_ERR_PERMISSION,
+                             "API keys are managed on the admin socket only");
+        return;
+    }
+    if (name == NULL && m == EVHTTP_REQ_POST) {
+        json_t *body = gbx_http_body_object(req);
+        if (body == NULL)
+            return;
+        const char *n = json_string_value(json_object_get(body, "name"));
+        if (n == NULL || json_object_size(body) != 1 || gbx_name_valid(n) < 0) {
+            json_decref(body);
+            gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                 "expected {\"name\": ...}: 1-63 of [a-z0-9-]");
+            return;
+        }
+        char key[GBX_APIKEY_LEN + 1];
+        if (gbx_store_apikey_create(s->store, n, key, &err) < 0) {
+            gbx_http_reply_err(req, err);
+            gbx_err_free(err);
+        } else {
+            gbx_server_audit(s, "apikey.create", NULL, json_pack("{s:s}", "name", n));
+            gbx_http_reply_json(req, 201, json_pack("{s:s,s:s}", "name", n, "key", key));
+        }
+        json_decref(body);
+        return;
+    }
+    if (name == NULL && m == EVHTTP_REQ_GET) {
+        json_t *arr = json_array();
+        if (gbx_store_apikey_each(s->store, list_key, arr, &err) < 0) {
+            json_decref(arr);
+            gbx_http_reply_err(req, err);
+            gbx_err_free(err);
+            return;
+        }
+        gbx_http_reply_json(req, 200, json_pack("{s:o}", "apikeys", arr));
+        return;
+    }
+    if (name && m == EVHTTP_REQ_DELETE) {
+        if (gbx_store_apikey_revoke(s->store, name, &err) < 0) {
+            gbx_http_reply_err(req, err);
+            gbx_err_free(err);
+            return;
+        }
+        gbx_server_audit(s, "apikey.revoke", NULL, json_pack("{s:s}", "name", name));
+        gbx_http_reply_json(req, 204, NULL);
+        return;
+    }
+    method_not_allowed(req, name ? "DELETE" : "GET, POST");
+}
+
+/* The key a TCP request carries: "Authorization: Bearer KEY" or "X-API-Key: KEY". */
+static const char *request_key(struct evhttp_request *req)
+{
+    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    const char *v = evhttp_find_header(h, "X-API-Key");
+    if (v)
+        return v;
+    v = evhttp_find_header(h, "Authorization");
+    if (v && strncasecmp(v, "Bearer ", 7) == 0)
+        return v + 7;
+    return NULL;
+}
+
+static void route(struct gbx_server *s, struct evhttp_request *req);
+
+static void dispatch_admin(struct evhttp_request *req, void *arg)
 {
     struct gbx_server *s = arg;
+    s->admin = 1;
+    s->actor = "admin";
+    s->key_name[0] = '\0';
+    route(s, req);
+    s->actor = NULL;
+}
+
+static void dispatch_tcp(struct evhttp_request *req, void *arg)
+{
+    struct gbx_server *s = arg;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    s->admin = 0;
+    if (path == NULL || strcmp(path, "/healthz") != 0) {
+        const char *key = request_key(req);
+        if (key == NULL || strlen(key) > 256 ||
+            gbx_store_apikey_check(s->store, key, s->key_name, sizeof(s->key_name)) != 1) {
+            evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
+            gbx_http_reply_json(req, 401,
+                                json_pack("{s:{s:s,s:s}}", "error", "kind", "permission", "message",
+                                          key ? "this API key is not valid (revoked?)"
+                                              : "an API key is needed: 'Authorization: Bearer "
+                                                "KEY' or 'X-API-Key: KEY'"));
+            return;
+        }
+        s->actor = s->key_name;
+    }
+    route(s, req);
+    s->actor = NULL;
+}
+
+static void route(struct gbx_server *s, struct evhttp_request *req)
+{
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
@@ -542,6 +688,13 @@ static void dispatch(struct evhttp_request *req, void *arg)
         return gbx_http_reply_json(
             req, 200,
             json_pack("{s:s,s:i}", "version", GBX_VERSION, "agent_protocol", GBX_AGENT_VERSION));
+    }
+    if (strcmp(path, "/v1/apikeys") == 0)
+        return handle_apikeys(s, req, NULL);
+    if (strncmp(path, "/v1/apikeys/", 12) == 0) {
+        if (gbx_name_valid(path + 12) < 0)
+            return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such API key");
+        return handle_apikeys(s, req, path + 12);
     }
     if (strcmp(path, "/v1/sandboxes") == 0) {
         if (m == EVHTTP_REQ_POST)
@@ -647,6 +800,7 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
     l->sb = sb;
     l->agent = agent;
     l->template_name = gbx_xstrdup(row->template_name ? row->template_name : "");
+    l->owner = gbx_xstrdup(row->owner ? row->owner : "");
     l->created_ns = row->created_ns;
     l->expires_ns = row->expires_ns;
     limits_from_spec(row->spec, l);
@@ -719,13 +873,34 @@ static int listen_unix(struct gbx_server *s, struct gbx_err **err)
     return 0;
 }
 
+static int listen_tcp(struct gbx_server *s, const struct gbx_server_config *cfg,
+                      struct gbx_err **err)
+{
+    gbx_autofree char *addr = gbx_xstrdup(cfg->listen_tcp);
+    char *colon = strrchr(addr, ':');
+    uint64_t port = 0;
+    if (colon == NULL || colon == addr || gbx_parse_u64(colon + 1, 1, 65535, &port) < 0)
+        return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                           "--listen '%s': use ADDR:PORT, e.g. 127.0.0.1:7070", cfg->listen_tcp);
+    *colon = '\0';
+    s->http_tcp = evhttp_new(s->base);
+    GBX_BUG_ON(s->http_tcp == NULL);
+    evhttp_set_max_body_size(s->http_tcp, cfg->max_body ? cfg->max_body : GBX_DEFAULT_MAX_BODY);
+    evhttp_set_max_headers_size(s->http_tcp, GBX_MAX_HEADERS);
+    evhttp_set_allowed_methods(s->http_tcp, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
+                                                EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(s->http_tcp, dispatch_tcp, s);
+    if (evhttp_bind_socket_with_handle(s->http_tcp, addr, (uint16_t)port) == NULL)
+        return gbx_err_sys(err, errno ? errno : EADDRINUSE, "cannot listen on '%s'",
+                           cfg->listen_tcp);
+    gbx_log_info("serving API keys' requests on %s", cfg->listen_tcp);
+    return 0;
+}
+
 int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
                    struct gbx_server **out, struct gbx_err **err)
 {
-    if (cfg->listen_tcp)
-        return gbx_err_set(err, ENOTSUP, GBX_ERR_INVALID,
-                           "--listen: the TCP listener needs API keys, which are not there "
-                           "yet; use the admin socket");
+
     struct gbx_server *s = gbx_xcalloc(1, sizeof(*s));
     gbx_autofree char *db = NULL;
     s->base = base;
@@ -744,9 +919,11 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     evhttp_set_max_headers_size(s->http, GBX_MAX_HEADERS);
     evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH);
-    evhttp_set_gencb(s->http, dispatch, s);
+    evhttp_set_gencb(s->http, dispatch_admin, s);
     s->sock_path = gbx_asprintf("%s/api.sock", s->rt.runtime_dir);
     if (listen_unix(s, err) < 0)
+        goto fail;
+    if (cfg->listen_tcp && listen_tcp(s, cfg, err) < 0)
         goto fail;
     s->reaper = event_new(base, -1, EV_PERSIST, reap_expired, s);
     struct timeval every = {0, 200000};
@@ -772,6 +949,10 @@ void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
     if (s->http) {
         evhttp_free(s->http);
         s->http = NULL;
+    }
+    if (s->http_tcp) {
+        evhttp_free(s->http_tcp);
+        s->http_tcp = NULL;
     }
     if (s->sock_path)
         (void)unlink(s->sock_path);

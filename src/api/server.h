@@ -28,6 +28,11 @@ void gbx_server_free(struct gbx_server *s);
 struct json_t;
 void gbx_server_audit(struct gbx_server *s, const char *kind, const char *sandbox,
                       struct json_t *detail);
+/* The same on behalf of a named actor (for records written after the request's turn). */
+void gbx_server_audit_as(struct gbx_server *s, const char *actor, const char *kind,
+                         const char *sandbox, struct json_t *detail);
+/* Who the request being handled acts as: "admin" or an API key's name. */
+const char *gbx_server_actor(const struct gbx_server *s);
 /* Metrics hooks for the exec streams. */
 void gbx_server_exec_started(struct gbx_server *s);
 void gbx_server_exec_bytes(struct gbx_server *s, unsigned long long out, unsigned long long err);

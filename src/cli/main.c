@@ -16,6 +16,7 @@ static const struct {
     {"ls", gbx_cmd_ls, "list the daemon's sandboxes (--json)"},
     {"exec", gbx_cmd_exec, "run a command in a sandbox of the daemon"},
     {"kill", gbx_cmd_kill, "destroy sandboxes of the daemon"},
+    {"apikey", gbx_cmd_apikey, "create, list and revoke API keys for the TCP listener"},
     {"audit", gbx_cmd_audit, "verify the daemon's hash-chained audit log"},
     {"version", gbx_cmd_version, "print the version"},
 };

@@ -2,6 +2,7 @@
 #include "store/store.h"
 
 #include <openssl/evp.h>
+#include <sys/random.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
@@ -458,5 +459,101 @@ int gbx_store_sandbox_set_expiry(struct gbx_store *s, const char *id, int64_t ex
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return db_err(s, err, "set sandbox timeout");
+    return 0;
+}
+
+static void sha256_hex(const char *text, char out[65])
+{
+    unsigned char d[32];
+    unsigned int n = 0;
+    GBX_BUG_ON(EVP_Digest(text, strlen(text), d, &n, EVP_sha256(), NULL) != 1 || n != 32);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+int gbx_store_apikey_create(struct gbx_store *s, const char *name, char key[GBX_APIKEY_LEN + 1],
+                            struct gbx_err **err)
+{
+    unsigned char rnd[32];
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        return gbx_err_sys(err, errno, "create API key: no randomness");
+    strcpy(key, "gbx_");
+    for (int i = 0; i < 32; i++)
+        snprintf(key + 4 + 2 * i, 3, "%02x", rnd[i]);
+    char hash[65];
+    sha256_hex(key, hash);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT INTO api_keys (id, name, hash, created_ns) VALUES (?, ?, ?, ?)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_err(s, err, "create API key");
+    char id[13];
+    snprintf(id, sizeof(id), "%.12s", hash);
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, hash, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, now_ns());
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_CONSTRAINT)
+        return gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "an API key named '%s' exists", name);
+    if (rc != SQLITE_DONE)
+        return db_err(s, err, "create API key");
+    return 0;
+}
+
+int gbx_store_apikey_check(struct gbx_store *s, const char *key, char *name, size_t namesz)
+{
+    char hash[65];
+    sha256_hex(key, hash);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "SELECT name FROM api_keys WHERE hash = ? AND revoked_ns IS NULL",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
+    int found = 0;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        snprintf(name, namesz, "%s", (const char *)sqlite3_column_text(st, 0));
+        found = 1;
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+int gbx_store_apikey_revoke(struct gbx_store *s, const char *name, struct gbx_err **err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "UPDATE api_keys SET revoked_ns = ? WHERE name = ? AND revoked_ns IS "
+                           "NULL",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_err(s, err, "revoke API key");
+    sqlite3_bind_int64(st, 1, now_ns());
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return db_err(s, err, "revoke API key");
+    if (sqlite3_changes(s->db) == 0)
+        return gbx_err_set(err, ENOENT, GBX_ERR_NOT_FOUND, "no live API key named '%s'", name);
+    return 0;
+}
+
+int gbx_store_apikey_each(struct gbx_store *s, gbx_store_apikey_fn fn, void *arg,
+                          struct gbx_err **err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT name, created_ns, coalesce(revoked_ns, 0) FROM api_keys "
+                           "ORDER BY created_ns",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_err(s, err, "list API keys");
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        struct gbx_apikey_info k = {(const char *)sqlite3_column_text(st, 0),
+                                    sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2)};
+        if (k.name && fn(arg, &k) != 0)
+            break;
+    }
+    sqlite3_finalize(st);
     return 0;
 }

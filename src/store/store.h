@@ -44,6 +44,21 @@ int gbx_store_sandbox_each(struct gbx_store *s, gbx_store_sandbox_fn fn, void *a
 /* Number of sandbox rows (all owners). */
 int64_t gbx_store_sandbox_count(struct gbx_store *s);
 
+/* API keys. Only a key's sha256 is stored; the key itself is returned once, at creation. */
+#define GBX_APIKEY_LEN 68 /* "gbx_" + 64 hex digits */
+int gbx_store_apikey_create(struct gbx_store *s, const char *name, char key[GBX_APIKEY_LEN + 1],
+                            struct gbx_err **err) GBX_WUR;
+/* The name of the live (not revoked) key, copied into name; 1 found, 0 not, -1 error. */
+int gbx_store_apikey_check(struct gbx_store *s, const char *key, char *name, size_t namesz);
+int gbx_store_apikey_revoke(struct gbx_store *s, const char *name, struct gbx_err **err) GBX_WUR;
+struct gbx_apikey_info {
+    const char *name;
+    int64_t created_ns, revoked_ns; /* revoked_ns 0: live */
+};
+typedef int (*gbx_store_apikey_fn)(void *arg, const struct gbx_apikey_info *k);
+int gbx_store_apikey_each(struct gbx_store *s, gbx_store_apikey_fn fn, void *arg,
+                          struct gbx_err **err) GBX_WUR;
+
 /* One audit record. Strings may be NULL (stored as empty). detail is a JSON text. */
 struct gbx_audit_entry {
     const char *actor;   /* who asked: an API key's name, "admin", "system" */
