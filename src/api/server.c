@@ -873,6 +873,20 @@ static int listen_unix(struct gbx_server *s, struct gbx_err **err)
     return 0;
 }
 
+/* An HTTP server with the daemon's limits, routing every request to cb. */
+static struct evhttp *new_http(struct gbx_server *s, const struct gbx_server_config *cfg,
+                               void (*cb)(struct evhttp_request *, void *))
+{
+    struct evhttp *h = evhttp_new(s->base);
+    GBX_BUG_ON(h == NULL);
+    evhttp_set_max_body_size(h, cfg->max_body ? cfg->max_body : GBX_DEFAULT_MAX_BODY);
+    evhttp_set_max_headers_size(h, GBX_MAX_HEADERS);
+    evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
+                                      EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH);
+    evhttp_set_gencb(h, cb, s);
+    return h;
+}
+
 static int listen_tcp(struct gbx_server *s, const struct gbx_server_config *cfg,
                       struct gbx_err **err)
 {
@@ -883,13 +897,7 @@ static int listen_tcp(struct gbx_server *s, const struct gbx_server_config *cfg,
         return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
                            "--listen '%s': use ADDR:PORT, e.g. 127.0.0.1:7070", cfg->listen_tcp);
     *colon = '\0';
-    s->http_tcp = evhttp_new(s->base);
-    GBX_BUG_ON(s->http_tcp == NULL);
-    evhttp_set_max_body_size(s->http_tcp, cfg->max_body ? cfg->max_body : GBX_DEFAULT_MAX_BODY);
-    evhttp_set_max_headers_size(s->http_tcp, GBX_MAX_HEADERS);
-    evhttp_set_allowed_methods(s->http_tcp, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
-                                                EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH);
-    evhttp_set_gencb(s->http_tcp, dispatch_tcp, s);
+    s->http_tcp = new_http(s, cfg, dispatch_tcp);
     if (evhttp_bind_socket_with_handle(s->http_tcp, addr, (uint16_t)port) == NULL)
         return gbx_err_sys(err, errno ? errno : EADDRINUSE, "cannot listen on '%s'",
                            cfg->listen_tcp);
@@ -900,7 +908,6 @@ static int listen_tcp(struct gbx_server *s, const struct gbx_server_config *cfg,
 int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
                    struct gbx_server **out, struct gbx_err **err)
 {
-
     struct gbx_server *s = gbx_xcalloc(1, sizeof(*s));
     gbx_autofree char *db = NULL;
     s->base = base;
@@ -913,13 +920,7 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
         goto fail;
     if (adopt_all(s, err) < 0)
         goto fail;
-    s->http = evhttp_new(base);
-    GBX_BUG_ON(s->http == NULL);
-    evhttp_set_max_body_size(s->http, cfg->max_body ? cfg->max_body : GBX_DEFAULT_MAX_BODY);
-    evhttp_set_max_headers_size(s->http, GBX_MAX_HEADERS);
-    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
-                                            EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH);
-    evhttp_set_gencb(s->http, dispatch_admin, s);
+    s->http = new_http(s, cfg, dispatch_admin);
     s->sock_path = gbx_asprintf("%s/api.sock", s->rt.runtime_dir);
     if (listen_unix(s, err) < 0)
         goto fail;

@@ -125,3 +125,12 @@ void gbx_cli_print_error(int status, json_t *reply)
     else if (status > 0)
         gbx_cli_error("gloveboxd answered %d", status);
 }
+
+int gbx_cli_result(int status, json_t *reply, int ok)
+{
+    if (status == ok)
+        return 0;
+    if (status >= 0)
+        gbx_cli_print_error(status, reply);
+    return status == 404 ? 3 : 1;
+}

@@ -20,6 +20,10 @@ typedef void (*gbx_line_fn)(void *arg, const char *line, size_t len);
 int gbx_cli_stream(const char *method, const char *path, json_t *body, gbx_line_fn on_line,
                    void *arg, json_t **reply);
 
+/* The exit status of a call that should have answered ok: 0, or 3 for "not found", 1 for
+ * other failures (with the daemon's message printed). */
+int gbx_cli_result(int status, json_t *reply, int ok);
+
 /* Print an error reply {"error":{"kind","message"}} (or the status) as "glovebox: ...". */
 void gbx_cli_print_error(int status, json_t *reply);
 

@@ -21,15 +21,6 @@ static int has_json(int argc, char **argv)
     return 0;
 }
 
-static int done(int status, json_t *reply, int ok)
-{
-    if (status == ok)
-        return 0;
-    if (status >= 0)
-        gbx_cli_print_error(status, reply);
-    return status == 404 ? 3 : 1;
-}
-
 int gbx_cmd_apikey(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
@@ -56,7 +47,7 @@ int gbx_cmd_apikey(int argc, char **argv)
                 fprintf(stderr, "glovebox: keep this key: it is shown only once\n");
             }
         }
-        r = done(status, reply, 201);
+        r = gbx_cli_result(status, reply, 201);
     } else if (strcmp(argv[1], "list") == 0) {
         int status = gbx_cli_call("GET", "/v1/apikeys", NULL, &reply);
         if (status == 200) {
@@ -76,12 +67,12 @@ int gbx_cmd_apikey(int argc, char **argv)
                 }
             }
         }
-        r = done(status, reply, 200);
+        r = gbx_cli_result(status, reply, 200);
     } else if (strcmp(argv[1], "revoke") == 0 && argc >= 3) {
         char path[256];
         snprintf(path, sizeof(path), "/v1/apikeys/%s", argv[2]);
         int status = gbx_cli_call("DELETE", path, NULL, &reply);
-        r = done(status, reply, 204);
+        r = gbx_cli_result(status, reply, 204);
     } else {
         fputs(apikey_usage, stderr);
         r = 2;

@@ -9,15 +9,6 @@
 #include "cli/api.h"
 #include "cli/cli.h"
 
-static int finish(int status, json_t *reply, int ok_status)
-{
-    if (status == ok_status)
-        return 0;
-    if (status >= 0)
-        gbx_cli_print_error(status, reply);
-    return status == 404 ? 3 : 1;
-}
-
 int gbx_cmd_create(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -94,7 +85,7 @@ int gbx_cmd_create(int argc, char **argv)
             puts(json_string_value(json_object_get(reply, "id")));
         }
     }
-    int r = finish(status, reply, 201);
+    int r = gbx_cli_result(status, reply, 201);
     json_decref(reply);
     return r;
 }
@@ -123,7 +114,7 @@ int gbx_cmd_ls(int argc, char **argv)
             }
         }
     }
-    int r = finish(status, reply, 200);
+    int r = gbx_cli_result(status, reply, 200);
     json_decref(reply);
     return r;
 }
@@ -140,7 +131,7 @@ int gbx_cmd_kill(int argc, char **argv)
         snprintf(path, sizeof(path), "/v1/sandboxes/%s", argv[i]);
         json_t *reply = NULL;
         int status = gbx_cli_call("DELETE", path, NULL, &reply);
-        int r = finish(status, reply, 204);
+        int r = gbx_cli_result(status, reply, 204);
         json_decref(reply);
         if (r > worst)
             worst = r;
@@ -154,7 +145,7 @@ int gbx_cmd_status(int argc, char **argv)
     int s1 = gbx_cli_call("GET", "/version", NULL, &version);
     if (s1 != 200) {
         json_decref(version);
-        return finish(s1, NULL, 200);
+        return gbx_cli_result(s1, NULL, 200);
     }
     int s2 = gbx_cli_call("GET", "/v1/sandboxes", NULL, &list);
     printf("gloveboxd %s on %s: serving, %zu sandboxes\n",
