@@ -11,6 +11,8 @@ int gbx_cmd_kill(int argc, char **argv);
 int gbx_cmd_exec(int argc, char **argv);
 int gbx_cmd_status(int argc, char **argv);
 int gbx_cmd_apikey(int argc, char **argv);
+int gbx_cmd_info(int argc, char **argv);
+int gbx_cmd_timeout(int argc, char **argv);
 int gbx_cmd_version(int argc, char **argv);
 
 /* Print "glovebox: <message>" to stderr. */

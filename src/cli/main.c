@@ -14,6 +14,8 @@ static const struct {
     {"status", gbx_cmd_status, "is the daemon serving, and how many sandboxes"},
     {"create", gbx_cmd_create, "create a sandbox in the daemon (prints its id)"},
     {"ls", gbx_cmd_ls, "list the daemon's sandboxes (--json)"},
+    {"info", gbx_cmd_info, "show one sandbox of the daemon (JSON)"},
+    {"timeout", gbx_cmd_timeout, "set or clear a sandbox's timeout"},
     {"exec", gbx_cmd_exec, "run a command in a sandbox of the daemon"},
     {"kill", gbx_cmd_kill, "destroy sandboxes of the daemon"},
     {"apikey", gbx_cmd_apikey, "create, list and revoke API keys for the TCP listener"},

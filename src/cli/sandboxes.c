@@ -155,3 +155,44 @@ int gbx_cmd_status(int argc, char **argv)
     json_decref(list);
     return s2 == 200 ? 0 : 1;
 }
+
+int gbx_cmd_info(int argc, char **argv)
+{
+    if (argc < 2) {
+        gbx_cli_error("usage: glovebox info SANDBOX");
+        return 2;
+    }
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s", argv[1]);
+    json_t *reply = NULL;
+    int status = gbx_cli_call("GET", path, NULL, &reply);
+    if (status == 200) {
+        char *t = json_dumps(reply, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        puts(t);
+        free(t);
+    }
+    int r = gbx_cli_result(status, reply, 200);
+    json_decref(reply);
+    return r;
+}
+
+int gbx_cmd_timeout(int argc, char **argv)
+{
+    if (argc < 3) {
+        gbx_cli_error("usage: glovebox timeout SANDBOX DURATION   (e.g. 30m; 0 removes it)");
+        return 2;
+    }
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/timeout", argv[1]);
+    json_t *body = json_pack("{s:s}", "timeout", argv[2]);
+    json_t *reply = NULL;
+    int status = gbx_cli_call("POST", path, body, &reply);
+    json_decref(body);
+    if (status == 200) {
+        const char *exp = json_string_value(json_object_get(reply, "expires_at"));
+        printf("%s\n", exp ? exp : "no timeout");
+    }
+    int r = gbx_cli_result(status, reply, 200);
+    json_decref(reply);
+    return r;
+}

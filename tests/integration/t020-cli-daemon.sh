@@ -35,6 +35,13 @@ check "exec as user with env and cwd" \
 check "a missing program exits 127 with the reason" [ $? -eq 127 ] && grep -q "cannot run '/no/such'" "$T/err"
 "$GB" exec nope -- true 2>"$T/err"
 check "an unknown sandbox exits 125 with the reason" [ $? -eq 125 ] && grep -q "sandbox 'nope' not found" "$T/err"
+check "info" sh -c "'$GB' info '$id' | python3 -c 'import json, sys; assert json.load(sys.stdin)[\"limits\"][\"pids\"] == 64'"
+check "timeout moves the expiry" sh -c "'$GB' timeout '$id' 2h | grep -q '^20'"
+check "timeout 0 removes it" [ "$("$GB" timeout "$id" 0)" = "no timeout" ]
+"$GB" timeout "$id" soon 2>"$T/err"
+check "a bad timeout is refused" [ $? -ne 0 ] && grep -q "'timeout' must be" "$T/err"
+"$GB" info nope 2>/dev/null
+check "info on an unknown sandbox exits 3" [ $? -eq 3 ]
 "$GB" kill "$id" cli-two
 check "kill" [ $? -eq 0 ] && [ "$("$GB" ls --json)" = "[]" ]
 "$GB" kill cli-two 2>"$T/err"
