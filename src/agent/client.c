@@ -2,6 +2,7 @@
 /* Blocking agent client: one request at a time over a blocking socket, with poll() for
  * timeouts. Events that arrive while a request waits are queued for
  * gbx_agent_next_event(); streamed DATA/DIRENT frames go to the waiting request. */
+#include "base/clock.h"
 #include "agent/client.h"
 
 #include <errno.h>
@@ -47,13 +48,6 @@ struct gbx_agent {
     stream_fn cur_stream;
     void *cur_arg;
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int lost(struct gbx_agent *a, int errnum, struct gbx_err **err)
 {
@@ -190,7 +184,7 @@ static int wait_input(struct gbx_agent *a, int64_t deadline, struct gbx_err **er
     for (;;) {
         int timeout = -1;
         if (deadline >= 0) {
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - (gbx_monotonic_ns() / 1000000);
             timeout = left < 0 ? 0 : left > 1000000 ? 1000000 : (int)left;
         }
         struct pollfd pfd = {.fd = a->fd, .events = POLLIN};
@@ -223,7 +217,7 @@ static int send_all(struct gbx_agent *a, const uint8_t *buf, size_t len, int64_t
     while (off < len) {
         int timeout = -1;
         if (deadline >= 0) {
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - (gbx_monotonic_ns() / 1000000);
             if (left <= 0)
                 return lost(a, ETIMEDOUT, err);
             timeout = left > 1000000 ? 1000000 : (int)left;
@@ -287,7 +281,7 @@ static int request(struct gbx_agent *a, struct gbx_msg *m, stream_fn stream, voi
     a->cur_progress = 0;
     a->cur_stream = stream;
     a->cur_arg = arg;
-    int64_t deadline = a->timeout_ms < 0 ? -1 : now_ms() + a->timeout_ms;
+    int64_t deadline = a->timeout_ms < 0 ? -1 : (gbx_monotonic_ns() / 1000000) + a->timeout_ms;
     int r = send_all(a, m->buf, (size_t)n, deadline, err);
     while (r == 0 && !a->cur_done) {
         r = wait_input(a, deadline, err);
@@ -298,7 +292,8 @@ static int request(struct gbx_agent *a, struct gbx_msg *m, stream_fn stream, voi
         if (r > 0) {
             r = 0;
             if (a->cur_progress && a->timeout_ms >= 0)
-                deadline = now_ms() + a->timeout_ms; /* streaming: an inactivity timeout */
+                deadline = (gbx_monotonic_ns() / 1000000) +
+                           a->timeout_ms; /* streaming: an inactivity timeout */
             a->cur_progress = 0;
         }
     }
@@ -588,7 +583,7 @@ void gbx_proc_info_free(struct gbx_proc_info *v, size_t n)
 int gbx_agent_next_event(struct gbx_agent *a, struct gbx_event *ev, int timeout_ms,
                          struct gbx_err **err)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : (gbx_monotonic_ns() / 1000000) + timeout_ms;
     for (;;) {
         if (a->qhead) {
             struct evq *q = a->qhead;

@@ -17,6 +17,7 @@
  * slower than the process writes, we stop reading the agent, the agent stops reading the
  * process, and the process blocks), and a client that goes away leaves the process running.
  */
+#include "base/clock.h"
 #include "api/exec.h"
 
 #include <event2/buffer.h>
@@ -70,13 +71,6 @@ static void stream_free(struct stream *st)
     free(st);
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* exec.end or exec.detach: what ran, how it ended, how much it said, how long it took. */
 static void audit_end(struct stream *st, const char *kind, json_t *how)
 {
@@ -84,7 +78,8 @@ static void audit_end(struct stream *st, const char *kind, json_t *how)
     json_object_set_new(d, "process", json_integer(st->proc));
     json_object_set_new(d, "stdout_bytes", json_integer((json_int_t)st->out_bytes));
     json_object_set_new(d, "stderr_bytes", json_integer((json_int_t)st->err_bytes));
-    json_object_set_new(d, "duration_ms", json_integer((now_ns() - st->start_ns) / 1000000));
+    json_object_set_new(d, "duration_ms",
+                        json_integer((gbx_realtime_ns() - st->start_ns) / 1000000));
     if (how)
         json_object_update(d, how);
     json_decref(how);
@@ -438,7 +433,7 @@ void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp
     snprintf(st->sandbox, sizeof(st->sandbox), "%s", sb->id);
     snprintf(st->actor, sizeof(st->actor), "%s", gbx_server_actor(srv));
     st->what = what;
-    st->start_ns = now_ns();
+    st->start_ns = gbx_realtime_ns();
     st->req = req;
     st->agent = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
     GBX_BUG_ON(st->agent == NULL);

@@ -11,6 +11,7 @@
  *   POST   /v1/sandboxes/{id}/exec   run a process, stream its events (exec.c)
  *   POST   /v1/sandboxes/{id}/timeout   set or clear the timeout (the reaper destroys it)
  */
+#include "base/clock.h"
 #include "api/server.h"
 
 #include <event2/buffer.h>
@@ -97,13 +98,6 @@ void gbx_server_exec_bytes(struct gbx_server *s, unsigned long long out, unsigne
 {
     s->m.exec_out_bytes += out;
     s->m.exec_err_bytes += err;
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static char *rfc3339(int64_t ns)
@@ -317,8 +311,7 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
     struct gbx_sandbox *sb = NULL;
     struct gbx_agent *agent = NULL;
     struct gbx_err *err = NULL;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int64_t t0 = gbx_monotonic_ns();
     if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 ||
         gbx_agent_open(gbx_steal_fd(&sb->conn_fd), &agent, &err) < 0) {
         s->m.create_failed++;
@@ -329,8 +322,7 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
         json_decref(body);
         return;
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    observe_create(s, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+    observe_create(s, (double)(gbx_monotonic_ns() - t0) / 1e9);
     struct live *l = gbx_xcalloc(1, sizeof(*l));
     l->sb = sb;
     l->agent = agent;
@@ -338,7 +330,7 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
     l->owner = gbx_xstrdup(s->admin ? "" : s->key_name);
     l->limits = c.limits;
     l->disk_bytes = c.disk_bytes ? c.disk_bytes : (1024ull << 20);
-    l->created_ns = now_ns();
+    l->created_ns = gbx_realtime_ns();
     l->expires_ns = c.timeout_ms ? l->created_ns + (int64_t)c.timeout_ms * 1000000 : 0;
     l->next = s->live;
     s->live = l;
@@ -437,7 +429,7 @@ static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, str
                              "removes the timeout");
         return;
     }
-    l->expires_ns = ms ? now_ns() + (int64_t)ms * 1000000 : 0;
+    l->expires_ns = ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0;
     struct gbx_err *err = NULL;
     if (gbx_store_sandbox_set_expiry(s->store, l->sb->id, l->expires_ns, &err) < 0) {
         gbx_log_error("%s", err->msg);
@@ -450,7 +442,7 @@ static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, str
 static void reap_expired(evutil_socket_t fd, short what, void *arg)
 {
     struct gbx_server *s = arg;
-    int64_t now = now_ns();
+    int64_t now = gbx_realtime_ns();
     for (struct live *l = s->live, *next; l; l = next) {
         next = l->next;
         if (l->expires_ns == 0 || now < l->expires_ns)

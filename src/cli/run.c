@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* glovebox run: a one-shot sandbox, like bwrap, through the library the daemon uses. */
+#include "base/clock.h"
 #include "cli/run.h"
 
 #include <getopt.h>
@@ -148,13 +149,6 @@ int gbx_run_parse(int argc, char **argv, struct gbx_run_opts *o, struct gbx_err 
     return 0;
 }
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 struct relay {
     struct gbx_agent *agent;
     uint32_t proc;
@@ -197,7 +191,8 @@ static int relay_loop(struct relay *rl, const struct gbx_run_opts *o, int tty, s
     sigaddset(&mask, SIGWINCH);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     gbx_autoclose int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-    uint64_t deadline = o->timeout_ms ? now_ms() + o->timeout_ms : 0;
+    uint64_t deadline =
+        o->timeout_ms ? (uint64_t)(gbx_monotonic_ns() / 1000000) + o->timeout_ms : 0;
     uint8_t buf[GBX_FRAME_CHUNK];
     struct gbx_event ev;
 
@@ -220,7 +215,7 @@ static int relay_loop(struct relay *rl, const struct gbx_run_opts *o, int tty, s
         };
         int timeout = -1;
         if (deadline) {
-            uint64_t n = now_ms();
+            uint64_t n = (uint64_t)(gbx_monotonic_ns() / 1000000);
             if (n >= deadline) {
                 fprintf(stderr, "glovebox: command timed out after %llu ms; killing it\n",
                         (unsigned long long)o->timeout_ms);
@@ -278,20 +273,13 @@ static int relay_loop(struct relay *rl, const struct gbx_run_opts *o, int tty, s
 static int timing_on = -1;
 static uint64_t timing_last;
 
-static uint64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 static void timing(const char *phase)
 {
     if (timing_on < 0)
         timing_on = getenv("GLOVEBOX_DEBUG_TIMING") != NULL;
     if (!timing_on)
         return;
-    uint64_t n = now_us();
+    uint64_t n = (uint64_t)(gbx_monotonic_ns() / 1000);
     if (timing_last && phase)
         fprintf(stderr, "glovebox: timing: %-12s %6.3f ms\n", phase,
                 (double)(n - timing_last) / 1000);

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include "base/clock.h"
 #include "store/store.h"
 
 #include <openssl/evp.h>
@@ -158,13 +159,6 @@ void gbx_store_close(struct gbx_store *s)
     free(s);
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* sha256(prev_hash || len:field ...) as lowercase hex. Length prefixes make the encoding
  * unambiguous: no two different records hash the same bytes. */
 static void chain_hash(const char *prev, int64_t seq, int64_t ts, const char *actor,
@@ -236,7 +230,7 @@ int gbx_store_audit_append(struct gbx_store *s, const struct gbx_audit_entry *e,
                     "(run 'glovebox audit verify')");
         goto rollback;
     }
-    int64_t n = last + 1, ts = now_ns();
+    int64_t n = last + 1, ts = gbx_realtime_ns();
     const char *actor = str_or_empty(e->actor), *kind = str_or_empty(e->kind);
     const char *sb = str_or_empty(e->sandbox), *detail = e->detail ? e->detail : "{}";
     chain_hash(prev, n, ts, actor, kind, sb, detail, hash);
@@ -365,7 +359,7 @@ int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *s
     sqlite3_bind_text(st, 3, str_or_empty(sb->template_name), -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, str_or_empty(sb->state), -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 5, sb->created_ns);
-    sqlite3_bind_int64(st, 6, now_ns());
+    sqlite3_bind_int64(st, 6, gbx_realtime_ns());
     sqlite3_bind_text(st, 7, sb->spec ? sb->spec : "{}", -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 8, sb->host_uid);
     sqlite3_bind_int64(st, 9, sb->uid_slot);
@@ -453,7 +447,7 @@ int gbx_store_sandbox_set_expiry(struct gbx_store *s, const char *id, int64_t ex
         sqlite3_bind_int64(st, 1, expires_ns);
     else
         sqlite3_bind_null(st, 1);
-    sqlite3_bind_int64(st, 2, now_ns());
+    sqlite3_bind_int64(st, 2, gbx_realtime_ns());
     sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
@@ -492,7 +486,7 @@ int gbx_store_apikey_create(struct gbx_store *s, const char *name, char key[GBX_
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, hash, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, now_ns());
+    sqlite3_bind_int64(st, 4, gbx_realtime_ns());
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc == SQLITE_CONSTRAINT)
@@ -528,7 +522,7 @@ int gbx_store_apikey_revoke(struct gbx_store *s, const char *name, struct gbx_er
                            "NULL",
                            -1, &st, NULL) != SQLITE_OK)
         return db_err(s, err, "revoke API key");
-    sqlite3_bind_int64(st, 1, now_ns());
+    sqlite3_bind_int64(st, 1, gbx_realtime_ns());
     sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
