@@ -110,6 +110,9 @@ int gbx_cg_layout_parse(struct gbx_cg_layout *l, const char *mountinfo, const ch
             continue;
         }
         const char *mnt = fields[4];
+        if ((strcmp(fstype, "cgroup2") == 0 || strcmp(fstype, "cgroup") == 0) && superopts &&
+            list_has(superopts, "favordynmods"))
+            l->favordynmods = 1;
         if (strcmp(fstype, "cgroup2") == 0 && l->v2 == NULL) {
             char *own = own_path(self_cgroup, "");
             if (own) {
@@ -380,24 +383,14 @@ int gbx_cgroup_finish(struct gbx_cgroup *cg, const struct gbx_cg_limits *lim, st
             (r = write_cg(cg->dir[GBX_CG_CPU], "cpu.cfs_quota_us", buf)) < 0)
             goto fail_limit;
     }
-    /* the device allow-list is inherited from the parent group (gbx_cgroup_prepare); check
-     * that it really is in force rather than trusting it */
+    /* the device allow-list is inherited from the parent group, which gbx_cgroup_prepare
+     * checked or set; only when it could not, each sandbox gets the rules itself */
     if (cg->dir[GBX_CG_DEVICES] && !l->dev_inherited) {
         if ((r = write_cg(cg->dir[GBX_CG_DEVICES], "devices.deny", "a")) < 0)
             goto fail_limit;
         for (size_t i = 0; i < GBX_ARRAY_SIZE(dev_allow); i++)
             if ((r = write_cg(cg->dir[GBX_CG_DEVICES], "devices.allow", dev_allow[i])) < 0)
                 goto fail_limit;
-    }
-    if (cg->dir[GBX_CG_DEVICES]) {
-        gbx_autofree char *p = gbx_asprintf("%s/devices.list", cg->dir[GBX_CG_DEVICES]);
-        gbx_autofree char *list = NULL;
-        if ((r = gbx_read_file(p, 65536, &list, NULL)) < 0)
-            goto fail_limit;
-        if (strstr(list, "a *:* rwm") != NULL) {
-            r = -EPERM;
-            goto fail_limit;
-        }
     }
     return 0;
 
@@ -690,11 +683,7 @@ int gbx_cg_favor_dynmods(const struct gbx_cg_layout *l, const char *scratch_dir)
      * takes the global cgroup threadgroup rwsem for writing, which costs an RCU grace period
      * (~20 ms here) unless the kernel favours dynamic modifications. The flag is global and
      * is set by mounting cgroup2 with "favordynmods"; forks and exits pay a little more. */
-    if (l->v2_limits)
-        return 0;
-    gbx_autofree char *mi = NULL;
-    if (gbx_read_file("/proc/self/mountinfo", 1 << 20, &mi, NULL) == 0 &&
-        strstr(mi, "favordynmods") != NULL)
+    if (l->v2_limits || l->favordynmods)
         return 0;
     if (mkdir(scratch_dir, 0700) < 0 && errno != EEXIST)
         return -errno;

@@ -27,6 +27,7 @@ struct gbx_cg_layout {
     int v2_limits;          /* memory, pids, cpu are enabled in v2 (pure v2 hosts) */
     int v2_freeze;          /* cgroup.freeze / cgroup.kill usable in v2 */
     int dev_inherited;      /* the v1 parent group carries the device allow-list */
+    int favordynmods;       /* the kernel already favours dynamic cgroup changes */
 };
 
 /* Pure parser, for tests: fill a layout from the texts of /proc/self/mountinfo and

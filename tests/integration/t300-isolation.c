@@ -138,6 +138,17 @@ static void devices_not_openable(void **state)
     EXPECT("mknod_kvm", "EPERM");
     EXPECT("mknod_vda", "EPERM");
     EXPECT("open_vda", "ENOENT");
+    /* and where the host has a v1 devices controller, the sandbox's group allows only the
+     * nodes of its /dev (inherited from the parent group) */
+    if (rt->cg.v1[GBX_CG_DEVICES] && !rt->cg.v2_limits) {
+        gbx_autofree char *p =
+            gbx_asprintf("%s/glovebox/%s/devices.list", rt->cg.v1[GBX_CG_DEVICES], t.sb->id);
+        gbx_autofree char *list = NULL;
+        assert_int_equal(gbx_read_file(p, 65536, &list, NULL), 0);
+        assert_null(strstr(list, "a *:*"));
+        assert_non_null(strstr(list, "c 1:3 rwm"));
+        assert_null(strstr(list, "b "));
+    }
 }
 
 static void proc_protected(void **state)
