@@ -182,19 +182,24 @@ static void kill_and_wait(struct gbx_sandbox *sb)
     sb->exited = 1;
 }
 
-static void teardown(struct gbx_sandbox *sb, int slot_held)
+/* Kill everything, wait, and remove what the sandbox has on the host. Returns 0, or -1 with
+ * *err (may be NULL) naming what could not be removed; it carries on regardless. */
+static int teardown(struct gbx_sandbox *sb, int slot_held, struct gbx_err **err)
 {
+    int r = 0;
     kill_and_wait(sb);
     if (sb->cg.layout) {
         (void)!gbx_cgroup_kill(&sb->cg, NULL);
-        (void)!gbx_cgroup_destroy(&sb->cg, NULL);
+        if (gbx_cgroup_destroy(&sb->cg, err) < 0)
+            r = -1;
     }
     if (sb->ctl_path)
         (void)unlink(sb->ctl_path);
-    if (sb->dir)
-        (void)rmdir(sb->dir);
+    if (sb->dir && rmdir(sb->dir) < 0 && errno != ENOENT && r == 0)
+        r = gbx_err_sys(err, errno, "cannot remove '%s'", sb->dir);
     if (slot_held)
         gbx_ns_slot_release(sb->rt, sb->uid_slot);
+    return r;
 }
 
 static int ns_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec,
@@ -272,7 +277,7 @@ fail:
         close(conn[0]);
     if (conn[1] >= 0)
         close(conn[1]);
-    teardown(sb, slot_held);
+    (void)teardown(sb, slot_held, NULL);
     sandbox_free(sb);
     gbx_template_release(&tmpl);
     return gbx_err_wrap(err, "create sandbox '%s'", spec->id);
@@ -323,16 +328,9 @@ static int ns_destroy(struct gbx_sandbox *sb, struct gbx_err **err)
     /* a frozen sandbox must be thawed for SIGKILL to complete */
     if (sb->cg.v2dir || sb->cg.dir[GBX_CG_FREEZER])
         (void)!gbx_cgroup_freeze(&sb->cg, 0, NULL);
-    kill_and_wait(sb);
-    int r = 0;
-    (void)!gbx_cgroup_kill(&sb->cg, NULL);
-    if (gbx_cgroup_destroy(&sb->cg, err) < 0)
-        r = gbx_err_wrap(err, "destroy sandbox '%s'", sb->id);
-    if (sb->ctl_path)
-        (void)unlink(sb->ctl_path);
-    if (sb->dir && rmdir(sb->dir) < 0 && errno != ENOENT && r == 0)
-        r = gbx_err_sys(err, errno, "destroy sandbox '%s': cannot remove '%s'", sb->id, sb->dir);
-    gbx_ns_slot_release(sb->rt, sb->uid_slot);
+    int r = teardown(sb, 1, err);
+    if (r < 0)
+        gbx_err_wrap(err, "destroy sandbox '%s'", sb->id);
     sandbox_free(sb);
     return r;
 }
