@@ -55,37 +55,32 @@ static int count_dir(const char *path)
     return n;
 }
 
+/* Sandbox groups (subdirectories) under <base>/glovebox. */
+static int count_groups_in(const char *base)
+{
+    gbx_autofree char *p = gbx_asprintf("%s/glovebox", base);
+    DIR *d = opendir(p);
+    struct dirent *de;
+    int n = 0;
+    while (d && (de = readdir(d)) != NULL) {
+        struct stat st;
+        gbx_autofree char *q = gbx_asprintf("%s/%s", p, de->d_name);
+        if (de->d_name[0] != '.' && stat(q, &st) == 0 && S_ISDIR(st.st_mode))
+            n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
 static int count_cgroups(void)
 {
     int n = 0;
-    for (int c = 0; c < GBX_CG_NCTRL; c++) {
-        if (rt->cg.v1[c] == NULL)
-            continue;
-        gbx_autofree char *p = gbx_asprintf("%s/glovebox", rt->cg.v1[c]);
-        DIR *d = opendir(p);
-        struct dirent *de;
-        while (d && (de = readdir(d)) != NULL) {
-            struct stat st;
-            gbx_autofree char *q = gbx_asprintf("%s/%s", p, de->d_name);
-            if (de->d_name[0] != '.' && stat(q, &st) == 0 && S_ISDIR(st.st_mode))
-                n++;
-        }
-        if (d)
-            closedir(d);
-    }
-    if (rt->cg.v2) {
-        gbx_autofree char *p = gbx_asprintf("%s/glovebox", rt->cg.v2);
-        DIR *d = opendir(p);
-        struct dirent *de;
-        while (d && (de = readdir(d)) != NULL) {
-            struct stat st;
-            gbx_autofree char *q = gbx_asprintf("%s/%s", p, de->d_name);
-            if (de->d_name[0] != '.' && stat(q, &st) == 0 && S_ISDIR(st.st_mode))
-                n++;
-        }
-        if (d)
-            closedir(d);
-    }
+    for (int c = 0; c < GBX_CG_NCTRL; c++)
+        if (rt->cg.v1[c])
+            n += count_groups_in(rt->cg.v1[c]);
+    if (rt->cg.v2)
+        n += count_groups_in(rt->cg.v2);
     return n;
 }
 
