@@ -42,8 +42,10 @@ int gbx_ns_write_idmap(pid_t pid, uint32_t host_uid, uint32_t count);
 int gbx_ns_slot_acquire(struct gbx_runtime *rt, uint32_t *slot);
 int gbx_ns_slot_lock(struct gbx_runtime *rt, uint32_t slot);
 void gbx_ns_slot_release(struct gbx_runtime *rt, uint32_t slot);
-/* A detached, idmapped, read-only clone of path for pid's user namespace. fd or -errno. */
-int gbx_ns_idmapped_tree(const char *path, pid_t pid, int readonly);
+/* pid's user namespace, as an fd (or -errno). */
+int gbx_ns_userns_open(pid_t pid);
+/* A detached, read-only clone of path, idmapped to that user namespace. fd or -errno. */
+int gbx_ns_idmapped_tree(const char *path, int userns_fd);
 
 /* netns.c: bring up loopback in the current network namespace. */
 int gbx_ns_loopback_up(void);

@@ -220,18 +220,23 @@ int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gb
     sb->init_pid = pid;
     sb->pidfd = pidfd;
 
-    int r, tmpl_fd = -1, usr_fd = -1, have_err = 0;
+    int r, tmpl_fd = -1, usr_fd = -1, ufd = -1, have_err = 0;
     const char *step = "write uid map";
     if ((r = gbx_ns_write_idmap(pid, sb->host_uid, GBX_UID_RANGE)) < 0)
         goto fail;
+    step = "open the user namespace";
+    if ((r = ufd = gbx_ns_userns_open(pid)) < 0)
+        goto fail;
     step = "idmap template";
-    if ((r = tmpl_fd = gbx_ns_idmapped_tree(tmpl_rootfs, pid, 1)) < 0)
+    if ((r = tmpl_fd = gbx_ns_idmapped_tree(tmpl_rootfs, ufd)) < 0)
         goto fail;
     if (p->usr_host) {
         step = "idmap /usr";
-        if ((r = usr_fd = gbx_ns_idmapped_tree("/usr", pid, 1)) < 0)
+        if ((r = usr_fd = gbx_ns_idmapped_tree("/usr", ufd)) < 0)
             goto fail;
     }
+    close(ufd);
+    ufd = -1;
     step = "start sandbox";
     if ((r = send_go(sv[0], tmpl_fd, usr_fd)) < 0)
         goto fail;
@@ -271,6 +276,8 @@ int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gb
 fail:
     if (!have_err)
         gbx_err_sys(err, -r, "%s", step);
+    if (ufd >= 0)
+        close(ufd);
     if (tmpl_fd >= 0)
         close(tmpl_fd);
     if (usr_fd >= 0)

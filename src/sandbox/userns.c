@@ -70,28 +70,25 @@ void gbx_ns_slot_release(struct gbx_runtime *rt, uint32_t slot)
     (void)slot_lock_op(rt, slot, F_UNLCK);
 }
 
-int gbx_ns_idmapped_tree(const char *path, pid_t pid, int readonly)
+int gbx_ns_userns_open(pid_t pid)
 {
     char ns[64];
     snprintf(ns, sizeof(ns), "/proc/%d/ns/user", (int)pid);
-    int ufd = open(ns, O_RDONLY | O_CLOEXEC);
-    if (ufd < 0)
-        return -errno;
+    int fd = open(ns, O_RDONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+int gbx_ns_idmapped_tree(const char *path, int userns_fd)
+{
     int tfd = open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-    if (tfd < 0) {
-        int e = errno;
-        close(ufd);
-        return -e;
-    }
+    if (tfd < 0)
+        return -errno;
     struct mount_attr at = {
-        .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID |
-                    (readonly ? MOUNT_ATTR_RDONLY : 0),
-        .userns_fd = (unsigned)ufd,
+        .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID | MOUNT_ATTR_RDONLY,
+        .userns_fd = (unsigned)userns_fd,
     };
-    int r = mount_setattr(tfd, "", AT_EMPTY_PATH, &at, sizeof(at));
-    int e = errno;
-    close(ufd);
-    if (r < 0) {
+    if (mount_setattr(tfd, "", AT_EMPTY_PATH, &at, sizeof(at)) < 0) {
+        int e = errno;
         close(tfd);
         return -e;
     }
