@@ -296,11 +296,6 @@ static void on_agent_event(struct bufferevent *bev, short what, void *arg)
 
 /* ---- the request ---------------------------------------------------------------------- */
 
-static void put_str(struct gbx_msg *m, uint16_t tag, const char *s)
-{
-    gbx_msg_put_str(m, tag, s);
-}
-
 /* Build the SPAWN frame from the request body; replies 400 and returns -1 on bad input. */
 static int build_spawn(struct evhttp_request *req, json_t *body, struct gbx_msg *m)
 {
@@ -329,9 +324,9 @@ static int build_spawn(struct evhttp_request *req, json_t *body, struct gbx_msg 
             gbx_http_reply_error(req, GBX_ERR_INVALID, "'shell' must be a non-empty string");
             return -1;
         }
-        put_str(m, GBX_A_ARGV, "/bin/sh");
-        put_str(m, GBX_A_ARGV, "-c");
-        put_str(m, GBX_A_ARGV, json_string_value(shell));
+        gbx_msg_put_str(m, GBX_A_ARGV, "/bin/sh");
+        gbx_msg_put_str(m, GBX_A_ARGV, "-c");
+        gbx_msg_put_str(m, GBX_A_ARGV, json_string_value(shell));
     } else {
         size_t i;
         json_t *a;
@@ -348,7 +343,7 @@ static int build_spawn(struct evhttp_request *req, json_t *body, struct gbx_msg 
                                      "'cmd' must be an array of strings without NUL bytes");
                 return -1;
             }
-            put_str(m, GBX_A_ARGV, json_string_value(a));
+            gbx_msg_put_str(m, GBX_A_ARGV, json_string_value(a));
         }
     }
     json_t *env = json_object_get(body, "env");
@@ -370,7 +365,7 @@ static int build_spawn(struct evhttp_request *req, json_t *body, struct gbx_msg 
                                      key);
                 return -1;
             }
-            put_str(m, GBX_A_ENV, kv);
+            gbx_msg_put_str(m, GBX_A_ENV, kv);
         }
     }
     const char *fields[] = {"cwd", "user"};
@@ -384,7 +379,7 @@ static int build_spawn(struct evhttp_request *req, json_t *body, struct gbx_msg 
                                  fields[f]);
             return -1;
         }
-        put_str(m, tags[f], json_string_value(x));
+        gbx_msg_put_str(m, tags[f], json_string_value(x));
     }
     if (gbx_msg_finish(m) < 0) {
         gbx_http_reply_error(req, GBX_ERR_LIMIT, "the command and its environment are too large");

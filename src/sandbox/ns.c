@@ -396,10 +396,6 @@ int gbx_sandbox_adopt(struct gbx_runtime *rt, const struct gbx_sandbox_record *r
 {
     if (gbx_sandbox_id_valid(rec->id) < 0)
         return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "invalid sandbox id '%s'", rec->id);
-    if (!init_matches(rec->init_pid, rec->host_uid))
-        return gbx_err_set(err, ESRCH, GBX_ERR_NOT_FOUND,
-                           "sandbox '%s' is gone (its init %d no longer runs)", rec->id,
-                           (int)rec->init_pid);
     struct gbx_sandbox *sb = gbx_xcalloc(1, sizeof(*sb));
     sb->id = gbx_xstrdup(rec->id);
     sb->ops = &gbx_ns_backend;
@@ -412,9 +408,12 @@ int gbx_sandbox_adopt(struct gbx_runtime *rt, const struct gbx_sandbox_record *r
     sb->dir = gbx_asprintf("%s/sandboxes/%s", rt->runtime_dir, rec->id);
     sb->ctl_path = gbx_asprintf("%s/ctl.sock", sb->dir);
     int r;
+    /* the pidfd pins the process; checking its uid after taking it rules out a reused pid */
     sb->pidfd = (int)syscall(SYS_pidfd_open, rec->init_pid, 0);
     if (sb->pidfd < 0 || !init_matches(rec->init_pid, rec->host_uid)) {
-        gbx_err_set(err, ESRCH, GBX_ERR_NOT_FOUND, "sandbox '%s' is gone", rec->id);
+        gbx_err_set(err, ESRCH, GBX_ERR_NOT_FOUND,
+                    "sandbox '%s' is gone (its init %d no longer runs)", rec->id,
+                    (int)rec->init_pid);
         goto fail;
     }
     if ((r = gbx_ns_slot_lock(rt, rec->uid_slot)) < 0) {
