@@ -51,7 +51,7 @@ LIB := $(BUILD)/libglovebox.a
 DAEMON_SRCS := $(wildcard src/api/*.c src/daemon/*.c)
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
 DAEMON_LIBS := $(shell pkg-config --libs libevent jansson)
-CLI_LIBS := $(shell pkg-config --libs libcurl jansson)
+CLI_LIBS := $(shell pkg-config --libs jansson)
 CLI_SRCS := $(wildcard src/cli/*.c)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 CLI_LIB_OBJS := $(filter-out %/main.o,$(CLI_OBJS))

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* HTTP to the daemon's admin socket with libcurl (libevent 2.1's HTTP client cannot use a
- * unix socket). */
+ * unix socket). libcurl is loaded on first use: linked in, its ~30 dependent libraries would
+ * cost every glovebox process several milliseconds at start, `glovebox run` included. */
 #include "cli/api.h"
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,50 @@ const char *gbx_cli_socket(void)
     const char *rt = getenv("GLOVEBOX_RUNTIME_DIR");
     snprintf(path, sizeof(path), "%s/api.sock", rt && *rt ? rt : GBX_DEFAULT_RUNTIME_DIR);
     return path;
+}
+
+static struct {
+    CURL *(*easy_init)(void);
+    CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+    CURLcode (*easy_perform)(CURL *);
+    CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+    void (*easy_cleanup)(CURL *);
+    const char *(*easy_strerror)(CURLcode);
+    struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+    void (*slist_free_all)(struct curl_slist *);
+} C;
+
+static int curl_load(void)
+{
+    if (C.easy_init)
+        return 0;
+    void *h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        gbx_cli_error("cannot load libcurl (install the libcurl4 package): %s", dlerror());
+        return -1;
+    }
+    struct {
+        void **slot;
+        const char *name;
+    } syms[] = {
+        {(void **)&C.easy_init, "curl_easy_init"},
+        {(void **)&C.easy_setopt, "curl_easy_setopt"},
+        {(void **)&C.easy_perform, "curl_easy_perform"},
+        {(void **)&C.easy_getinfo, "curl_easy_getinfo"},
+        {(void **)&C.easy_cleanup, "curl_easy_cleanup"},
+        {(void **)&C.easy_strerror, "curl_easy_strerror"},
+        {(void **)&C.slist_append, "curl_slist_append"},
+        {(void **)&C.slist_free_all, "curl_slist_free_all"},
+    };
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        *syms[i].slot = dlsym(h, syms[i].name);
+        if (*syms[i].slot == NULL) {
+            gbx_cli_error("libcurl lacks '%s'", syms[i].name);
+            C.easy_init = NULL;
+            return -1;
+        }
+    }
+    return 0;
 }
 
 struct call {
@@ -55,7 +101,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
     c->buf[c->len] = '\0';
     if (c->on_line) {
         if (c->status == 0)
-            curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->status);
+            C.easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->status);
         if (c->status / 100 == 2)
             deliver_lines(c);
     }
@@ -68,38 +114,40 @@ static int do_call(const char *method, const char *path, json_t *body, gbx_line_
     if (reply)
         *reply = NULL;
     const char *sock = gbx_cli_socket();
-    CURL *curl = curl_easy_init();
+    if (curl_load() < 0)
+        return -1;
+    CURL *curl = C.easy_init();
     GBX_BUG_ON(curl == NULL);
     struct call c = {.on_line = on_line, .arg = arg, .curl = curl};
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     gbx_autofree char *url = gbx_asprintf("http://glovebox%s", path);
     struct curl_slist *hdrs = NULL;
-    curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, sock);
-    curl_easy_setopt(curl, CURLOPT_URL, url);
-    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &c);
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    C.easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, sock);
+    C.easy_setopt(curl, CURLOPT_URL, url);
+    C.easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    C.easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
+    C.easy_setopt(curl, CURLOPT_WRITEDATA, &c);
+    C.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     if (text) {
-        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-        curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
-        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, text);
+        hdrs = C.slist_append(hdrs, "Content-Type: application/json");
+        C.easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
+        C.easy_setopt(curl, CURLOPT_POSTFIELDS, text);
     }
-    CURLcode rc = curl_easy_perform(curl);
+    CURLcode rc = C.easy_perform(curl);
     long status = -1;
     if (rc != CURLE_OK) {
         gbx_cli_error("cannot reach gloveboxd at '%s': %s (is it running? start it with "
                       "'gloveboxd', or set GLOVEBOX_RUNTIME_DIR)",
-                      sock, curl_easy_strerror(rc));
+                      sock, C.easy_strerror(rc));
     } else {
-        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        C.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
         if (on_line && status / 100 == 2 && c.len)
             c.on_line(c.arg, c.buf, c.len); /* a last line without a newline */
         else if (reply && c.len && (!on_line || status / 100 != 2))
             *reply = json_loadb(c.buf, c.len, 0, NULL);
     }
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(curl);
+    C.slist_free_all(hdrs);
+    C.easy_cleanup(curl);
     free(text);
     free(c.buf);
     return (int)status;
