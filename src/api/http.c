@@ -32,7 +32,7 @@ int gbx_http_status_for(enum gbx_err_kind kind)
     }
 }
 
-static const char *reason_for(int status)
+const char *gbx_http_reason(int status)
 {
     switch (status) {
     case 200:
@@ -41,6 +41,8 @@ static const char *reason_for(int status)
         return "Created";
     case 204:
         return "No Content";
+    case 206:
+        return "Partial Content";
     case 400:
         return "Bad Request";
     case 403:
@@ -53,8 +55,12 @@ static const char *reason_for(int status)
         return "Conflict";
     case 413:
         return "Payload Too Large";
+    case 416:
+        return "Range Not Satisfiable";
     case 429:
         return "Too Many Requests";
+    case 501:
+        return "Not Implemented";
     case 503:
         return "Service Unavailable";
     default:
@@ -76,7 +82,7 @@ void gbx_http_reply_json(struct evhttp_request *req, int status, json_t *body)
         evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                           "application/json");
     }
-    evhttp_send_reply(req, status, reason_for(status), buf);
+    evhttp_send_reply(req, status, gbx_http_reason(status), buf);
     evbuffer_free(buf);
 }
 
@@ -98,6 +104,15 @@ void gbx_http_reply_error(struct evhttp_request *req, enum gbx_err_kind kind, co
     va_list ap;
     va_start(ap, fmt);
     reply_error_v(req, gbx_http_status_for(kind), kind, fmt, ap);
+    va_end(ap);
+}
+
+void gbx_http_reply_error_status(struct evhttp_request *req, int status, enum gbx_err_kind kind,
+                                 const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    reply_error_v(req, status, kind, fmt, ap);
     va_end(ap);
 }
 

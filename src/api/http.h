@@ -12,12 +12,17 @@ struct evhttp_request;
 
 /* Map an error kind to its HTTP status (the only place that does). */
 int gbx_http_status_for(enum gbx_err_kind kind);
+/* The reason phrase for a status. */
+const char *gbx_http_reason(int status);
 /* Reply with a JSON value (stolen) and status. */
 void gbx_http_reply_json(struct evhttp_request *req, int status, json_t *body);
 /* Reply {"error":{"kind":..., "message":...}} with the status for kind. */
 void gbx_http_reply_error(struct evhttp_request *req, enum gbx_err_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void gbx_http_reply_err(struct evhttp_request *req, const struct gbx_err *err);
+/* The same with an explicit status (413, 416, ...) for cases the kind does not say. */
+void gbx_http_reply_error_status(struct evhttp_request *req, int status, enum gbx_err_kind kind,
+                                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Parse the request body as a JSON object (an empty body is {}). On failure replies 400
  * and returns NULL. Depth and size are bounded. */
 json_t *gbx_http_body_object(struct evhttp_request *req);

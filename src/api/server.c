@@ -30,6 +30,8 @@
 
 #include "agent/client.h"
 #include "api/exec.h"
+#include "api/files.h"
+#include "api/procs.h"
 #include "api/http.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -651,6 +653,39 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
     s->actor = NULL;
 }
 
+/* The prefix "/name" of sub, followed by nothing or by '/': returns what follows, or NULL. */
+static const char *sub_prefix(const char *sub, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(sub, name, n) != 0 || (sub[n] != '\0' && sub[n] != '/'))
+        return NULL;
+    return sub + n;
+}
+
+/* /v1/sandboxes/{id}/<sub...> */
+static void route_sandbox_sub(struct gbx_server *s, struct evhttp_request *req, const char *id,
+                              const char *sub, const char *path)
+{
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    const char *files = sub_prefix(sub, "/files");
+    const char *procs = sub_prefix(sub, "/processes");
+    int is_exec = strcmp(sub, "/exec") == 0, is_timeout = strcmp(sub, "/timeout") == 0;
+    if (!files && !procs && !is_exec && !is_timeout)
+        return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
+    if ((is_exec || is_timeout) && m != EVHTTP_REQ_POST)
+        return method_not_allowed(req, "POST");
+    struct live *l = live_find(s, id);
+    if (l == NULL)
+        return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
+    if (is_exec)
+        return gbx_api_exec(s, s->base, req, l->sb);
+    if (is_timeout)
+        return handle_timeout(s, req, l);
+    if (files)
+        return gbx_api_files(s, s->base, req, l->sb, files);
+    return gbx_api_procs(s, s->base, req, l->sb, procs);
+}
+
 static void route(struct gbx_server *s, struct evhttp_request *req)
 {
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
@@ -707,19 +742,8 @@ static void route(struct gbx_server *s, struct evhttp_request *req)
         memcpy(idbuf, rest, idlen);
         idbuf[idlen] = '\0';
         const char *id = idbuf;
-        if (slash) {
-            int is_exec = strcmp(slash, "/exec") == 0;
-            if (!is_exec && strcmp(slash, "/timeout") != 0)
-                return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
-            if (m != EVHTTP_REQ_POST)
-                return method_not_allowed(req, "POST");
-            struct live *l = live_find(s, id);
-            if (l == NULL)
-                return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
-            if (is_exec)
-                return gbx_api_exec(s, s->base, req, l->sb);
-            return handle_timeout(s, req, l);
-        }
+        if (slash)
+            return route_sandbox_sub(s, req, id, slash, path);
         if (gbx_sandbox_id_valid(id) < 0) {
             gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such sandbox");
             return;

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: MIT */
+/* /v1/sandboxes/{id}/files[/...]: download (with Range), upload (raw and multipart), stat,
+ * list, mkdir, move, remove, watch. Each request has its own connection to the sandbox's
+ * agent (aconn.h). */
+#ifndef GBX_API_FILES_H
+#define GBX_API_FILES_H
+
+struct event_base;
+struct evhttp_request;
+struct gbx_sandbox;
+struct gbx_server;
+
+/* sub: what follows "/files" in the path ("" or "/stat", "/list", ...). */
+void gbx_api_files(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
+                   struct gbx_sandbox *sb, const char *sub);
+
+#endif
