@@ -14,12 +14,16 @@
 #include "base/clock.h"
 #include "api/server.h"
 
+#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
+#include <sys/queue.h>
+#include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -53,10 +57,26 @@ struct live {
     int64_t created_ns;
     int64_t expires_ns; /* 0: no timeout */
     char *owner;        /* "" for the admin, else the API key's name */
+    json_t *env;        /* {"K": "V"} for every process, or NULL */
+    json_t *metadata;   /* {"k": "v"} kept for the caller, or NULL */
+    json_t *labels;     /* {"k": "v"} to filter lists by, or NULL */
+    char *idem_key;     /* the create's idempotency key, or NULL */
+    char *spec_text;    /* the create request as stored (to compare a retried create) */
+};
+
+/* A fresh sandbox of the default template, waiting in the warm pool. */
+struct pooled {
+    struct pooled *next;
+    struct gbx_sandbox *sb;
+    struct gbx_agent *agent;
 };
 
 struct gbx_server {
     struct event_base *base;
+    struct pooled *pool;
+    size_t pool_len, pool_target;
+    struct event *pool_ev; /* refills the pool, one sandbox per turn of the loop */
+    int pool_backoff;      /* the last refill failed: wait before the next */
     struct evhttp *http;
     struct evconnlistener *unix_listener;
     char *sock_path;
@@ -75,6 +95,7 @@ struct gbx_server {
         uint64_t create_count, create_failed;
         uint64_t execs, exec_out_bytes, exec_err_bytes;
         uint64_t expired, lost;
+        uint64_t pool_hits, pool_misses, pool_failed;
     } m;
 };
 
@@ -155,7 +176,24 @@ static json_t *sandbox_json(const struct live *l)
     } else {
         json_object_set_new(j, "expires_at", json_null());
     }
+    json_object_set_new(j, "metadata", l->metadata ? json_incref(l->metadata) : json_object());
+    json_object_set_new(j, "labels", l->labels ? json_incref(l->labels) : json_object());
+    /* the names of the environment's variables, not their values */
+    json_t *names = json_array();
+    const char *k;
+    json_t *v;
+    json_object_foreach(l->env, k, v)
+    {
+        json_array_append_new(names, json_string(k));
+    }
+    json_object_set_new(j, "env", names);
     return j;
+}
+
+json_t *gbx_server_sandbox_env(struct gbx_server *s, const char *id)
+{
+    struct live *l = live_find_any(s, id);
+    return l ? l->env : NULL;
 }
 
 const char *gbx_server_actor(const struct gbx_server *s)
@@ -217,7 +255,67 @@ struct create_req {
     const char *template_name;
     struct gbx_cg_limits limits;
     uint64_t disk_bytes;
+    json_t *env, *metadata, *labels; /* borrowed from the body */
+    const char *idem_key;
 };
+
+#define MAX_MAP_ENTRIES 64
+#define MAX_MAP_VALUE 4096
+
+/* A {"k": "v"} object of at most MAX_MAP_ENTRIES strings: metadata and labels. Label keys
+ * and values are names ([A-Za-z0-9._-], so a filter "k=v" is unambiguous). */
+static int check_string_map(struct evhttp_request *req, const char *field, json_t *v, int names)
+{
+    const char *k;
+    json_t *x;
+    if (!json_is_object(v) || json_object_size(v) > MAX_MAP_ENTRIES)
+        goto bad;
+    json_object_foreach(v, k, x)
+    {
+        if (!json_is_string(x) || strlen(k) == 0 || strlen(k) > 128 ||
+            json_string_length(x) > MAX_MAP_VALUE ||
+            memchr(json_string_value(x), 0, json_string_length(x)))
+            goto bad;
+        if (names && (gbx_name_valid(k) < 0 || gbx_name_valid(json_string_value(x)) < 0))
+            goto bad;
+    }
+    return 0;
+bad:
+    if (names)
+        gbx_http_reply_error(req, GBX_ERR_INVALID,
+                             "'%s' must be an object of at most %d entries whose keys and "
+                             "values are names (letters, digits, '.', '_', '-')",
+                             field, MAX_MAP_ENTRIES);
+    else
+        gbx_http_reply_error(req, GBX_ERR_INVALID,
+                             "'%s' must be an object of at most %d string values (keys up to "
+                             "128 bytes, values up to %d)",
+                             field, MAX_MAP_ENTRIES, MAX_MAP_VALUE);
+    return -1;
+}
+
+/* {"NAME": "value"}: the environment every process of the sandbox starts with. */
+static int check_env(struct evhttp_request *req, json_t *v)
+{
+    const char *k;
+    json_t *x;
+    if (!json_is_object(v) || json_object_size(v) > 1024)
+        goto bad;
+    json_object_foreach(v, k, x)
+    {
+        char kv[8192];
+        if (!json_is_string(x) ||
+            snprintf(kv, sizeof(kv), "%s=%s", k, json_string_value(x)) >= (int)sizeof(kv) ||
+            gbx_env_valid(kv) < 0 || memchr(json_string_value(x), 0, json_string_length(x)))
+            goto bad;
+    }
+    return 0;
+bad:
+    gbx_http_reply_error(req, GBX_ERR_INVALID,
+                         "'env' must be an object of at most 1024 variables: NAME to a string "
+                         "value (at most 8 KiB each)");
+    return -1;
+}
 
 static int parse_create(struct evhttp_request *req, json_t *body, struct create_req *c)
 {
@@ -271,10 +369,30 @@ static int parse_create(struct evhttp_request *req, json_t *body, struct create_
                 return -1;
             }
             c->limits.cpu_millis = (uint32_t)(d * 1000 + 0.5);
+        } else if (strcmp(key, "env") == 0) {
+            if (check_env(req, v) < 0)
+                return -1;
+            c->env = v;
+        } else if (strcmp(key, "metadata") == 0) {
+            if (check_string_map(req, "metadata", v, 0) < 0)
+                return -1;
+            c->metadata = v;
+        } else if (strcmp(key, "labels") == 0) {
+            if (check_string_map(req, "labels", v, 1) < 0)
+                return -1;
+            c->labels = v;
+        } else if (strcmp(key, "idempotency_key") == 0) {
+            if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 256 ||
+                memchr(json_string_value(v), 0, json_string_length(v))) {
+                gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                     "'idempotency_key' must be a string of 1 to 256 bytes");
+                return -1;
+            }
+            c->idem_key = json_string_value(v);
         } else {
             gbx_http_reply_error(req, GBX_ERR_INVALID,
                                  "unknown field '%s' (expected id, template, memory, disk, "
-                                 "pids, cpus, timeout)",
+                                 "pids, cpus, timeout, env, metadata, labels, idempotency_key)",
                                  key);
             return -1;
         }
@@ -288,89 +406,390 @@ bad_id:
 
 /* ---- handlers ----------------------------------------------------------------------------- */
 
+static int store_put_live(struct gbx_server *s, const struct live *l, const char *state,
+                          struct gbx_err **err)
+{
+    struct gbx_store_sandbox row = {.id = l->sb->id,
+                                    .owner = l->owner,
+                                    .template_name = l->template_name,
+                                    .state = state,
+                                    .spec = l->spec_text ? l->spec_text : "{}",
+                                    .created_ns = l->created_ns,
+                                    .host_uid = l->sb->host_uid,
+                                    .uid_slot = l->sb->uid_slot,
+                                    .init_pid = l->sb->init_pid,
+                                    .expires_ns = l->expires_ns};
+    return gbx_store_sandbox_put(s->store, &row, err);
+}
+
+/* Copy the maps of a create request into l (env, metadata, labels, idempotency key). */
+static void live_set_extras(struct live *l, json_t *spec)
+{
+    json_t *v;
+    if ((v = json_object_get(spec, "env")) && json_is_object(v))
+        l->env = json_deep_copy(v);
+    if ((v = json_object_get(spec, "metadata")) && json_is_object(v))
+        l->metadata = json_deep_copy(v);
+    if ((v = json_object_get(spec, "labels")) && json_is_object(v))
+        l->labels = json_deep_copy(v);
+    if ((v = json_object_get(spec, "idempotency_key")) && json_is_string(v))
+        l->idem_key = gbx_xstrdup(json_string_value(v));
+}
+
+static struct live *live_find_idem(struct gbx_server *s, const char *owner, const char *key)
+{
+    for (struct live *l = s->live; l; l = l->next)
+        if (l->idem_key && strcmp(l->idem_key, key) == 0 && strcmp(l->owner, owner) == 0)
+            return l;
+    return NULL;
+}
+
+/* A sandbox from the warm pool, when the request asks for nothing a pooled one lacks. */
+static struct pooled *pool_take(struct gbx_server *s, const struct create_req *c);
+static void pool_kick(struct gbx_server *s);
+
 static void handle_create(struct gbx_server *s, struct evhttp_request *req)
 {
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
         return;
+    /* the Idempotency-Key header is the same as the body's idempotency_key */
+    const char *hkey = evhttp_find_header(evhttp_request_get_input_headers(req), "Idempotency-Key");
+    if (hkey) {
+        json_t *bkey = json_object_get(body, "idempotency_key");
+        if (bkey && (!json_is_string(bkey) || strcmp(json_string_value(bkey), hkey) != 0)) {
+            gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                 "the Idempotency-Key header and 'idempotency_key' differ");
+            json_decref(body);
+            return;
+        }
+        json_object_set_new(body, "idempotency_key", json_string(hkey));
+    }
     struct create_req c;
     if (parse_create(req, body, &c) < 0) {
         json_decref(body);
         return;
     }
-    gbx_autofree char *gen = c.id ? NULL : gbx_sandbox_id_new();
-    const char *id = c.id ? c.id : gen;
-    if (live_find_any(s, id)) {
-        gbx_http_reply_error(req, GBX_ERR_CONFLICT, "sandbox '%s' already exists", id);
+    const char *owner = s->admin ? "" : s->key_name;
+    char *spec_text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    GBX_BUG_ON(spec_text == NULL);
+    if (c.idem_key) {
+        struct live *prev = live_find_idem(s, owner, c.idem_key);
+        if (prev && strcmp(prev->spec_text, spec_text) == 0) {
+            /* a retried create: the sandbox it made, not a second one */
+            gbx_http_reply_json(req, 200, sandbox_json(prev));
+            free(spec_text);
+            json_decref(body);
+            return;
+        }
+        if (prev) {
+            gbx_http_reply_error(req, GBX_ERR_CONFLICT,
+                                 "idempotency key '%s' was used for sandbox '%s' with a different "
+                                 "request; use a new key",
+                                 c.idem_key, prev->sb->id);
+            free(spec_text);
+            json_decref(body);
+            return;
+        }
+    }
+    if (c.id && live_find_any(s, c.id)) {
+        gbx_http_reply_error(req, GBX_ERR_CONFLICT, "sandbox '%s' already exists", c.id);
+        free(spec_text);
         json_decref(body);
         return;
     }
-    struct gbx_sandbox_spec spec = {.id = id,
-                                    .template_name = c.template_name,
-                                    .limits = c.limits,
-                                    .disk_bytes = c.disk_bytes,
-                                    .ctl_socket = 1};
+    int64_t t0 = gbx_monotonic_ns();
     struct gbx_sandbox *sb = NULL;
     struct gbx_agent *agent = NULL;
-    struct gbx_err *err = NULL;
-    int64_t t0 = gbx_monotonic_ns();
-    if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 ||
-        gbx_agent_open(gbx_steal_fd(&sb->conn_fd), &agent, &err) < 0) {
-        s->m.create_failed++;
-        gbx_http_reply_err(req, err);
-        gbx_err_free(err);
-        if (sb)
-            (void)!gbx_sandbox_destroy(sb, NULL);
-        json_decref(body);
-        return;
+    struct pooled *pp = pool_take(s, &c);
+    int pooled = pp != NULL;
+    if (pp) {
+        sb = pp->sb;
+        agent = pp->agent;
+        free(pp);
+        s->m.pool_hits++;
+        pool_kick(s);
+    } else {
+        gbx_autofree char *gen = c.id ? NULL : gbx_sandbox_id_new();
+        struct gbx_sandbox_spec spec = {.id = c.id ? c.id : gen,
+                                        .template_name = c.template_name,
+                                        .limits = c.limits,
+                                        .disk_bytes = c.disk_bytes,
+                                        .ctl_socket = 1};
+        struct gbx_err *err = NULL;
+        if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 ||
+            gbx_agent_open(gbx_steal_fd(&sb->conn_fd), &agent, &err) < 0) {
+            s->m.create_failed++;
+            gbx_http_reply_err(req, err);
+            gbx_err_free(err);
+            if (sb)
+                (void)!gbx_sandbox_destroy(sb, NULL);
+            free(spec_text);
+            json_decref(body);
+            return;
+        }
+        if (s->pool_target)
+            s->m.pool_misses++;
     }
-    observe_create(s, (double)(gbx_monotonic_ns() - t0) / 1e9);
     struct live *l = gbx_xcalloc(1, sizeof(*l));
     l->sb = sb;
     l->agent = agent;
     l->template_name = gbx_xstrdup(c.template_name ? c.template_name : GBX_DEFAULT_TEMPLATE);
-    l->owner = gbx_xstrdup(s->admin ? "" : s->key_name);
+    l->owner = gbx_xstrdup(owner);
     l->limits = c.limits;
     l->disk_bytes = c.disk_bytes ? c.disk_bytes : (1024ull << 20);
     l->created_ns = gbx_realtime_ns();
     l->expires_ns = c.timeout_ms ? l->created_ns + (int64_t)c.timeout_ms * 1000000 : 0;
+    l->spec_text = spec_text;
+    live_set_extras(l, body);
     l->next = s->live;
     s->live = l;
+    observe_create(s, (double)(gbx_monotonic_ns() - t0) / 1e9);
 
-    char *spec_text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
-    struct gbx_store_sandbox row = {.id = id,
-                                    .owner = l->owner,
-                                    .template_name = l->template_name,
-                                    .state = "running",
-                                    .spec = spec_text,
-                                    .created_ns = l->created_ns,
-                                    .host_uid = sb->host_uid,
-                                    .uid_slot = sb->uid_slot,
-                                    .init_pid = sb->init_pid,
-                                    .expires_ns = l->expires_ns};
-    if (gbx_store_sandbox_put(s->store, &row, &err) < 0) {
-        gbx_log_error("sandbox '%s': %s", id, err->msg);
+    struct gbx_err *err = NULL;
+    if (store_put_live(s, l, "running", &err) < 0) {
+        gbx_log_error("sandbox '%s': %s", l->sb->id, err->msg);
         gbx_err_free(err);
     }
-    free(spec_text);
-    gbx_server_audit(s, "sandbox.create", l->sb->id, json_deep_copy(body));
-    json_decref(body); /* id may point into it: use l->sb->id from here on */
-    gbx_log_info("created sandbox '%s'", l->sb->id);
+    json_t *detail = json_deep_copy(body);
+    if (l->env) {
+        json_t *names = json_array(); /* names only: values may be private */
+        const char *k;
+        json_t *v;
+        json_object_foreach(l->env, k, v)
+        {
+            json_array_append_new(names, json_string(k));
+        }
+        json_object_set_new(detail, "env", names);
+    }
+    if (pooled)
+        json_object_set_new(detail, "pooled", json_true());
+    gbx_server_audit(s, "sandbox.create", l->sb->id, detail);
+    json_decref(body); /* c's strings point into it: use l from here on */
+    gbx_log_info("created sandbox '%s'%s", l->sb->id, pooled ? " (from the pool)" : "");
     gbx_http_reply_json(req, 201, sandbox_json(l));
 }
 
+/* ---- warm pool ------------------------------------------------------------------------------ */
+
+/* Pooled sandboxes have rows in state "pooled" (owner "", spec "{}"), so that a daemon that
+ * was killed finds them again; they are never handed out twice. */
+static struct pooled *pool_take(struct gbx_server *s, const struct create_req *c)
+{
+    if (s->pool == NULL || c->id || c->disk_bytes || c->limits.memory_bytes || c->limits.pids ||
+        c->limits.cpu_millis ||
+        (c->template_name && strcmp(c->template_name, GBX_DEFAULT_TEMPLATE) != 0))
+        return NULL;
+    struct pooled *p = s->pool;
+    s->pool = p->next;
+    s->pool_len--;
+    p->next = NULL;
+    return p;
+}
+
+static void pool_push(struct gbx_server *s, struct gbx_sandbox *sb, struct gbx_agent *agent)
+{
+    struct pooled *p = gbx_xcalloc(1, sizeof(*p));
+    p->sb = sb;
+    p->agent = agent;
+    /* first in, first out: the oldest waits least long */
+    struct pooled **pp = &s->pool;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = p;
+    s->pool_len++;
+}
+
+static void pool_fill_one(evutil_socket_t fd, short what, void *arg)
+{
+    struct gbx_server *s = arg;
+    s->pool_backoff = 0;
+    if (s->pool_len >= s->pool_target)
+        return;
+    struct gbx_sandbox_spec spec = {.ctl_socket = 1};
+    gbx_autofree char *id = gbx_sandbox_id_new();
+    spec.id = id;
+    struct gbx_sandbox *sb = NULL;
+    struct gbx_agent *agent = NULL;
+    struct gbx_err *err = NULL;
+    if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 ||
+        gbx_agent_open(gbx_steal_fd(&sb->conn_fd), &agent, &err) < 0) {
+        gbx_log_warn("warm pool: %s (retrying in a second)", err->msg);
+        gbx_err_free(err);
+        if (sb)
+            (void)!gbx_sandbox_destroy(sb, NULL);
+        s->m.pool_failed++;
+        s->pool_backoff = 1;
+        struct timeval later = {1, 0};
+        event_add(s->pool_ev, &later);
+        return;
+    }
+    struct gbx_store_sandbox row = {.id = sb->id,
+                                    .owner = "",
+                                    .template_name = GBX_DEFAULT_TEMPLATE,
+                                    .state = "pooled",
+                                    .spec = "{}",
+                                    .created_ns = gbx_realtime_ns(),
+                                    .host_uid = sb->host_uid,
+                                    .uid_slot = sb->uid_slot,
+                                    .init_pid = sb->init_pid};
+    if (gbx_store_sandbox_put(s->store, &row, &err) < 0) {
+        gbx_log_error("warm pool: %s", err->msg);
+        gbx_err_free(err);
+    }
+    pool_push(s, sb, agent);
+    pool_kick(s);
+}
+
+/* Schedule the next refill step: one sandbox per turn of the loop, so requests interleave. */
+static void pool_kick(struct gbx_server *s)
+{
+    if (s->pool_ev == NULL || s->pool_len >= s->pool_target || s->pool_backoff ||
+        event_pending(s->pool_ev, EV_TIMEOUT, NULL))
+        return;
+    struct timeval now = {0, 0};
+    event_add(s->pool_ev, &now);
+}
+
+static void pool_drain(struct gbx_server *s)
+{
+    while (s->pool) {
+        struct pooled *p = s->pool;
+        s->pool = p->next;
+        s->pool_len--;
+        gbx_agent_free(p->agent);
+        gbx_autofree char *id = gbx_xstrdup(p->sb->id);
+        (void)!gbx_sandbox_destroy(p->sb, NULL);
+        (void)!gbx_store_sandbox_delete(s->store, id, NULL);
+        free(p);
+    }
+}
+
+/* Newest first; ties broken by id, so that a cursor names one place in the order. */
+static int live_cmp(const void *a, const void *b)
+{
+    const struct live *x = *(struct live *const *)a, *y = *(struct live *const *)b;
+    if (x->created_ns != y->created_ns)
+        return x->created_ns > y->created_ns ? -1 : 1;
+    return strcmp(x->sb->id, y->sb->id);
+}
+
+#define LIST_DEFAULT_LIMIT 100
+#define LIST_MAX_LIMIT 1000
+#define LIST_MAX_LABELS 16
+
+/* GET /v1/sandboxes?label=k=v&template=NAME&limit=N&cursor=C
+ * Every label filter must match. The cursor is opaque to clients: "<created_ns>.<id>" of the
+ * last sandbox of the previous page. */
 static void handle_list(struct gbx_server *s, struct evhttp_request *req)
 {
-    json_t *arr = json_array();
+    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    struct evkeyvalq q;
+    TAILQ_INIT(&q);
+    if (query && evhttp_parse_query_str(query, &q) < 0) {
+        gbx_http_reply_error(req, GBX_ERR_INVALID, "malformed query string");
+        return;
+    }
+    const char *labels[LIST_MAX_LABELS][2];
+    char labelbuf[LIST_MAX_LABELS][260];
+    size_t nlabels = 0;
+    const char *template_name = NULL, *cursor = NULL;
+    uint64_t limit = LIST_DEFAULT_LIMIT;
+    struct evkeyval *kv;
+    TAILQ_FOREACH(kv, &q, next)
+    {
+        if (strcmp(kv->key, "label") == 0) {
+            char *eq = strchr(kv->value, '=');
+            if (nlabels == LIST_MAX_LABELS || eq == NULL || strlen(kv->value) >= 260) {
+                gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                     "'label' must be KEY=VALUE (at most %d of them)",
+                                     LIST_MAX_LABELS);
+                goto out;
+            }
+            snprintf(labelbuf[nlabels], sizeof(labelbuf[nlabels]), "%s", kv->value);
+            labelbuf[nlabels][eq - kv->value] = '\0';
+            labels[nlabels][0] = labelbuf[nlabels];
+            labels[nlabels][1] = labelbuf[nlabels] + (eq - kv->value) + 1;
+            nlabels++;
+        } else if (strcmp(kv->key, "template") == 0) {
+            template_name = kv->value;
+        } else if (strcmp(kv->key, "limit") == 0) {
+            if (gbx_parse_u64(kv->value, 1, LIST_MAX_LIMIT, &limit) < 0) {
+                gbx_http_reply_error(req, GBX_ERR_INVALID, "'limit' must be from 1 to %d",
+                                     LIST_MAX_LIMIT);
+                goto out;
+            }
+        } else if (strcmp(kv->key, "cursor") == 0) {
+            cursor = kv->value;
+        } else {
+            gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                 "unknown query parameter '%s' (expected label, template, limit, "
+                                 "cursor)",
+                                 kv->key);
+            goto out;
+        }
+    }
+    int64_t cur_ns = 0;
+    const char *cur_id = NULL;
+    if (cursor) {
+        char *end = NULL;
+        errno = 0;
+        long long v = strtoll(cursor, &end, 10);
+        if (errno || end == cursor || *end != '.' || v < 0 || gbx_sandbox_id_valid(end + 1) < 0) {
+            gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                 "'cursor' is not one this server gave (use next_cursor)");
+            goto out;
+        }
+        cur_ns = v;
+        cur_id = end + 1;
+    }
+    size_t n = 0;
     for (struct live *l = s->live; l; l = l->next)
-        if (visible(s, l))
-            json_array_append_new(arr, sandbox_json(l));
-    gbx_http_reply_json(req, 200, json_pack("{s:o}", "sandboxes", arr));
+        n++;
+    struct live **v = gbx_xcalloc(n ? n : 1, sizeof(*v));
+    size_t m = 0;
+    for (struct live *l = s->live; l; l = l->next) {
+        if (!visible(s, l) || (template_name && strcmp(l->template_name, template_name) != 0))
+            continue;
+        size_t i;
+        for (i = 0; i < nlabels; i++) {
+            json_t *lv = json_object_get(l->labels, labels[i][0]);
+            if (!json_is_string(lv) || strcmp(json_string_value(lv), labels[i][1]) != 0)
+                break;
+        }
+        if (i == nlabels)
+            v[m++] = l;
+    }
+    qsort(v, m, sizeof(*v), live_cmp);
+    json_t *arr = json_array();
+    size_t i = 0;
+    if (cur_id) /* skip to the first after the cursor's place in the order */
+        while (i < m && (v[i]->created_ns > cur_ns ||
+                         (v[i]->created_ns == cur_ns && strcmp(v[i]->sb->id, cur_id) <= 0)))
+            i++;
+    size_t first = i;
+    for (; i < m && i - first < limit; i++)
+        json_array_append_new(arr, sandbox_json(v[i]));
+    json_t *next = json_null();
+    if (i < m && i > first) {
+        gbx_autofree char *c =
+            gbx_asprintf("%lld.%s", (long long)v[i - 1]->created_ns, v[i - 1]->sb->id);
+        next = json_string(c);
+    }
+    free(v);
+    gbx_http_reply_json(req, 200, json_pack("{s:o,s:o}", "sandboxes", arr, "next_cursor", next));
+out:
+    evhttp_clear_headers(&q);
 }
 
 static void live_free(struct live *l)
 {
     gbx_agent_free(l->agent);
+    json_decref(l->env);
+    json_decref(l->metadata);
+    json_decref(l->labels);
+    free(l->idem_key);
+    free(l->spec_text);
     free(l->owner);
     free(l->template_name);
     free(l);
@@ -467,8 +886,9 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
     evbuffer_add_printf(b,
                         "# HELP glovebox_sandboxes Sandboxes by state.\n"
                         "# TYPE glovebox_sandboxes gauge\n"
-                        "glovebox_sandboxes{state=\"running\"} %zu\n",
-                        running);
+                        "glovebox_sandboxes{state=\"running\"} %zu\n"
+                        "glovebox_sandboxes{state=\"pooled\"} %zu\n",
+                        running, s->pool_len);
     evbuffer_add_printf(b, "# HELP glovebox_sandbox_create_seconds Time from a create request "
                            "to the sandbox's agent answering.\n"
                            "# TYPE glovebox_sandbox_create_seconds histogram\n");
@@ -492,6 +912,13 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
         "# HELP glovebox_sandboxes_lost_total Sandboxes found dead at a restart.\n"
         "# TYPE glovebox_sandboxes_lost_total counter\n"
         "glovebox_sandboxes_lost_total %llu\n"
+        "# HELP glovebox_pool_takes_total Creates served from the warm pool (hit) or not.\n"
+        "# TYPE glovebox_pool_takes_total counter\n"
+        "glovebox_pool_takes_total{result=\"hit\"} %llu\n"
+        "glovebox_pool_takes_total{result=\"miss\"} %llu\n"
+        "# HELP glovebox_pool_refill_failures_total Warm-pool refills that failed.\n"
+        "# TYPE glovebox_pool_refill_failures_total counter\n"
+        "glovebox_pool_refill_failures_total %llu\n"
         "# HELP glovebox_execs_total Processes started through exec.\n"
         "# TYPE glovebox_execs_total counter\n"
         "glovebox_execs_total %llu\n"
@@ -500,8 +927,10 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
         "glovebox_exec_bytes_total{stream=\"stdout\"} %llu\n"
         "glovebox_exec_bytes_total{stream=\"stderr\"} %llu\n",
         (unsigned long long)s->m.create_failed, (unsigned long long)s->m.expired,
-        (unsigned long long)s->m.lost, (unsigned long long)s->m.execs,
-        (unsigned long long)s->m.exec_out_bytes, (unsigned long long)s->m.exec_err_bytes);
+        (unsigned long long)s->m.lost, (unsigned long long)s->m.pool_hits,
+        (unsigned long long)s->m.pool_misses, (unsigned long long)s->m.pool_failed,
+        (unsigned long long)s->m.execs, (unsigned long long)s->m.exec_out_bytes,
+        (unsigned long long)s->m.exec_err_bytes);
     static const char *const gauges[][2] = {
         {"glovebox_sandbox_memory_bytes", "Memory charged to the sandbox's cgroup."},
         {"glovebox_sandbox_cpu_seconds_total", "CPU time used by the sandbox."},
@@ -812,6 +1241,10 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
             gbx_sandbox_forget(sb);
         return 0;
     }
+    if (row->state && strcmp(row->state, "pooled") == 0) {
+        pool_push(s, sb, agent); /* trimmed to the pool's size after the walk */
+        return 0;
+    }
     struct live *l = gbx_xcalloc(1, sizeof(*l));
     l->sb = sb;
     l->agent = agent;
@@ -820,6 +1253,10 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
     l->created_ns = row->created_ns;
     l->expires_ns = row->expires_ns;
     limits_from_spec(row->spec, l);
+    l->spec_text = gbx_xstrdup(row->spec ? row->spec : "{}");
+    json_t *spec = json_loads(l->spec_text, 0, NULL);
+    live_set_extras(l, spec);
+    json_decref(spec);
     l->next = s->live;
     s->live = l;
     return 0;
@@ -832,6 +1269,25 @@ static int adopt_all(struct gbx_server *s, struct gbx_err **err)
     void *ctx[2] = {s, &gone};
     if (gbx_store_sandbox_each(s->store, adopt_one, ctx, err) < 0)
         return -1;
+    /* a smaller pool than the last daemon's: destroy the extra pooled sandboxes */
+    if (s->pool_len > s->pool_target) {
+        struct pooled *keep = NULL, **kt = &keep;
+        size_t n = 0;
+        while (s->pool && n < s->pool_target) {
+            struct pooled *p = s->pool;
+            s->pool = p->next;
+            p->next = NULL;
+            *kt = p;
+            kt = &p->next;
+            n++;
+        }
+        s->pool_len -= n;
+        pool_drain(s);
+        s->pool = keep;
+        s->pool_len = n;
+    }
+    if (s->pool_len)
+        gbx_log_info("adopted %zu pooled sandboxes", s->pool_len);
     /* (audit records are written after the walk: it holds a read statement) */
     for (struct live *l = s->live; l; l = l->next) {
         gbx_log_info("adopted sandbox '%s'", l->sb->id);
@@ -934,6 +1390,7 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     db = gbx_asprintf("%s/glovebox.db", s->rt.state_dir);
     if (gbx_store_open(db, &s->store, err) < 0)
         goto fail;
+    s->pool_target = cfg->pool_size;
     if (adopt_all(s, err) < 0)
         goto fail;
     s->http = new_http(s, cfg, dispatch_admin);
@@ -945,6 +1402,11 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     s->reaper = event_new(base, -1, EV_PERSIST, reap_expired, s);
     struct timeval every = {0, 200000};
     event_add(s->reaper, &every);
+    if (s->pool_target) {
+        s->pool_ev = event_new(base, -1, 0, pool_fill_one, s);
+        pool_kick(s);
+        gbx_log_info("keeping a warm pool of %zu sandboxes", s->pool_target);
+    }
     *out = s;
     return 0;
 fail:
@@ -973,6 +1435,11 @@ void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
     }
     if (s->sock_path)
         (void)unlink(s->sock_path);
+    if (s->pool_ev) {
+        event_free(s->pool_ev);
+        s->pool_ev = NULL;
+    }
+    pool_drain(s); /* pooled sandboxes are nobody's: never left behind */
     while (s->live) {
         struct live *l = s->live;
         s->live = l->next;

@@ -16,6 +16,7 @@ struct gbx_server_config {
     const char *runtime_dir; /* NULL: $GLOVEBOX_RUNTIME_DIR or /run/glovebox */
     const char *listen_tcp;  /* "ADDR:PORT", or NULL for the unix socket only */
     size_t max_body;         /* bytes; 0: 1 MiB */
+    size_t pool_size;        /* fresh sandboxes of the default template kept ready; 0: none */
 };
 
 int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
@@ -36,6 +37,9 @@ const char *gbx_server_actor(const struct gbx_server *s);
 /* Metrics hooks for the exec streams. */
 void gbx_server_exec_started(struct gbx_server *s);
 void gbx_server_exec_bytes(struct gbx_server *s, unsigned long long out, unsigned long long err);
+/* The environment a sandbox's processes start with ({"NAME": "value"}, set at create), or
+ * NULL. Borrowed: valid while the sandbox lives. Exec puts the request's own env on top. */
+struct json_t *gbx_server_sandbox_env(struct gbx_server *s, const char *id);
 /* The admin socket's path (owned by the server). */
 const char *gbx_server_socket_path(const struct gbx_server *s);
 

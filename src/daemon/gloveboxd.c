@@ -11,9 +11,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "api/server.h"
 #include "base/log.h"
+#include "base/parse.h"
 
 static const char usage[] =
     "usage: gloveboxd [options]\n"
@@ -24,8 +26,24 @@ static const char usage[] =
     "                         $GLOVEBOX_RUNTIME_DIR); the admin API is DIR/api.sock\n"
     "  --log-format text|json\n"
     "  --log-level debug|info|warn|error   (default info)\n"
+    "  --listen ADDR:PORT     also serve HTTP on TCP; every request there needs an API key\n"
+    "  --pool N               keep N fresh sandboxes of the default template ready\n"
+    "                         (create then takes one: well under a millisecond)\n"
     "  --kill-on-exit         destroy all sandboxes when stopping\n"
     "  -h, --help\n";
+
+/* Every live sandbox holds descriptors (its agent connection, pidfd, cgroup); a thousand of
+ * them need more than the usual soft limit of 1024. */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+            gbx_log_warn("cannot raise the open-file limit to %llu",
+                         (unsigned long long)rl.rlim_max);
+    }
+}
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
@@ -36,7 +54,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 int main(int argc, char **argv)
 {
-    enum { OPT_STATE = 256, OPT_RUNTIME, OPT_LOGFMT, OPT_LOGLEVEL, OPT_KILL, OPT_LISTEN };
+    enum { OPT_STATE = 256, OPT_RUNTIME, OPT_LOGFMT, OPT_LOGLEVEL, OPT_KILL, OPT_LISTEN, OPT_POOL };
     static const struct option longopts[] = {
         {"state-dir", required_argument, NULL, OPT_STATE},
         {"runtime-dir", required_argument, NULL, OPT_RUNTIME},
@@ -44,6 +62,7 @@ int main(int argc, char **argv)
         {"log-level", required_argument, NULL, OPT_LOGLEVEL},
         {"kill-on-exit", no_argument, NULL, OPT_KILL},
         {"listen", required_argument, NULL, OPT_LISTEN},
+        {"pool", required_argument, NULL, OPT_POOL},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -61,6 +80,15 @@ int main(int argc, char **argv)
         case OPT_LISTEN:
             cfg.listen_tcp = optarg;
             break;
+        case OPT_POOL: {
+            uint64_t n;
+            if (gbx_parse_u64(optarg, 0, 1024, &n) < 0) {
+                fprintf(stderr, "gloveboxd: --pool must be a number from 0 to 1024\n");
+                return 2;
+            }
+            cfg.pool_size = (size_t)n;
+            break;
+        }
         case OPT_LOGFMT:
             if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
                 fprintf(stderr, "gloveboxd: --log-format must be text or json\n");
@@ -89,6 +117,7 @@ int main(int argc, char **argv)
         }
     }
     signal(SIGPIPE, SIG_IGN);
+    raise_nofile();
     struct event_base *base = event_base_new();
     if (base == NULL) {
         fprintf(stderr, "gloveboxd: cannot create the event loop\n");
