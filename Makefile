@@ -161,8 +161,10 @@ unit: $(UNIT_BINS)
 # ---- benchmarks --------------------------------------------------------------------------
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+# bench_api is an HTTP client of the daemon: libcurl and jansson, linked directly
+BENCH_LIBS := $(shell pkg-config --libs libcurl jansson) -pthread
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
-	$(CC) $(LDFLAGS_ALL) -o $@ $< $(LIB) $(LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(LIB) $(BENCH_LIBS) $(LIBS)
 
 bench: all $(BENCH_BINS)
 	@BUILD=$(BUILD) ./bench/run.sh

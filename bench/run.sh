@@ -4,9 +4,22 @@ set -eu
 : "${BUILD:=build}"
 RUNS="${BENCH_RUNS:-1000}"
 HF_RUNS="${BENCH_HF_RUNS:-200}"
+API_RUNS="${BENCH_API_RUNS:-300}"        # cold and pooled creates
+EXEC_RUNS="${BENCH_API_EXEC_RUNS:-500}"
+RT_RUNS="${BENCH_API_RT_RUNS:-200}"       # create + exec + delete, and as many bwrap
+IDLE="${GBX_BENCH_IDLE:-1000}"            # live idle sandboxes; 0 skips that step
+RATE_SECS="${GBX_BENCH_RATE_SECS:-10}"    # per line of the sustained-create loop
+POOL="${GBX_BENCH_POOL:-8}"
 T=$(mktemp -d /tmp/gbx-bench-XXXXXX)
 chmod 711 "$T"
-trap 'rm -rf "$T"' EXIT
+DPID=
+stop_daemon() {
+    [ -n "$DPID" ] || return 0
+    kill "$DPID" 2>/dev/null || true
+    wait "$DPID" 2>/dev/null || true
+    DPID=
+}
+trap 'stop_daemon; rm -rf "$T"' EXIT
 export GLOVEBOX_RUNTIME_DIR="$T/run"
 export GLOVEBOX_STATE_DIR="${GLOVEBOX_STATE_DIR:-$T/state}"
 
@@ -31,3 +44,38 @@ PY
 echo
 echo "== library: create->ready and exec round trip ($RUNS runs each)"
 "$BUILD/bench/bench_sandbox" "$RUNS"
+
+# A private gloveboxd (its own state and runtime dirs, like tests/lib/daemon.sh), driven over
+# its admin socket by bench_api. The library peers in bench_api use the same dirs, so both
+# take uid slots from the same lock file.
+start_daemon() {
+    "$BUILD/gloveboxd" --state-dir "$GLOVEBOX_STATE_DIR" --runtime-dir "$GLOVEBOX_RUNTIME_DIR" \
+        --kill-on-exit "$@" 2>"$T/daemon.log" &
+    DPID=$!
+    for _ in $(seq 200); do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$GLOVEBOX_RUNTIME_DIR/api.sock" \
+            http://glovebox/healthz)" = 200 ] && return 0
+        sleep 0.05
+    done
+    echo "gloveboxd did not start:"; cat "$T/daemon.log"; exit 1
+}
+bench_api() {
+    "$BUILD/bench/bench_api" --socket "$GLOVEBOX_RUNTIME_DIR/api.sock" --pid "$DPID" "$@" ||
+        { echo "bench_api failed; the daemon's log ends:"; tail -n 20 "$T/daemon.log"; exit 1; }
+}
+
+echo
+echo "== daemon: gloveboxd over its admin socket (bench/bench_api.c: libcurl, one keep-alive connection)"
+start_daemon
+bench_api --bwrap "$BWRAP" cold="$API_RUNS" exec="$EXEC_RUNS" roundtrip="$RT_RUNS" \
+    rate="$RATE_SECS" idle="$IDLE"
+stop_daemon
+
+echo
+if "$BUILD/gloveboxd" --help 2>&1 | grep -q -- '--pool'; then
+    start_daemon --pool "$POOL"
+    bench_api --pool "$POOL" pooled="$API_RUNS"
+    stop_daemon
+else
+    echo "== API create->ready, pooled: skipped: --pool not available (gloveboxd --help)"
+fi
