@@ -36,6 +36,7 @@
 #include "api/exec.h"
 #include "api/files.h"
 #include "api/procs.h"
+#include "api/reqmetrics.h"
 #include "api/http.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -954,6 +955,7 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
         }
     }
     free(u);
+    gbx_reqmetrics_render(b);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                       "text/plain; version=0.0.4");
     evhttp_send_reply(req, 200, "OK", b);
@@ -1051,9 +1053,12 @@ static void route(struct gbx_server *s, struct evhttp_request *req);
 static void dispatch_admin(struct evhttp_request *req, void *arg)
 {
     struct gbx_server *s = arg;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     s->admin = 1;
     s->actor = "admin";
     s->key_name[0] = '\0';
+    gbx_reqmetrics_track(req, path ? path : "", s->actor);
     route(s, req);
     s->actor = NULL;
 }
@@ -1068,6 +1073,7 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
         const char *key = request_key(req);
         if (key == NULL || strlen(key) > 256 ||
             gbx_store_apikey_check(s->store, key, s->key_name, sizeof(s->key_name)) != 1) {
+            gbx_reqmetrics_track(req, path ? path : "", "-");
             evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
             gbx_http_reply_json(req, 401,
                                 json_pack("{s:{s:s,s:s}}", "error", "kind", "permission", "message",
@@ -1078,6 +1084,7 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
         }
         s->actor = s->key_name;
     }
+    gbx_reqmetrics_track(req, path ? path : "", s->actor ? s->actor : "-");
     route(s, req);
     s->actor = NULL;
 }
@@ -1469,4 +1476,5 @@ void gbx_server_free(struct gbx_server *s)
         gbx_runtime_release(&s->rt);
     free(s->sock_path);
     free(s);
+    gbx_reqmetrics_reset();
 }

@@ -47,7 +47,7 @@ static void json_escape(FILE *f, const char *s)
     }
 }
 
-void gbx_log_write(enum gbx_log_level level, const char *fmt, ...)
+static void write_line(enum gbx_log_level level, const char *msg, const char *const *kv, size_t n)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -55,19 +55,57 @@ void gbx_log_write(enum gbx_log_level level, const char *fmt, ...)
     gmtime_r(&ts.tv_sec, &tm);
     char when[32];
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+    /* one fprintf-built line per record, written with one call: lines never interleave */
+    char *line = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&line, &len);
+    GBX_BUG_ON(f == NULL);
+    if (log_json) {
+        fprintf(f, "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"msg\":\"", when, ts.tv_nsec / 1000000,
+                level_names[level]);
+        json_escape(f, msg);
+        fputc('"', f);
+        for (size_t i = 0; i + 1 < n; i += 2) {
+            fputs(",\"", f);
+            json_escape(f, kv[i]);
+            fputs("\":\"", f);
+            json_escape(f, kv[i + 1]);
+            fputc('"', f);
+        }
+        fputs("}\n", f);
+    } else {
+        fprintf(f, "%s.%03ldZ %s %s", when, ts.tv_nsec / 1000000, level_names[level], msg);
+        for (size_t i = 0; i + 1 < n; i += 2)
+            fprintf(f, strpbrk(kv[i + 1], " \"=") || !kv[i + 1][0] ? " %s=\"%s\"" : " %s=%s", kv[i],
+                    kv[i + 1]);
+        fputc('\n', f);
+    }
+    fclose(f);
+    fwrite(line, 1, len, stderr);
+    free(line);
+}
 
+void gbx_log_write(enum gbx_log_level level, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
     char *msg = gbx_vasprintf(fmt, ap);
     va_end(ap);
-
-    if (log_json) {
-        fprintf(stderr, "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"msg\":\"", when,
-                ts.tv_nsec / 1000000, level_names[level]);
-        json_escape(stderr, msg);
-        fputs("\"}\n", stderr);
-    } else {
-        fprintf(stderr, "%s.%03ldZ %s %s\n", when, ts.tv_nsec / 1000000, level_names[level], msg);
-    }
+    write_line(level, msg, NULL, 0);
     free(msg);
+}
+
+void gbx_log_kv_write(enum gbx_log_level level, const char *msg, ...)
+{
+    const char *kv[32];
+    size_t n = 0;
+    va_list ap;
+    va_start(ap, msg);
+    for (const char *k; n + 2 <= GBX_ARRAY_SIZE(kv) && (k = va_arg(ap, const char *));) {
+        kv[n++] = k;
+        const char *v = va_arg(ap, const char *);
+        kv[n++] = v ? v : "";
+    }
+    va_end(ap);
+    write_line(level, msg, kv, n);
 }
