@@ -328,23 +328,6 @@ static double metric_sum(struct client *c, const char *name, int *count)
     return sum;
 }
 
-/* every glovebox_pool* sample of /metrics, printed as is (the pool's own view) */
-static void print_pool_metrics(struct client *c, const char *when)
-{
-    if (call(c, "GET", "/metrics", NULL) < 0 || c->code != 200)
-        return;
-    int any = 0;
-    for (char *p = c->body; p && *p;) {
-        char *eol = strchr(p, '\n');
-        if (strncmp(p, "glovebox_pool", 13) == 0) {
-            printf("  %-28s %.*s\n", any++ ? "" : when, eol ? (int)(eol - p) : (int)strlen(p), p);
-        }
-        p = eol ? eol + 1 : NULL;
-    }
-    if (!any)
-        printf("  %-28s (no glovebox_pool* samples in /metrics)\n", when);
-}
-
 /* ---- the measurements -------------------------------------------------------------------- */
 
 struct opts {
@@ -406,41 +389,88 @@ static void bench_cold(struct client *c, int n)
     free(b);
 }
 
+/* GET /metrics: the value of one exact sample ("name" or "name{labels}"), or -1 */
+static double metric_value(struct client *c, const char *sample)
+{
+    if (call(c, "GET", "/metrics", NULL) < 0 || c->code != 200)
+        return -1;
+    size_t n = strlen(sample);
+    for (char *p = c->body; p && *p;) {
+        if (strncmp(p, sample, n) == 0 && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+        p = strchr(p, '\n');
+        p = p ? p + 1 : NULL;
+    }
+    return -1;
+}
+
+#define POOLED_SAMPLE "glovebox_sandboxes{state=\"pooled\"}"
+#define HIT_SAMPLE "glovebox_pool_takes_total{result=\"hit\"}"
+
+/* wait (up to 5 s) until the daemon's pool holds `target` sandboxes; 0 or -1 */
+static int pool_wait_full(struct client *c, int target)
+{
+    for (int i = 0; i < 5000; i++) {
+        if (metric_value(c, POOLED_SAMPLE) >= target)
+            return 0;
+        usleep(1000);
+    }
+    return -1;
+}
+
 static void bench_pooled(struct client *c, const struct opts *o)
 {
     int n = o->runs;
     printf("== API create->ready, pooled (daemon --pool %d; delete not timed)\n", o->pool);
-    print_pool_metrics(c, "pool at start:");
+    if (metric_value(c, POOLED_SAMPLE) < 0 || metric_value(c, HIT_SAMPLE) < 0) {
+        printf("  skipped: /metrics has no %s or %s\n", POOLED_SAMPLE, HIT_SAMPLE);
+        return;
+    }
     double *a = gbx_xcalloc((size_t)n, sizeof(double));
+    double *miss = gbx_xcalloc((size_t)n, sizeof(double));
     double *b = gbx_xcalloc((size_t)n, sizeof(double));
-    usleep(200000); /* the pool fills after start */
-    /* spaced: one create, its delete, a library create, then time for the pool to refill */
+    int nhit = 0, nmiss = 0, not_full = 0;
+    /* spaced: wait for a full pool, one timed create, its delete, a full pool again, a
+     * library create */
     for (int i = 0; i < n; i++) {
+        if (pool_wait_full(c, o->pool) < 0)
+            not_full++;
+        double hits0 = metric_value(c, HIT_SAMPLE);
         double t0 = now_us();
         char *id = api_create(c);
-        a[i] = now_us() - t0;
+        double t = now_us() - t0;
         if (id == NULL)
             die("create #%d: %s", i + 1, what_failed(c));
+        if (metric_value(c, HIT_SAMPLE) > hits0)
+            a[nhit++] = t;
+        else
+            miss[nmiss++] = t;
         if (api_delete(c, id) < 0)
             die("delete '%s': %s", id, what_failed(c));
         free(id);
+        (void)!pool_wait_full(c, o->pool); /* the refill must not compete with the peer */
         b[i] = lib_create_us(i);
-        usleep(20000);
     }
-    double *a2 = gbx_xcalloc((size_t)n, sizeof(double));
-    memcpy(a2, a, (size_t)n * sizeof(double));
-    double p50 = pct_ms(a2, n, 0.5), q50 = pct_ms(b, n, 0.5);
-    line("API create, pooled (spaced)", a, n, "[20 ms between creates]");
+    double p50 = nhit ? pct_ms(a, nhit, 0.5) : 0, q50 = pct_ms(b, n, 0.5);
+    line("API create, pool hit", a, nhit, "[pool full before each create]");
+    if (nmiss)
+        line("API create, pool miss", miss, nmiss, "[the pool had none to give]");
+    else
+        printf("  %-28s none of %d (pool never ran dry)\n", "pool misses", n);
+    if (not_full)
+        printf("  %-28s %d times the pool was not full after 5 s\n", "pool refill slow", not_full);
     line("peer: library create->ready", b, n, "[cold, in-process]");
-    ratio("pooled API / library cold", p50, q50, 0);
-    target_ms("API create, pooled", p50, 1.0);
-    print_pool_metrics(c, "pool after spaced run:");
+    ratio("pool hit / library cold", p50, q50, 0);
+    if (nhit)
+        target_ms("API create, pool hit", p50, 1.0);
 
     /* burst: 3 * pool creates back to back, kept: the pool runs dry after about `pool` */
     int m = 3 * (o->pool > 0 ? o->pool : 8);
     char **ids = gbx_xcalloc((size_t)m, sizeof(char *));
     double *t = gbx_xcalloc((size_t)m, sizeof(double));
-    usleep(200000);
+    (void)!pool_wait_full(c, o->pool);
+    double hits0 = metric_value(c, HIT_SAMPLE);
+    double miss0 = metric_value(c, "glovebox_pool_takes_total{result=\"miss\"}");
     for (int i = 0; i < m; i++) {
         double t0 = now_us();
         ids[i] = api_create(c);
@@ -448,11 +478,14 @@ static void bench_pooled(struct client *c, const struct opts *o)
         if (ids[i] == NULL)
             die("burst create: %s", what_failed(c));
     }
-    printf("  burst of %d creates, ms each:", m);
+    double hits1 = metric_value(c, HIT_SAMPLE);
+    double miss1 = metric_value(c, "glovebox_pool_takes_total{result=\"miss\"}");
+    printf("  burst of %d creates back to back from a full pool (%.0f hits, %.0f misses), ms "
+           "each:",
+           m, hits1 - hits0, miss1 - miss0);
     for (int i = 0; i < m; i++)
         printf("%s%.2f", i % 8 ? " " : "\n    ", t[i]);
     printf("\n");
-    print_pool_metrics(c, "pool after burst:");
     for (int i = 0; i < m; i++) {
         if (api_delete(c, ids[i]) < 0)
             die("delete '%s': %s", ids[i], what_failed(c));
@@ -461,7 +494,7 @@ static void bench_pooled(struct client *c, const struct opts *o)
     free(ids);
     free(t);
     free(a);
-    free(a2);
+    free(miss);
     free(b);
 }
 
@@ -627,9 +660,7 @@ static void bench_idle(struct client *c, const struct opts *o)
     long rss1 = status_kb(o->pid, "VmRSS");
     int cnt = 0;
     double cg_bytes = metric_sum(c, "glovebox_sandbox_memory_bytes", &cnt);
-    double running = 0;
-    int rc = 0;
-    running = metric_sum(c, "glovebox_sandboxes", &rc);
+    double running = metric_value(c, "glovebox_sandboxes{state=\"running\"}");
     printf("  live sandboxes               %d of %d (created in %.1f s, %.0f/s); /metrics "
            "running: %.0f\n",
            got, n, create_s, got / create_s, running);
