@@ -264,7 +264,7 @@ struct create_req {
 #define MAX_MAP_VALUE 4096
 
 /* A {"k": "v"} object of at most MAX_MAP_ENTRIES strings: metadata and labels. Label keys
- * and values are names ([A-Za-z0-9._-], so a filter "k=v" is unambiguous). */
+ * and values are names (1-63 of [a-z0-9-], so a filter "k=v" is unambiguous). */
 static int check_string_map(struct evhttp_request *req, const char *field, json_t *v, int names)
 {
     const char *k;
@@ -285,7 +285,7 @@ bad:
     if (names)
         gbx_http_reply_error(req, GBX_ERR_INVALID,
                              "'%s' must be an object of at most %d entries whose keys and "
-                             "values are names (letters, digits, '.', '_', '-')",
+                             "values are 1-63 of a-z, 0-9 and '-'",
                              field, MAX_MAP_ENTRIES);
     else
         gbx_http_reply_error(req, GBX_ERR_INVALID,

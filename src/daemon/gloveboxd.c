@@ -6,7 +6,10 @@
  *
  * SIGTERM or SIGINT: stop accepting and exit; sandboxes keep running for the next daemon to
  * adopt (or are destroyed with --kill-on-exit). */
+#include <errno.h>
 #include <event2/event.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,11 +18,19 @@
 
 #include "api/server.h"
 #include "base/log.h"
+#include "base/conf.h"
+#include "base/fileutil.h"
+#include "base/mem.h"
 #include "base/parse.h"
+
+#define GBX_DEFAULT_CONFIG "/etc/glovebox/gloveboxd.conf"
 
 static const char usage[] =
     "usage: gloveboxd [options]\n"
     "\n"
+    "  --config FILE          settings as 'key = value' lines, keys as the flags below\n"
+    "                         (default " GBX_DEFAULT_CONFIG " if it exists, or\n"
+    "                         $GLOVEBOX_CONFIG); flags override the file\n"
     "  --state-dir DIR        templates and the database (default /var/lib/glovebox,\n"
     "                         or $GLOVEBOX_STATE_DIR)\n"
     "  --runtime-dir DIR      sockets and locks (default /run/glovebox, or\n"
@@ -29,6 +40,7 @@ static const char usage[] =
     "  --listen ADDR:PORT     also serve HTTP on TCP; every request there needs an API key\n"
     "  --pool N               keep N fresh sandboxes of the default template ready\n"
     "                         (create then takes one: well under a millisecond)\n"
+    "  --max-body SIZE        largest request body (default 1M)\n"
     "  --kill-on-exit         destroy all sandboxes when stopping\n"
     "  -h, --help\n";
 
@@ -52,61 +64,173 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     event_base_loopbreak(base);
 }
 
+struct settings {
+    struct gbx_server_config cfg;
+    int kill_on_exit;
+    char *owned[16]; /* strings read from the configuration file */
+    size_t nowned;
+};
+
+static const char *keep(struct settings *st, const char *v)
+{
+    if (st->nowned == GBX_ARRAY_SIZE(st->owned))
+        return NULL;
+    return st->owned[st->nowned++] = gbx_xstrdup(v);
+}
+
+static int parse_bool(const char *v, int *out)
+{
+    if (strcmp(v, "true") == 0 || strcmp(v, "yes") == 0 || strcmp(v, "1") == 0 || v[0] == '\0')
+        *out = 1;
+    else if (strcmp(v, "false") == 0 || strcmp(v, "no") == 0 || strcmp(v, "0") == 0)
+        *out = 0;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+/* Apply one setting, from a flag (--name value) or the configuration file (name = value).
+ * Returns 0, or -1 with a message in err. */
+static int apply(struct settings *st, const char *key, const char *value, int from_file, char *err,
+                 size_t errsz)
+{
+    if (strcmp(key, "state-dir") == 0 || strcmp(key, "runtime-dir") == 0) {
+        int state = key[0] == 's';
+        /* the environment beats the file, a flag beats both */
+        if (from_file && getenv(state ? "GLOVEBOX_STATE_DIR" : "GLOVEBOX_RUNTIME_DIR"))
+            return 0;
+        const char *v = from_file ? keep(st, value) : value;
+        if (value[0] != '/' || v == NULL) {
+            snprintf(err, errsz, "%s must be an absolute path", key);
+            return -1;
+        }
+        if (state)
+            st->cfg.state_dir = v;
+        else
+            st->cfg.runtime_dir = v;
+    } else if (strcmp(key, "listen") == 0) {
+        st->cfg.listen_tcp = value[0] ? (from_file ? keep(st, value) : value) : NULL;
+    } else if (strcmp(key, "pool") == 0) {
+        uint64_t n;
+        if (gbx_parse_u64(value, 0, 1024, &n) < 0) {
+            snprintf(err, errsz, "pool must be a number from 0 to 1024");
+            return -1;
+        }
+        st->cfg.pool_size = (size_t)n;
+    } else if (strcmp(key, "max-body") == 0) {
+        uint64_t n;
+        if (gbx_parse_size(value, &n) < 0 || n < 4096 || n > (1ull << 30)) {
+            snprintf(err, errsz, "max-body must be a size from 4K to 1G (e.g. 1M)");
+            return -1;
+        }
+        st->cfg.max_body = (size_t)n;
+    } else if (strcmp(key, "log-format") == 0) {
+        if (strcmp(value, "json") != 0 && strcmp(value, "text") != 0) {
+            snprintf(err, errsz, "log-format must be text or json");
+            return -1;
+        }
+        gbx_log_set_json(strcmp(value, "json") == 0);
+    } else if (strcmp(key, "log-level") == 0) {
+        enum gbx_log_level lvl;
+        if (gbx_log_parse_level(value, &lvl) < 0) {
+            snprintf(err, errsz, "log-level must be debug, info, warn or error");
+            return -1;
+        }
+        gbx_log_set_level(lvl);
+    } else if (strcmp(key, "kill-on-exit") == 0) {
+        if (parse_bool(value, &st->kill_on_exit) < 0) {
+            snprintf(err, errsz, "kill-on-exit must be true or false");
+            return -1;
+        }
+    } else {
+        snprintf(err, errsz, "unknown setting '%s'", key);
+        return -1;
+    }
+    return 0;
+}
+
+struct file_ctx {
+    struct settings *st;
+    char err[256];
+};
+
+static int apply_file_line(void *arg, const char *key, const char *value, unsigned line)
+{
+    struct file_ctx *fc = arg;
+    char msg[200];
+    if (apply(fc->st, key, value, 1, msg, sizeof(msg)) < 0) {
+        snprintf(fc->err, sizeof(fc->err), "line %u: %s", line, msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Read the configuration file: path given (--config or $GLOVEBOX_CONFIG; must exist), or
+ * the default one if it exists. */
+static int load_config(struct settings *st, const char *path, int must_exist)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (!must_exist && access(path, F_OK) < 0 && errno == ENOENT)
+        return 0;
+    int e = gbx_read_file(path, 1 << 20, &text, &len);
+    if (e < 0) {
+        fprintf(stderr, "gloveboxd: cannot read '%s': %s\n", path, strerror(-e));
+        return -1;
+    }
+    struct file_ctx fc = {.st = st};
+    int r = gbx_conf_parse(text, len, apply_file_line, &fc, fc.err, sizeof(fc.err));
+    free(text);
+    if (r != 0) {
+        fprintf(stderr, "gloveboxd: %s: %s\n", path, fc.err);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    enum { OPT_STATE = 256, OPT_RUNTIME, OPT_LOGFMT, OPT_LOGLEVEL, OPT_KILL, OPT_LISTEN, OPT_POOL };
+    enum { OPT_CONFIG = 256 };
     static const struct option longopts[] = {
-        {"state-dir", required_argument, NULL, OPT_STATE},
-        {"runtime-dir", required_argument, NULL, OPT_RUNTIME},
-        {"log-format", required_argument, NULL, OPT_LOGFMT},
-        {"log-level", required_argument, NULL, OPT_LOGLEVEL},
-        {"kill-on-exit", no_argument, NULL, OPT_KILL},
-        {"listen", required_argument, NULL, OPT_LISTEN},
-        {"pool", required_argument, NULL, OPT_POOL},
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"state-dir", required_argument, NULL, 0},
+        {"runtime-dir", required_argument, NULL, 0},
+        {"log-format", required_argument, NULL, 0},
+        {"log-level", required_argument, NULL, 0},
+        {"kill-on-exit", no_argument, NULL, 0},
+        {"listen", required_argument, NULL, 0},
+        {"pool", required_argument, NULL, 0},
+        {"max-body", required_argument, NULL, 0},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct gbx_server_config cfg = {0};
-    int kill_on_exit = 0, c;
+    struct settings st = {0};
+    int c, idx;
     gbx_log_set_level(GBX_LOG_INFO);
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    /* the file first, so that flags override it */
+    const char *config = getenv("GLOVEBOX_CONFIG");
+    int must_exist = config != NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            config = argv[i + 1];
+            must_exist = 1;
+        } else if (strncmp(argv[i], "--config=", 9) == 0) {
+            config = argv[i] + 9;
+            must_exist = 1;
+        }
+    }
+    if (load_config(&st, config ? config : GBX_DEFAULT_CONFIG, must_exist) < 0)
+        return 2;
+    while ((c = getopt_long(argc, argv, "h", longopts, &idx)) != -1) {
+        char msg[200];
         switch (c) {
-        case OPT_STATE:
-            cfg.state_dir = optarg;
-            break;
-        case OPT_RUNTIME:
-            cfg.runtime_dir = optarg;
-            break;
-        case OPT_LISTEN:
-            cfg.listen_tcp = optarg;
-            break;
-        case OPT_POOL: {
-            uint64_t n;
-            if (gbx_parse_u64(optarg, 0, 1024, &n) < 0) {
-                fprintf(stderr, "gloveboxd: --pool must be a number from 0 to 1024\n");
+        case 0:
+            if (apply(&st, longopts[idx].name, optarg ? optarg : "true", 0, msg, sizeof(msg)) < 0) {
+                fprintf(stderr, "gloveboxd: --%s\n", msg);
                 return 2;
             }
-            cfg.pool_size = (size_t)n;
             break;
-        }
-        case OPT_LOGFMT:
-            if (strcmp(optarg, "json") != 0 && strcmp(optarg, "text") != 0) {
-                fprintf(stderr, "gloveboxd: --log-format must be text or json\n");
-                return 2;
-            }
-            gbx_log_set_json(strcmp(optarg, "json") == 0);
-            break;
-        case OPT_LOGLEVEL: {
-            enum gbx_log_level lvl;
-            if (gbx_log_parse_level(optarg, &lvl) < 0) {
-                fprintf(stderr, "gloveboxd: --log-level must be debug, info, warn or error\n");
-                return 2;
-            }
-            gbx_log_set_level(lvl);
-            break;
-        }
-        case OPT_KILL:
-            kill_on_exit = 1;
+        case OPT_CONFIG:
             break;
         case 'h':
             fputs(usage, stdout);
@@ -116,6 +240,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    struct gbx_server_config cfg = st.cfg;
+    int kill_on_exit = st.kill_on_exit;
     signal(SIGPIPE, SIG_IGN);
     raise_nofile();
     struct event_base *base = event_base_new();
@@ -143,5 +269,7 @@ int main(int argc, char **argv)
     event_free(sigint);
     event_base_free(base);
     gbx_log_info("stopped");
+    for (size_t i = 0; i < st.nowned; i++)
+        free(st.owned[i]);
     return 0;
 }
