@@ -3,19 +3,27 @@
  *
  *   POST /v1/sandboxes/{id}/exec
  *   {"cmd": ["ls", "-l"] | "shell": "ls -l | wc -l", "env": {"K": "V"}, "cwd": "/tmp",
- *    "user": "user"}
+ *    "user": "user", "stdin": true, "pty": {"rows": 24, "cols": 80}, "timeout": "30s",
+ *    "wait": true, "max_output": 1048576}
  *
- * The reply is 200 with application/x-ndjson, one event per line, ending with exit:
+ * The reply is 200 with application/x-ndjson (or text/event-stream when the client asks for
+ * it with Accept), one event per line, ending with exit:
  *
  *   {"type":"start","process":1,"pid":7}
  *   {"type":"stdout","data":"<base64>"}      binary-safe
  *   {"type":"stderr","data":"<base64>"}
- *   {"type":"exit","exit_code":0}            or {"type":"exit","signal":9}
+ *   {"type":"exit","exit_code":0}            or {"type":"exit","signal":9[,"timed_out":true]}
+ *
+ * With "wait": true there is no stream: the reply is one JSON object once the process has
+ * exited, with its output captured up to max_output bytes per stream (the rest is read and
+ * dropped, so the process never blocks on a full pipe).
  *
  * A program that cannot be started is a 400 before any streaming. Each stream opens its own
- * connection to the sandbox's agent: backpressure is per stream (when the HTTP client reads
- * slower than the process writes, we stop reading the agent, the agent stops reading the
- * process, and the process blocks), and a client that goes away leaves the process running.
+ * connection to the sandbox's agent (aconn.h): backpressure is per stream (when the HTTP
+ * client reads slower than the process writes, we stop reading the agent, the agent stops
+ * reading the process, and the process blocks), and a client that goes away leaves the
+ * process running. The same stream code serves GET .../processes/{proc}/stream (attach),
+ * which takes the process's output over from whichever connection had it.
  */
 #include "base/clock.h"
 #include "api/exec.h"
@@ -24,17 +32,15 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
-#include <fcntl.h>
+#include <event2/keyvalq_struct.h>
 #include <jansson.h>
 #include <openssl/evp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "agent/frame.h"
+#include "api/aconn.h"
 #include "api/http.h"
 #include "api/server.h"
 #include "base/log.h"
@@ -46,29 +52,86 @@
 #define EXEC_MAX_ENV 1024
 /* bytes sent to the HTTP client and not yet written out, above which we stop reading */
 #define EXEC_OUT_CAP (1u << 20)
+/* run-and-wait: output kept per stream, by default and at most */
+#define EXEC_WAIT_OUTPUT (1u << 20)
+#define EXEC_WAIT_OUTPUT_MAX (16u << 20)
+#define EXEC_PTY_MAX 1000
+#define EXEC_TIMEOUT_MAX_MS (30ull * 24 * 3600 * 1000)
 
-enum { ID_HELLO = 1, ID_SPAWN = 2 };
+enum mode {
+    MODE_STREAM, /* POST /exec: start, output, exit as NDJSON or SSE */
+    MODE_WAIT,   /* POST /exec with "wait": one JSON object at the end */
+    MODE_ATTACH, /* GET /processes/{proc}/stream: attached, output, exit */
+};
+
+/* run-and-wait: one stream's captured output */
+struct capture {
+    uint8_t *buf;
+    size_t len;
+    int truncated;
+};
 
 struct stream {
+    struct stream *next; /* every stream of the daemon (streams, below) */
     struct gbx_server *srv;
+    struct event_base *base;
+    enum mode mode;
     char sandbox[GBX_ID_MAX + 1];
     char actor[128];
-    json_t *what; /* argv, user, cwd: for the audit records */
+    json_t *what; /* argv, user, cwd (or the attached process): for the audit records */
     int64_t start_ns;
     uint64_t out_bytes, err_bytes;
     struct evhttp_request *req; /* NULL once the client is gone */
-    struct bufferevent *agent;
-    uint32_t proc;
+    struct gbx_aconn *agent;
+    struct event *timer; /* the "timeout" of the process, while it runs */
+    uint32_t proc, pid;
+    uint64_t timeout_ms;
+    size_t max_output;
+    struct capture out, err;
+    int sse;
     int started;
     int paused; /* not reading the agent until the client drains */
+    int timed_out;
 };
+
+/* Every live stream, so that an attach can end the stream it takes a process from. */
+static struct stream *streams;
 
 static void stream_free(struct stream *st)
 {
-    if (st->agent)
-        bufferevent_free(st->agent);
+    for (struct stream **pp = &streams; *pp; pp = &(*pp)->next) {
+        if (*pp == st) {
+            *pp = st->next;
+            break;
+        }
+    }
+    if (st->timer)
+        event_free(st->timer);
+    gbx_aconn_free(st->agent);
     json_decref(st->what);
+    free(st->out.buf);
+    free(st->err.buf);
     free(st);
+}
+
+static struct stream *stream_new(struct gbx_server *srv, struct event_base *base,
+                                 struct evhttp_request *req, const struct gbx_sandbox *sb,
+                                 enum mode mode, json_t *what)
+{
+    struct stream *st = gbx_xcalloc(1, sizeof(*st));
+    st->srv = srv;
+    st->base = base;
+    st->mode = mode;
+    snprintf(st->sandbox, sizeof(st->sandbox), "%s", sb->id);
+    snprintf(st->actor, sizeof(st->actor), "%s", gbx_server_actor(srv));
+    st->what = what;
+    st->start_ns = gbx_realtime_ns();
+    st->req = req;
+    const char *accept = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept");
+    st->sse = mode != MODE_WAIT && accept && strstr(accept, "text/event-stream") != NULL;
+    st->next = streams;
+    streams = st;
+    return st;
 }
 
 /* exec.end or exec.detach: what ran, how it ended, how much it said, how long it took. */
@@ -87,6 +150,51 @@ static void audit_end(struct stream *st, const char *kind, json_t *how)
     gbx_server_exec_bytes(st->srv, st->out_bytes, st->err_bytes);
 }
 
+static void detach_client(struct stream *st)
+{
+    if (st->req)
+        evhttp_connection_set_closecb(evhttp_request_get_connection(st->req), NULL, NULL);
+}
+
+/* The process's timeout passed while nobody listened: kill it, then let go of the agent
+ * once the request is on its way. */
+static void detached_sent(void *arg)
+{
+    stream_free(arg);
+}
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct stream *st = arg;
+    st->timed_out = 1;
+    struct gbx_msg *m = gbx_aconn_begin(st->agent, GBX_MSG_SIGNAL);
+    gbx_msg_put_u32(m, GBX_A_PROC, st->proc);
+    gbx_msg_put_u32(m, GBX_A_SIGNO, SIGKILL);
+    gbx_msg_put_u32(m, GBX_A_GROUP, 1);
+    long r = gbx_aconn_send(st->agent, NULL, NULL);
+    gbx_log_info("sandbox '%s': process %u ran past its timeout; killing it", st->sandbox,
+                 st->proc);
+    if (st->req)
+        return; /* the exit event follows */
+    if (r < 0 || gbx_aconn_out_pending(st->agent) == 0)
+        stream_free(st);
+    else
+        gbx_aconn_on_drain(st->agent, 0, detached_sent, st);
+}
+
+/* A stream whose client is gone or was taken over: keep it only while its timeout still has
+ * to be enforced (not reading the agent meanwhile: the process blocks on its output as it
+ * would without a client), else end it. */
+static void let_go(struct stream *st)
+{
+    st->req = NULL;
+    if (st->started && st->timer && evtimer_pending(st->timer, NULL)) {
+        gbx_aconn_pause(st->agent, 1);
+        return;
+    }
+    stream_free(st);
+}
+
 static void on_client_close(struct evhttp_connection *conn, void *arg)
 {
     struct stream *st = arg;
@@ -98,16 +206,10 @@ static void on_client_close(struct evhttp_connection *conn, void *arg)
     st->req = NULL;
     if (st->started)
         audit_end(st, "exec.detach", json_pack("{s:s}", "reason", "the client went away"));
-    stream_free(st);
+    let_go(st);
 }
 
-static void detach_client(struct stream *st)
-{
-    if (st->req)
-        evhttp_connection_set_closecb(evhttp_request_get_connection(st->req), NULL, NULL);
-}
-
-static void on_agent_read(struct bufferevent *bev, void *arg);
+static void on_frame_event(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p);
 
 /* The client's connection has written out everything we gave it: read the agent again,
  * starting with what it already sent. */
@@ -115,20 +217,23 @@ static void drained(struct evhttp_connection *conn, void *arg)
 {
     struct stream *st = arg;
     st->paused = 0;
-    bufferevent_enable(st->agent, EV_READ);
-    on_agent_read(st->agent, st);
+    gbx_aconn_pause(st->agent, 0); /* may deliver frames, and end st: nothing after this */
 }
 
-static void send_line(struct stream *st, json_t *ev)
+/* Send one event: an NDJSON line, or an SSE event named by its type. */
+static void send_event(struct stream *st, json_t *ev)
 {
     char *text = json_dumps(ev, JSON_COMPACT);
-    json_decref(ev);
     GBX_BUG_ON(text == NULL);
     struct evbuffer *b = evbuffer_new();
     GBX_BUG_ON(b == NULL);
-    evbuffer_add(b, text, strlen(text));
-    evbuffer_add(b, "\n", 1);
+    if (st->sse)
+        evbuffer_add_printf(b, "event: %s\ndata: %s\n\n",
+                            json_string_value(json_object_get(ev, "type")), text);
+    else
+        evbuffer_add_printf(b, "%s\n", text);
     free(text);
+    json_decref(ev);
     /* Backpressure: once the client's connection holds more than the cap, stop reading the
      * agent until it has written everything out. evhttp keeps one "written" callback per
      * connection, replaced by each chunk sent with one (and by the end of the reply): it is
@@ -138,12 +243,21 @@ static void send_line(struct stream *st, json_t *ev)
     size_t pending = evbuffer_get_length(bufferevent_get_output(out)) + evbuffer_get_length(b);
     if (!st->paused && pending > EXEC_OUT_CAP) {
         st->paused = 1;
-        bufferevent_disable(st->agent, EV_READ);
+        gbx_aconn_pause(st->agent, 1);
         evhttp_send_reply_chunk_with_cb(st->req, b, drained, st);
     } else {
         evhttp_send_reply_chunk(st->req, b);
     }
     evbuffer_free(b);
+}
+
+static void start_reply(struct stream *st)
+{
+    struct evkeyvalq *hdrs = evhttp_request_get_output_headers(st->req);
+    evhttp_add_header(hdrs, "Content-Type", st->sse ? "text/event-stream" : "application/x-ndjson");
+    if (st->sse)
+        evhttp_add_header(hdrs, "Cache-Control", "no-cache");
+    evhttp_send_reply_start(st->req, 200, "OK");
 }
 
 static void finish(struct stream *st)
@@ -156,20 +270,28 @@ static void finish(struct stream *st)
     stream_free(st);
 }
 
+/* Reply with an error before anything was sent, and end. */
+static void fail_early(struct stream *st, enum gbx_err_kind kind, const char *msg)
+{
+    if (st->req) {
+        detach_client(st);
+        gbx_http_reply_error(st->req, kind, "%s", msg);
+        st->req = NULL;
+    }
+    stream_free(st);
+}
+
 static void fail_stream(struct stream *st, const char *msg)
 {
     if (st->req == NULL) {
         stream_free(st);
         return;
     }
-    if (!st->started) {
-        detach_client(st);
-        gbx_http_reply_error(st->req, GBX_ERR_UNAVAILABLE, "%s", msg);
-        st->req = NULL;
-        stream_free(st);
+    if (!st->started || st->mode == MODE_WAIT) {
+        fail_early(st, GBX_ERR_UNAVAILABLE, msg);
         return;
     }
-    send_line(st, json_pack("{s:s,s:s}", "type", "error", "message", msg));
+    send_event(st, json_pack("{s:s,s:s}", "type", "error", "message", msg));
     finish(st);
 }
 
@@ -180,180 +302,446 @@ static char *b64(const uint8_t *data, size_t len)
     return out;
 }
 
-/* Handle one frame from the agent. Returns 1 when the stream ended (st is gone). */
-static int on_frame(struct stream *st, const struct gbx_frame_hdr *h, const uint8_t *p)
+/* ---- run-and-wait output -------------------------------------------------------------- */
+
+static void capture_add(struct capture *c, size_t max, const uint8_t *data, size_t len)
 {
-    char msg[512];
-    uint32_t v = 0;
-    if (h->type == GBX_MSG_ERROR) {
-        int r = gbx_attrs_get_str(p, h->len, GBX_A_MESSAGE, msg, sizeof(msg));
-        if (r <= 0)
-            snprintf(msg, sizeof(msg), "the sandbox's agent refused the request");
-        if (h->id == ID_SPAWN && !st->started && st->req) {
-            detach_client(st);
-            gbx_http_reply_error(st->req, GBX_ERR_INVALID, "%s", msg);
-            st->req = NULL;
-            stream_free(st);
-            return 1;
-        }
-        fail_stream(st, msg);
-        return 1;
+    size_t room = max - c->len;
+    if (len > room) {
+        c->truncated = 1;
+        len = room;
     }
-    if (h->type == GBX_MSG_OK && h->id == ID_SPAWN) {
-        if (gbx_attrs_get_u32(p, h->len, GBX_A_PROC, &st->proc) != 1) {
-            fail_stream(st, "the sandbox's agent sent a malformed reply");
-            return 1;
-        }
-        (void)!gbx_attrs_get_u32(p, h->len, GBX_A_PID, &v);
-        st->started = 1;
-        json_t *d = json_deep_copy(st->what);
-        json_object_set_new(d, "process", json_integer(st->proc));
-        json_object_set_new(d, "pid", json_integer(v));
-        gbx_server_audit_as(st->srv, st->actor, "exec.start", st->sandbox, d);
-        gbx_server_exec_started(st->srv);
-        if (st->req == NULL)
-            return 0;
-        evhttp_add_header(evhttp_request_get_output_headers(st->req), "Content-Type",
-                          "application/x-ndjson");
-        evhttp_send_reply_start(st->req, 200, "OK");
-        send_line(st, json_pack("{s:s,s:i,s:i}", "type", "start", "process", (json_int_t)st->proc,
-                                "pid", (json_int_t)v));
+    if (len == 0)
+        return;
+    c->buf = gbx_xrealloc(c->buf, c->len + len);
+    memcpy(c->buf + c->len, data, len);
+    c->len += len;
+}
+
+/* The length of the UTF-8 sequence at s (1 to 4 bytes), 0 when it is invalid (overlong
+ * forms, surrogates and code points above U+10FFFF included), -1 when the n bytes end inside
+ * an otherwise valid sequence. */
+static int utf8_seq(const uint8_t *s, size_t n)
+{
+    uint8_t c = s[0];
+    int len;
+    uint32_t cp, min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        len = 2, cp = c & 0x1fu, min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+        len = 3, cp = c & 0x0fu, min = 0x800;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        len = 4, cp = c & 0x07u, min = 0x10000;
+    } else {
         return 0;
     }
-    if ((h->type == GBX_EV_STDOUT || h->type == GBX_EV_STDERR) && h->id == st->proc &&
-        st->started) {
+    for (int i = 1; i < len; i++) {
+        if ((size_t)i >= n)
+            return -1;
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3fu);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+/* Put a captured stream into the reply as "<name>" (text; bytes that are not UTF-8 become
+ * U+FFFD) and, when the bytes were not valid UTF-8, "<name>_base64" (the exact bytes). A
+ * character cut in half by max_output is left out of the text and does not count as
+ * invalid. */
+static void capture_json(json_t *obj, const char *name, const struct capture *c)
+{
+    char *text = gbx_xmalloc(c->len * 3 + 1);
+    size_t n = 0;
+    int valid = 1;
+    for (size_t i = 0; i < c->len;) {
+        int k = utf8_seq(c->buf + i, c->len - i);
+        if (k > 0) {
+            memcpy(text + n, c->buf + i, (size_t)k);
+            n += (size_t)k;
+            i += (size_t)k;
+            continue;
+        }
+        if (k < 0 && c->truncated)
+            break; /* the cap cut a character */
+        valid = 0;
+        memcpy(text + n, "\xef\xbf\xbd", 3);
+        n += 3;
+        i++;
+    }
+    json_t *s = json_stringn(text, n);
+    GBX_BUG_ON(s == NULL);
+    free(text);
+    json_object_set_new(obj, name, s);
+    if (!valid) {
+        char key[32];
+        snprintf(key, sizeof(key), "%s_base64", name);
+        json_object_set_new(obj, key, json_string_nocheck(b64(c->buf, c->len)));
+    }
+}
+
+/* ---- agent events --------------------------------------------------------------------- */
+
+static void on_exit_event(struct stream *st, const struct gbx_frame_hdr *h, const uint8_t *p)
+{
+    uint32_t code = 0, sig = 0;
+    int have_sig = gbx_attrs_get_u32(p, h->len, GBX_A_EXIT_SIGNAL, &sig) == 1;
+    (void)!gbx_attrs_get_u32(p, h->len, GBX_A_EXIT_CODE, &code);
+    json_t *how = have_sig ? json_pack("{s:i}", "signal", (json_int_t)sig)
+                           : json_pack("{s:i}", "exit_code", (json_int_t)code);
+    if (st->timed_out)
+        json_object_set_new(how, "timed_out", json_true());
+    audit_end(st, "exec.end", json_deep_copy(how));
+    if (st->req && st->mode == MODE_WAIT) {
+        json_t *r =
+            json_pack("{s:i,s:i}", "process", (json_int_t)st->proc, "pid", (json_int_t)st->pid);
+        json_object_update(r, how);
+        capture_json(r, "stdout", &st->out);
+        capture_json(r, "stderr", &st->err);
+        json_object_set_new(r, "stdout_truncated", json_boolean(st->out.truncated));
+        json_object_set_new(r, "stderr_truncated", json_boolean(st->err.truncated));
+        json_object_set_new(r, "duration_ms",
+                            json_integer((gbx_realtime_ns() - st->start_ns) / 1000000));
+        json_object_set_new(r, "timed_out", json_boolean(st->timed_out));
+        detach_client(st);
+        gbx_http_reply_json(st->req, 200, r);
+        st->req = NULL;
+    } else if (st->req) {
+        json_t *line = json_pack("{s:s}", "type", "exit");
+        json_object_update(line, how);
+        send_event(st, line);
+    }
+    json_decref(how);
+    finish(st);
+}
+
+static void on_frame_event(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p)
+{
+    struct stream *st = arg;
+    if (!st->started || h->id != st->proc)
+        return;
+    if (h->type == GBX_EV_STDOUT || h->type == GBX_EV_STDERR) {
         struct gbx_attr a;
         if (gbx_attrs_find(p, h->len, GBX_A_DATA, &a) != 1)
-            return 0;
-        if (h->type == GBX_EV_STDOUT)
+            return;
+        int is_out = h->type == GBX_EV_STDOUT;
+        if (is_out)
             st->out_bytes += a.len;
         else
             st->err_bytes += a.len;
-        if (st->req) {
-            gbx_autofree char *enc = b64(a.data, a.len);
-            send_line(st, json_pack("{s:s,s:s}", "type",
-                                    h->type == GBX_EV_STDOUT ? "stdout" : "stderr", "data", enc));
+        if (st->req == NULL)
+            return;
+        if (st->mode == MODE_WAIT) {
+            capture_add(is_out ? &st->out : &st->err, st->max_output, a.data, a.len);
+            return;
         }
-        return 0;
+        gbx_autofree char *enc = b64(a.data, a.len);
+        send_event(st, json_pack("{s:s,s:s}", "type", is_out ? "stdout" : "stderr", "data", enc));
+        return;
     }
-    if (h->type == GBX_EV_EXIT && h->id == st->proc && st->started) {
-        uint32_t code = 0, sig = 0;
-        int have_sig = gbx_attrs_get_u32(p, h->len, GBX_A_EXIT_SIGNAL, &sig) == 1;
-        (void)!gbx_attrs_get_u32(p, h->len, GBX_A_EXIT_CODE, &code);
-        json_t *how = have_sig ? json_pack("{s:i}", "signal", (json_int_t)sig)
-                               : json_pack("{s:i}", "exit_code", (json_int_t)code);
-        audit_end(st, "exec.end", json_deep_copy(how));
-        if (st->req) {
-            json_t *line = json_pack("{s:s}", "type", "exit");
-            json_object_update(line, how);
-            send_line(st, line);
-        }
-        json_decref(how);
-        finish(st);
-        return 1;
-    }
-    return 0; /* HELLO's OK, and anything else: nothing to do */
+    if (h->type == GBX_EV_EXIT)
+        on_exit_event(st, h, p);
 }
 
-static void on_agent_read(struct bufferevent *bev, void *arg)
+static void on_agent_close(void *arg, const char *why)
 {
     struct stream *st = arg;
-    struct evbuffer *in = bufferevent_get_input(bev);
-    for (;;) {
-        uint8_t hdr[GBX_FRAME_HDR_SIZE];
-        if (evbuffer_copyout(in, hdr, sizeof(hdr)) < (ssize_t)sizeof(hdr))
-            return;
-        struct gbx_frame_hdr h;
-        if (gbx_frame_decode_hdr(hdr, sizeof(hdr), &h) < 0) {
-            fail_stream(st, "the sandbox's agent sent a malformed frame");
-            return;
+    gbx_log_debug("sandbox '%s': exec stream lost its agent: %s", st->sandbox, why);
+    fail_stream(st, "the sandbox went away");
+}
+
+static void start_timer(struct stream *st)
+{
+    if (st->timeout_ms == 0)
+        return;
+    st->timer = event_new(st->base, -1, 0, on_timeout, st);
+    GBX_BUG_ON(st->timer == NULL);
+    struct timeval tv = {(time_t)(st->timeout_ms / 1000),
+                         (suseconds_t)(st->timeout_ms % 1000) * 1000};
+    event_add(st->timer, &tv);
+}
+
+static void on_spawn_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
+{
+    struct stream *st = arg;
+    if (!final)
+        return;
+    if (h == NULL) {
+        fail_early(st, GBX_ERR_UNAVAILABLE, "the sandbox went away");
+        return;
+    }
+    if (h->type != GBX_MSG_OK) {
+        char msg[512];
+        (void)gbx_aconn_error_text(p, h->len, msg, sizeof(msg));
+        fail_early(st, GBX_ERR_INVALID, msg);
+        return;
+    }
+    if (gbx_attrs_get_u32(p, h->len, GBX_A_PROC, &st->proc) != 1) {
+        fail_early(st, GBX_ERR_INTERNAL, "the sandbox's agent sent a malformed reply");
+        return;
+    }
+    (void)!gbx_attrs_get_u32(p, h->len, GBX_A_PID, &st->pid);
+    st->started = 1;
+    json_t *d = json_deep_copy(st->what);
+    json_object_set_new(d, "process", json_integer(st->proc));
+    json_object_set_new(d, "pid", json_integer(st->pid));
+    gbx_server_audit_as(st->srv, st->actor, "exec.start", st->sandbox, d);
+    gbx_server_exec_started(st->srv);
+    start_timer(st);
+    if (st->req == NULL || st->mode == MODE_WAIT)
+        return;
+    start_reply(st);
+    send_event(st, json_pack("{s:s,s:i,s:i}", "type", "start", "process", (json_int_t)st->proc,
+                             "pid", (json_int_t)st->pid));
+}
+
+/* st has just attached to its process: the streams that had it get nothing more from the
+ * agent, so end them, saying why. */
+static void take_over(struct stream *st)
+{
+    struct stream *next;
+    for (struct stream *o = streams; o; o = next) {
+        next = o->next;
+        if (o == st || !o->started || o->req == NULL || o->proc != st->proc ||
+            strcmp(o->sandbox, st->sandbox) != 0)
+            continue;
+        char msg[96];
+        snprintf(msg, sizeof(msg), "another client attached to process %u", o->proc);
+        audit_end(o, "exec.detach", json_pack("{s:s}", "reason", msg));
+        detach_client(o);
+        if (o->mode == MODE_WAIT) {
+            gbx_http_reply_error(o->req, GBX_ERR_CONFLICT, "%s", msg);
+        } else {
+            send_event(o, json_pack("{s:s,s:s}", "type", "detached", "message", msg));
+            evhttp_send_reply_end(o->req);
         }
-        if (evbuffer_get_length(in) < GBX_FRAME_HDR_SIZE + (size_t)h.len)
-            return;
-        evbuffer_drain(in, GBX_FRAME_HDR_SIZE);
-        uint8_t *payload = gbx_xmalloc(h.len ? h.len : 1);
-        evbuffer_remove(in, payload, h.len);
-        int ended = gbx_attrs_validate(payload, h.len) < 0 ? (fail_stream(st, "the sandbox's "
-                                                                              "agent sent a "
-                                                                              "malformed frame"),
-                                                              1)
-                                                           : on_frame(st, &h, payload);
-        free(payload);
-        if (ended)
-            return;
-        /* paused for backpressure: leave the rest buffered */
-        if (!(bufferevent_get_enabled(bev) & EV_READ))
-            return;
+        let_go(o);
     }
 }
 
-static void on_agent_event(struct bufferevent *bev, short what, void *arg)
+static void on_attach_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
 {
     struct stream *st = arg;
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-        fail_stream(st, "the sandbox went away");
+    if (!final)
+        return;
+    if (h == NULL) {
+        fail_early(st, GBX_ERR_UNAVAILABLE, "the sandbox went away");
+        return;
+    }
+    if (h->type != GBX_MSG_OK) {
+        char msg[512];
+        int e = gbx_aconn_error_text(p, h->len, msg, sizeof(msg));
+        if (e == ESRCH)
+            snprintf(msg, sizeof(msg), "process %u not found (it never ran, or it has finished)",
+                     st->proc);
+        fail_early(st, gbx_err_kind_from_errno(e), msg);
+        return;
+    }
+    st->started = 1;
+    gbx_server_audit_as(st->srv, st->actor, "process.attach", st->sandbox,
+                        json_pack("{s:i}", "process", (json_int_t)st->proc));
+    take_over(st);
+    if (st->req == NULL)
+        return;
+    start_reply(st);
+    send_event(st, json_pack("{s:s,s:i}", "type", "attached", "process", (json_int_t)st->proc));
+}
+
+/* Open the stream's connection to the agent; replies and returns -1 on failure (st is gone). */
+static int stream_connect(struct stream *st, struct event_base *base, struct gbx_sandbox *sb)
+{
+    struct gbx_err *err = NULL;
+    if (gbx_aconn_open(base, sb, on_frame_event, on_agent_close, st, &st->agent, &err) < 0) {
+        gbx_http_reply_err(st->req, err);
+        gbx_err_free(err);
+        st->req = NULL;
+        stream_free(st);
+        return -1;
+    }
+    return 0;
+}
+
+/* Queue the request being built, with its reply callback; replies on failure. */
+static int stream_send(struct stream *st, gbx_aconn_reply_fn fn)
+{
+    long r = gbx_aconn_send(st->agent, fn, st);
+    if (r < 0) {
+        if (r == -EMSGSIZE)
+            fail_early(st, GBX_ERR_LIMIT, "the command and its environment are too large");
+        else
+            fail_early(st, GBX_ERR_UNAVAILABLE, "the sandbox went away");
+        return -1;
+    }
+    evhttp_connection_set_closecb(evhttp_request_get_connection(st->req), on_client_close, st);
+    return 0;
+}
+
+void gbx_api_exec_attach(struct gbx_server *srv, struct event_base *base,
+                         struct evhttp_request *req, struct gbx_sandbox *sb, uint32_t proc)
+{
+    struct stream *st =
+        stream_new(srv, base, req, sb, MODE_ATTACH, json_pack("{s:b}", "attached", 1));
+    st->proc = proc;
+    if (stream_connect(st, base, sb) < 0)
+        return;
+    struct gbx_msg *m = gbx_aconn_begin(st->agent, GBX_MSG_ATTACH);
+    gbx_msg_put_u32(m, GBX_A_PROC, proc);
+    (void)stream_send(st, on_attach_reply);
 }
 
 /* ---- the request ---------------------------------------------------------------------- */
 
-/* Build the SPAWN frame from the request body; replies 400 and returns -1 on bad input. */
-static int build_spawn(struct evhttp_request *req, json_t *body, struct gbx_msg *m)
+struct exec_opts {
+    json_t *cmd, *shell, *env, *cwd, *user; /* borrowed from the body */
+    int pty, stdin_open, wait;
+    uint32_t rows, cols;
+    uint64_t timeout_ms;
+    size_t max_output;
+};
+
+static int pty_size(json_t *v, uint32_t *out)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > EXEC_PTY_MAX)
+        return -1;
+    *out = (uint32_t)json_integer_value(v);
+    return 0;
+}
+
+static int parse_pty(struct evhttp_request *req, json_t *v, struct exec_opts *o)
+{
+    if (json_is_boolean(v)) {
+        o->pty = json_is_true(v);
+        o->rows = 24;
+        o->cols = 80;
+        return 0;
+    }
+    const char *key;
+    json_t *x;
+    if (json_is_object(v)) {
+        int ok = 1;
+        json_object_foreach(v, key, x) ok &= strcmp(key, "rows") == 0 || strcmp(key, "cols") == 0;
+        if (ok && pty_size(json_object_get(v, "rows"), &o->rows) == 0 &&
+            pty_size(json_object_get(v, "cols"), &o->cols) == 0) {
+            o->pty = 1;
+            return 0;
+        }
+    }
+    gbx_http_reply_error(req, GBX_ERR_INVALID,
+                         "'pty' must be true, false or {\"rows\": N, \"cols\": N} with N from 1 "
+                         "to %d",
+                         EXEC_PTY_MAX);
+    return -1;
+}
+
+/* seconds (an integer or a fraction), or a duration string ("30s", "5m", "1500ms") */
+static int parse_timeout(json_t *v, uint64_t *out)
+{
+    if (json_is_number(v) && json_number_value(v) >= 0 &&
+        json_number_value(v) <= (double)EXEC_TIMEOUT_MAX_MS / 1000) {
+        *out = (uint64_t)(json_number_value(v) * 1000 + 0.5);
+        return 0;
+    }
+    if (json_is_string(v) && gbx_parse_duration_ms(json_string_value(v), out) == 0 &&
+        *out <= EXEC_TIMEOUT_MAX_MS)
+        return 0;
+    return -1;
+}
+
+static int parse_flag(struct evhttp_request *req, json_t *v, const char *name, int *out)
+{
+    if (!json_is_boolean(v)) {
+        gbx_http_reply_error(req, GBX_ERR_INVALID, "'%s' must be true or false", name);
+        return -1;
+    }
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* Check the request body; replies 400 and returns -1 on bad input. */
+static int parse_exec(struct evhttp_request *req, json_t *body, struct exec_opts *o)
 {
     const char *key;
-    json_t *v, *cmd = NULL, *shell = NULL;
+    json_t *v, *max_output = NULL;
+    memset(o, 0, sizeof(*o));
+    o->max_output = EXEC_WAIT_OUTPUT;
     json_object_foreach(body, key, v)
     {
-        if (strcmp(key, "cmd") == 0)
-            cmd = v;
-        else if (strcmp(key, "shell") == 0)
-            shell = v;
-        else if (strcmp(key, "env") != 0 && strcmp(key, "cwd") != 0 && strcmp(key, "user") != 0) {
+        if (strcmp(key, "cmd") == 0) {
+            o->cmd = v;
+        } else if (strcmp(key, "shell") == 0) {
+            o->shell = v;
+        } else if (strcmp(key, "env") == 0) {
+            o->env = v;
+        } else if (strcmp(key, "cwd") == 0) {
+            o->cwd = v;
+        } else if (strcmp(key, "user") == 0) {
+            o->user = v;
+        } else if (strcmp(key, "stdin") == 0) {
+            if (parse_flag(req, v, "stdin", &o->stdin_open) < 0)
+                return -1;
+        } else if (strcmp(key, "wait") == 0) {
+            if (parse_flag(req, v, "wait", &o->wait) < 0)
+                return -1;
+        } else if (strcmp(key, "pty") == 0) {
+            if (parse_pty(req, v, o) < 0)
+                return -1;
+        } else if (strcmp(key, "timeout") == 0) {
+            if (parse_timeout(v, &o->timeout_ms) < 0) {
+                gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                     "'timeout' must be seconds (0 to 2592000) or a duration "
+                                     "like \"30s\", \"5m\"");
+                return -1;
+            }
+        } else if (strcmp(key, "max_output") == 0) {
+            max_output = v;
+        } else {
             gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                 "unknown field '%s' (expected cmd or shell, env, cwd, user)", key);
+                                 "unknown field '%s' (expected cmd or shell, env, cwd, user, "
+                                 "stdin, pty, timeout, wait, max_output)",
+                                 key);
             return -1;
         }
     }
-    if ((cmd == NULL) == (shell == NULL)) {
+    if ((o->cmd == NULL) == (o->shell == NULL)) {
         gbx_http_reply_error(req, GBX_ERR_INVALID,
                              "give exactly one of 'cmd' (an array of strings) and 'shell' "
                              "(a string)");
         return -1;
     }
-    if (shell) {
-        if (!json_is_string(shell) || json_string_length(shell) == 0) {
-            gbx_http_reply_error(req, GBX_ERR_INVALID, "'shell' must be a non-empty string");
-            return -1;
-        }
-        gbx_msg_put_str(m, GBX_A_ARGV, "/bin/sh");
-        gbx_msg_put_str(m, GBX_A_ARGV, "-c");
-        gbx_msg_put_str(m, GBX_A_ARGV, json_string_value(shell));
-    } else {
+    if (o->shell && (!json_is_string(o->shell) || json_string_length(o->shell) == 0 ||
+                     memchr(json_string_value(o->shell), 0, json_string_length(o->shell)))) {
+        gbx_http_reply_error(req, GBX_ERR_INVALID, "'shell' must be a non-empty string");
+        return -1;
+    }
+    if (o->cmd) {
         size_t i;
         json_t *a;
-        if (!json_is_array(cmd) || json_array_size(cmd) == 0 ||
-            json_array_size(cmd) > EXEC_MAX_ARGS) {
+        if (!json_is_array(o->cmd) || json_array_size(o->cmd) == 0 ||
+            json_array_size(o->cmd) > EXEC_MAX_ARGS) {
             gbx_http_reply_error(req, GBX_ERR_INVALID, "'cmd' must be an array of 1 to %d strings",
                                  EXEC_MAX_ARGS);
             return -1;
         }
-        json_array_foreach(cmd, i, a)
+        json_array_foreach(o->cmd, i, a)
         {
             if (!json_is_string(a) || memchr(json_string_value(a), 0, json_string_length(a))) {
                 gbx_http_reply_error(req, GBX_ERR_INVALID,
                                      "'cmd' must be an array of strings without NUL bytes");
                 return -1;
             }
-            gbx_msg_put_str(m, GBX_A_ARGV, json_string_value(a));
         }
     }
-    json_t *env = json_object_get(body, "env");
-    if (env) {
-        if (!json_is_object(env) || json_object_size(env) > EXEC_MAX_ENV) {
+    if (o->env) {
+        if (!json_is_object(o->env) || json_object_size(o->env) > EXEC_MAX_ENV) {
             gbx_http_reply_error(req, GBX_ERR_INVALID,
                                  "'env' must be an object of at most %d strings", EXEC_MAX_ENV);
             return -1;
         }
-        json_object_foreach(env, key, v)
+        json_object_foreach(o->env, key, v)
         {
             char kv[8192];
             if (!json_is_string(v) ||
@@ -365,27 +753,85 @@ static int build_spawn(struct evhttp_request *req, json_t *body, struct gbx_msg 
                                      key);
                 return -1;
             }
-            gbx_msg_put_str(m, GBX_A_ENV, kv);
         }
     }
-    const char *fields[] = {"cwd", "user"};
-    uint16_t tags[] = {GBX_A_CWD, GBX_A_USER};
+    json_t *strs[] = {o->cwd, o->user};
+    const char *names[] = {"cwd", "user"};
     for (int f = 0; f < 2; f++) {
-        json_t *x = json_object_get(body, fields[f]);
-        if (x == NULL)
-            continue;
-        if (!json_is_string(x) || json_string_length(x) == 0 || json_string_length(x) > 4095) {
-            gbx_http_reply_error(req, GBX_ERR_INVALID, "'%s' must be a non-empty string",
-                                 fields[f]);
+        json_t *x = strs[f];
+        if (x &&
+            (!json_is_string(x) || json_string_length(x) == 0 || json_string_length(x) > 4095 ||
+             memchr(json_string_value(x), 0, json_string_length(x)))) {
+            gbx_http_reply_error(req, GBX_ERR_INVALID, "'%s' must be a non-empty string", names[f]);
             return -1;
         }
-        gbx_msg_put_str(m, tags[f], json_string_value(x));
     }
-    if (gbx_msg_finish(m) < 0) {
-        gbx_http_reply_error(req, GBX_ERR_LIMIT, "the command and its environment are too large");
-        return -1;
+    if (max_output) {
+        if (!o->wait) {
+            gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                 "'max_output' applies only with \"wait\": true");
+            return -1;
+        }
+        if (!json_is_integer(max_output) || json_integer_value(max_output) < 0 ||
+            json_integer_value(max_output) > EXEC_WAIT_OUTPUT_MAX) {
+            gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                 "'max_output' must be a number of bytes from 0 to %u",
+                                 EXEC_WAIT_OUTPUT_MAX);
+            return -1;
+        }
+        o->max_output = (size_t)json_integer_value(max_output);
     }
     return 0;
+}
+
+/* Build the SPAWN request from checked options. */
+static void build_spawn(struct gbx_msg *m, const struct exec_opts *o)
+{
+    const char *key;
+    json_t *v;
+    if (o->shell) {
+        gbx_msg_put_str(m, GBX_A_ARGV, "/bin/sh");
+        gbx_msg_put_str(m, GBX_A_ARGV, "-c");
+        gbx_msg_put_str(m, GBX_A_ARGV, json_string_value(o->shell));
+    } else {
+        size_t i;
+        json_array_foreach(o->cmd, i, v) gbx_msg_put_str(m, GBX_A_ARGV, json_string_value(v));
+    }
+    json_object_foreach(o->env, key, v)
+    {
+        char kv[8192];
+        snprintf(kv, sizeof(kv), "%s=%s", key, json_string_value(v));
+        gbx_msg_put_str(m, GBX_A_ENV, kv);
+    }
+    if (o->cwd)
+        gbx_msg_put_str(m, GBX_A_CWD, json_string_value(o->cwd));
+    if (o->user)
+        gbx_msg_put_str(m, GBX_A_USER, json_string_value(o->user));
+    if (o->pty) {
+        gbx_msg_put_u32(m, GBX_A_PTY_ROWS, o->rows);
+        gbx_msg_put_u32(m, GBX_A_PTY_COLS, o->cols);
+    }
+    if (o->stdin_open)
+        gbx_msg_put_u32(m, GBX_A_STDIN, 1);
+}
+
+/* What the audit records say ran (the environment's values stay out of the log). */
+static json_t *audit_what(const struct exec_opts *o)
+{
+    json_t *what = json_object();
+    json_object_set(what, o->cmd ? "cmd" : "shell", o->cmd ? o->cmd : o->shell);
+    json_object_set_new(what, "user", o->user ? json_copy(o->user) : json_string("root"));
+    if (o->cwd)
+        json_object_set(what, "cwd", o->cwd);
+    if (o->pty)
+        json_object_set_new(what, "pty", json_true());
+    if (o->stdin_open)
+        json_object_set_new(what, "stdin", json_true());
+    if (o->wait)
+        json_object_set_new(what, "wait", json_true());
+    if (o->timeout_ms)
+        json_object_set_new(what, "timeout_ms", json_integer((json_int_t)o->timeout_ms));
+    return what;
 }
 
 void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
@@ -394,53 +840,20 @@ void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
         return;
-    size_t cap = GBX_FRAME_HDR_SIZE + GBX_FRAME_MAX_PAYLOAD;
-    gbx_autofree uint8_t *spawn = gbx_xmalloc(cap);
-    struct gbx_msg m;
-    gbx_msg_start(&m, spawn, cap, GBX_MSG_SPAWN, ID_SPAWN);
-    int r = build_spawn(req, body, &m);
-    if (r < 0) {
+    struct exec_opts o;
+    if (parse_exec(req, body, &o) < 0) {
         json_decref(body);
         return;
     }
-    /* what the audit records say ran (the environment's values stay out of the log) */
-    json_t *what = json_object();
-    json_t *cmd = json_object_get(body, "cmd");
-    json_t *shell = json_object_get(body, "shell");
-    json_object_set(what, cmd ? "cmd" : "shell", cmd ? cmd : shell);
-    json_t *user = json_object_get(body, "user"), *cwd = json_object_get(body, "cwd");
-    json_object_set_new(what, "user", user ? json_copy(user) : json_string("root"));
-    if (cwd)
-        json_object_set(what, "cwd", cwd);
-    json_decref(body);
-
-    int fd = -1;
-    struct gbx_err *err = NULL;
-    if (sb->ops->connect(sb, &fd, &err) < 0) {
-        gbx_http_reply_err(req, err);
-        gbx_err_free(err);
-        json_decref(what);
+    struct stream *st =
+        stream_new(srv, base, req, sb, o.wait ? MODE_WAIT : MODE_STREAM, audit_what(&o));
+    st->timeout_ms = o.timeout_ms;
+    st->max_output = o.max_output;
+    if (stream_connect(st, base, sb) < 0) {
+        json_decref(body);
         return;
     }
-    evutil_make_socket_nonblocking(fd);
-    struct stream *st = gbx_xcalloc(1, sizeof(*st));
-    st->srv = srv;
-    snprintf(st->sandbox, sizeof(st->sandbox), "%s", sb->id);
-    snprintf(st->actor, sizeof(st->actor), "%s", gbx_server_actor(srv));
-    st->what = what;
-    st->start_ns = gbx_realtime_ns();
-    st->req = req;
-    st->agent = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
-    GBX_BUG_ON(st->agent == NULL);
-    bufferevent_setcb(st->agent, on_agent_read, NULL, on_agent_event, st);
-    bufferevent_enable(st->agent, EV_READ | EV_WRITE);
-    evhttp_connection_set_closecb(evhttp_request_get_connection(req), on_client_close, st);
-
-    uint8_t hello[64];
-    struct gbx_msg hm;
-    gbx_msg_start(&hm, hello, sizeof(hello), GBX_MSG_HELLO, ID_HELLO);
-    gbx_msg_put_u32(&hm, GBX_A_VERSION, GBX_AGENT_VERSION);
-    long hlen = gbx_msg_finish(&hm);
-    bufferevent_write(st->agent, hello, (size_t)hlen);
-    bufferevent_write(st->agent, spawn, m.len);
+    build_spawn(gbx_aconn_begin(st->agent, GBX_MSG_SPAWN), &o);
+    json_decref(body);
+    (void)stream_send(st, on_spawn_reply);
 }

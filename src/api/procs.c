@@ -1,13 +1,470 @@
 /* SPDX-License-Identifier: MIT */
+/* The processes of a sandbox (see docs/api.yaml):
+ *
+ *   GET  .../processes                      the running processes (the agent's PS)
+ *   GET  .../processes/{proc}               one of them
+ *   GET  .../processes/{proc}/stream        attach: its events from here on (exec.c)
+ *   POST .../processes/{proc}/stdin         the raw body, written to its stdin
+ *   POST .../processes/{proc}/close-stdin
+ *   POST .../processes/{proc}/signal        {"signal": "TERM" | "SIGTERM" | 15, "group": true}
+ *   POST .../processes/{proc}/resize        {"rows": N, "cols": N}
+ *
+ * Each request opens its own connection to the sandbox's agent (aconn.h), sends its request
+ * and replies once the agent answered: nothing blocks the loop.
+ */
 #include "api/procs.h"
 
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "agent/frame.h"
+#include "api/aconn.h"
+#include "api/exec.h"
 #include "api/http.h"
+#include "api/server.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/parse.h"
+#include "sandbox/backend.h"
+
+#define PROCS_PTY_MAX 1000
+
+enum op { OP_PS, OP_GET, OP_STDIN, OP_CLOSE_STDIN, OP_SIGNAL, OP_RESIZE };
+
+/* One short request in flight. */
+struct call {
+    struct gbx_server *srv;
+    struct evhttp_request *req;
+    struct gbx_aconn *agent;
+    enum op op;
+    uint32_t proc;
+    int pending;      /* agent replies still to come */
+    json_t *detail;   /* the audit record's detail, written on success */
+    const char *kind; /* its kind, or NULL */
+    char sandbox[GBX_ID_MAX + 1];
+    char actor[128];
+};
+
+static void call_free(struct call *c)
+{
+    gbx_aconn_free(c->agent);
+    json_decref(c->detail);
+    free(c);
+}
+
+/* ---- the processes list ------------------------------------------------------------- */
+
+/* One nested PROCINFO as the API's JSON object. */
+static json_t *procinfo_json(const uint8_t *p, size_t len)
+{
+    struct gbx_attr_iter it;
+    struct gbx_attr a;
+    uint32_t v;
+    char s[4096];
+    json_t *o = json_object(), *argv = json_array();
+    gbx_attr_iter_init(&it, p, len);
+    while (gbx_attr_next(&it, &a) == 1) {
+        switch (a.tag) {
+        case GBX_A_PROC:
+            if (gbx_attr_u32(&a, &v) == 0)
+                json_object_set_new(o, "process", json_integer(v));
+            break;
+        case GBX_A_PID:
+            if (gbx_attr_u32(&a, &v) == 0)
+                json_object_set_new(o, "pid", json_integer(v));
+            break;
+        case GBX_A_PTY:
+            if (gbx_attr_u32(&a, &v) == 0)
+                json_object_set_new(o, "pty", json_boolean(v));
+            break;
+        case GBX_A_ARGV:
+        case GBX_A_CWD:
+        case GBX_A_USER: {
+            /* a string that does not fit or is not UTF-8 is shown mangled, not dropped */
+            json_t *js = NULL;
+            if (gbx_attr_str(&a, s, sizeof(s)) == 0)
+                js = json_string(s);
+            if (js == NULL)
+                js = json_string("?");
+            if (a.tag == GBX_A_ARGV)
+                json_array_append_new(argv, js);
+            else
+                json_object_set_new(o, a.tag == GBX_A_CWD ? "cwd" : "user", js);
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    json_object_set_new(o, "cmd", argv);
+    if (json_object_get(o, "process") == NULL || json_object_get(o, "pid") == NULL) {
+        json_decref(o);
+        return NULL;
+    }
+    if (json_object_get(o, "pty") == NULL)
+        json_object_set_new(o, "pty", json_false());
+    return o;
+}
+
+static json_t *ps_json(const uint8_t *p, size_t len)
+{
+    struct gbx_attr_iter it;
+    struct gbx_attr a;
+    json_t *arr = json_array();
+    gbx_attr_iter_init(&it, p, len);
+    while (gbx_attr_next(&it, &a) == 1) {
+        if (a.tag != GBX_A_PROCINFO)
+            continue;
+        json_t *o = procinfo_json(a.data, a.len);
+        if (o)
+            json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
+/* ---- replies -------------------------------------------------------------------------- */
+
+/* The agent's ERROR as the API's error, with clearer words for the usual cases. */
+static void reply_agent_error(struct call *c, const uint8_t *p, size_t len)
+{
+    char msg[512];
+    int e = gbx_aconn_error_text(p, len, msg, sizeof(msg));
+    enum gbx_err_kind kind = gbx_err_kind_from_errno(e);
+    if (e == ESRCH) {
+        snprintf(msg, sizeof(msg), "process %u not found (it never ran, or it has finished)",
+                 c->proc);
+    } else if (e == EPIPE && c->op == OP_STDIN) {
+        kind = GBX_ERR_CONFLICT;
+        snprintf(msg, sizeof(msg),
+                 "process %u does not read stdin from here: start it with \"stdin\": true "
+                 "(or its stdin was closed)",
+                 c->proc);
+    } else if (e == ENOTTY && c->op == OP_RESIZE) {
+        kind = GBX_ERR_CONFLICT;
+        snprintf(msg, sizeof(msg), "process %u has no terminal: start it with \"pty\"", c->proc);
+    } else if (e == ENOBUFS) {
+        kind = GBX_ERR_LIMIT;
+    }
+    gbx_http_reply_error(c->req, kind, "%s", msg);
+}
+
+static void on_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
+{
+    struct call *c = arg;
+    if (!final)
+        return;
+    if (h == NULL) {
+        gbx_http_reply_error(c->req, GBX_ERR_UNAVAILABLE, "the sandbox went away");
+        call_free(c);
+        return;
+    }
+    if (h->type != GBX_MSG_OK) {
+        /* the first failure answers; the requests still queued are dropped with the
+         * connection */
+        reply_agent_error(c, p, h->len);
+        call_free(c);
+        return;
+    }
+    if (--c->pending > 0)
+        return;
+    if (c->op == OP_PS || c->op == OP_GET) {
+        json_t *arr = ps_json(p, h->len);
+        if (c->op == OP_PS) {
+            gbx_http_reply_json(c->req, 200, json_pack("{s:o}", "processes", arr));
+        } else {
+            size_t i;
+            json_t *o, *found = NULL;
+            json_array_foreach(arr, i, o)
+            {
+                if (json_integer_value(json_object_get(o, "process")) == c->proc)
+                    found = json_incref(o);
+            }
+            json_decref(arr);
+            if (found)
+                gbx_http_reply_json(c->req, 200, found);
+            else
+                gbx_http_reply_error(c->req, GBX_ERR_NOT_FOUND,
+                                     "process %u not found (it never ran, or it has finished)",
+                                     c->proc);
+        }
+    } else {
+        gbx_http_reply_json(c->req, 204, NULL);
+    }
+    if (c->kind) {
+        gbx_server_audit_as(c->srv, c->actor, c->kind, c->sandbox, c->detail);
+        c->detail = NULL;
+    }
+    call_free(c);
+}
+
+static void on_close(void *arg, const char *why)
+{
+    /* pending requests have had their callbacks (and the call was freed there) */
+    (void)arg;
+    (void)why;
+}
+
+static struct call *call_open(struct gbx_server *srv, struct event_base *base,
+                              struct evhttp_request *req, struct gbx_sandbox *sb, enum op op,
+                              uint32_t proc)
+{
+    struct call *c = gbx_xcalloc(1, sizeof(*c));
+    c->srv = srv;
+    c->req = req;
+    c->op = op;
+    c->proc = proc;
+    snprintf(c->sandbox, sizeof(c->sandbox), "%s", sb->id);
+    snprintf(c->actor, sizeof(c->actor), "%s", gbx_server_actor(srv));
+    struct gbx_err *err = NULL;
+    if (gbx_aconn_open(base, sb, NULL, on_close, c, &c->agent, &err) < 0) {
+        gbx_http_reply_err(req, err);
+        gbx_err_free(err);
+        call_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Queue the request being built. On failure replies and frees c; returns -1. */
+static int call_send(struct call *c)
+{
+    long r = gbx_aconn_send(c->agent, on_reply, c);
+    if (r < 0) {
+        gbx_http_reply_error(c->req, GBX_ERR_UNAVAILABLE, "the sandbox went away");
+        call_free(c);
+        return -1;
+    }
+    c->pending++;
+    return 0;
+}
+
+/* ---- request bodies ----------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    int signo;
+} signals[] = {
+    {"HUP", SIGHUP},     {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1},
+    {"USR2", SIGUSR2},   {"TERM", SIGTERM}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"TSTP", SIGTSTP},
+    {"WINCH", SIGWINCH}, {"ALRM", SIGALRM}, {"PIPE", SIGPIPE},
+};
+
+/* "TERM", "SIGTERM" (any case) or a number from 1 to 64. */
+static int signal_number(json_t *v)
+{
+    if (json_is_integer(v))
+        return json_integer_value(v) >= 1 && json_integer_value(v) <= 64
+                   ? (int)json_integer_value(v)
+                   : -1;
+    if (!json_is_string(v))
+        return -1;
+    const char *s = json_string_value(v);
+    if (strncasecmp(s, "SIG", 3) == 0)
+        s += 3;
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(signals); i++)
+        if (strcasecmp(s, signals[i].name) == 0)
+            return signals[i].signo;
+    return -1;
+}
+
+/* Only the given keys in the body; replies 400 naming the first other one. */
+static int only_fields(struct evhttp_request *req, json_t *body, const char *const *keys,
+                       const char *expected)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v)
+    {
+        int known = 0;
+        for (const char *const *k = keys; *k; k++)
+            known |= strcmp(key, *k) == 0;
+        if (!known) {
+            gbx_http_reply_error(req, GBX_ERR_INVALID, "unknown field '%s' (expected %s)", key,
+                                 expected);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void do_signal(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
+                      struct gbx_sandbox *sb, uint32_t proc)
+{
+    static const char *const keys[] = {"signal", "group", NULL};
+    json_t *body = gbx_http_body_object(req);
+    if (body == NULL)
+        return;
+    json_t *group = json_object_get(body, "group");
+    int signo = signal_number(json_object_get(body, "signal"));
+    if (only_fields(req, body, keys, "signal, group") < 0) {
+        json_decref(body);
+        return;
+    }
+    if (signo < 0 || (group && !json_is_boolean(group))) {
+        gbx_http_reply_error(req, GBX_ERR_INVALID,
+                             "'signal' must be a signal name (HUP INT QUIT KILL USR1 USR2 TERM "
+                             "CONT STOP TSTP WINCH ALRM PIPE, with or without SIG) or a number "
+                             "from 1 to 64; 'group' true or false");
+        json_decref(body);
+        return;
+    }
+    int whole = group == NULL || json_is_true(group);
+    json_decref(body);
+    struct call *c = call_open(srv, base, req, sb, OP_SIGNAL, proc);
+    if (c == NULL)
+        return;
+    c->kind = "process.signal";
+    c->detail =
+        json_pack("{s:i,s:i,s:b}", "process", (json_int_t)proc, "signal", signo, "group", whole);
+    struct gbx_msg *m = gbx_aconn_begin(c->agent, GBX_MSG_SIGNAL);
+    gbx_msg_put_u32(m, GBX_A_PROC, proc);
+    gbx_msg_put_u32(m, GBX_A_SIGNO, (uint32_t)signo);
+    gbx_msg_put_u32(m, GBX_A_GROUP, (uint32_t)whole);
+    (void)call_send(c);
+}
+
+static void do_resize(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
+                      struct gbx_sandbox *sb, uint32_t proc)
+{
+    static const char *const keys[] = {"rows", "cols", NULL};
+    json_t *body = gbx_http_body_object(req);
+    if (body == NULL)
+        return;
+    if (only_fields(req, body, keys, "rows, cols") < 0) {
+        json_decref(body);
+        return;
+    }
+    json_t *rows = json_object_get(body, "rows"), *cols = json_object_get(body, "cols");
+    if (!json_is_integer(rows) || !json_is_integer(cols) || json_integer_value(rows) < 1 ||
+        json_integer_value(rows) > PROCS_PTY_MAX || json_integer_value(cols) < 1 ||
+        json_integer_value(cols) > PROCS_PTY_MAX) {
+        gbx_http_reply_error(req, GBX_ERR_INVALID,
+                             "'rows' and 'cols' must be integers from 1 to %d", PROCS_PTY_MAX);
+        json_decref(body);
+        return;
+    }
+    uint32_t r = (uint32_t)json_integer_value(rows), k = (uint32_t)json_integer_value(cols);
+    json_decref(body);
+    struct call *c = call_open(srv, base, req, sb, OP_RESIZE, proc);
+    if (c == NULL)
+        return;
+    struct gbx_msg *m = gbx_aconn_begin(c->agent, GBX_MSG_RESIZE);
+    gbx_msg_put_u32(m, GBX_A_PROC, proc);
+    gbx_msg_put_u32(m, GBX_A_PTY_ROWS, r);
+    gbx_msg_put_u32(m, GBX_A_PTY_COLS, k);
+    (void)call_send(c);
+}
+
+/* The raw body, in frames of at most GBX_FRAME_CHUNK bytes, all queued at once (the body is
+ * bounded by the server's body limit); 204 once the agent acknowledged the last. */
+static void do_stdin(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
+                     struct gbx_sandbox *sb, uint32_t proc)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t total = evbuffer_get_length(in);
+    struct call *c = call_open(srv, base, req, sb, OP_STDIN, proc);
+    if (c == NULL)
+        return;
+    c->kind = "process.stdin";
+    c->detail = json_pack("{s:i,s:i}", "process", (json_int_t)proc, "bytes", (json_int_t)total);
+    /* an empty body still asks the agent, so a process without stdin is reported */
+    do {
+        size_t n = evbuffer_get_length(in);
+        if (n > GBX_FRAME_CHUNK)
+            n = GBX_FRAME_CHUNK;
+        struct gbx_msg *m = gbx_aconn_begin(c->agent, GBX_MSG_STDIN);
+        gbx_msg_put_u32(m, GBX_A_PROC, proc);
+        uint8_t *dst = gbx_msg_reserve(m, GBX_A_DATA, n);
+        if (dst && n)
+            evbuffer_remove(in, dst, n);
+        if (call_send(c) < 0)
+            return;
+    } while (evbuffer_get_length(in) > 0);
+}
+
+static void do_simple(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
+                      struct gbx_sandbox *sb, enum op op, uint32_t proc)
+{
+    struct call *c = call_open(srv, base, req, sb, op, proc);
+    if (c == NULL)
+        return;
+    struct gbx_msg *m;
+    if (op == OP_CLOSE_STDIN) {
+        c->kind = "process.close_stdin";
+        c->detail = json_pack("{s:i}", "process", (json_int_t)proc);
+        m = gbx_aconn_begin(c->agent, GBX_MSG_CLOSE_STDIN);
+        gbx_msg_put_u32(m, GBX_A_PROC, proc);
+    } else {
+        (void)gbx_aconn_begin(c->agent, GBX_MSG_PS);
+    }
+    (void)call_send(c);
+}
+
+/* ---- routing -------------------------------------------------------------------------- */
+
+static void method_not_allowed(struct evhttp_request *req, const char *allow)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+    gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID, "method not allowed here");
+}
 
 void gbx_api_procs(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
                    struct gbx_sandbox *sb, const char *sub)
 {
-    (void)srv;
-    (void)base;
-    (void)sb;
-    gbx_http_reply_error(req, GBX_ERR_UNAVAILABLE, "processes%s: not implemented yet", sub);
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    if (sub[0] == '\0' || strcmp(sub, "/") == 0) {
+        if (m != EVHTTP_REQ_GET)
+            return method_not_allowed(req, "GET");
+        return do_simple(srv, base, req, sb, OP_PS, 0);
+    }
+    /* "/{proc}[/action]" */
+    const char *p = sub + 1, *slash = strchr(p, '/');
+    size_t n = slash ? (size_t)(slash - p) : strlen(p);
+    char num[16];
+    uint64_t proc = 0;
+    if (n == 0 || n >= sizeof(num)) {
+        return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND,
+                                    "no such process (a process handle is a number)");
+    }
+    memcpy(num, p, n);
+    num[n] = '\0';
+    if (gbx_parse_u64(num, 1, UINT32_MAX, &proc) < 0)
+        return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND,
+                                    "no such process '%s' (a process handle is a number)", num);
+    const char *action = slash ? slash + 1 : "";
+    static const struct {
+        const char *name;
+        enum op op;
+        int get;
+    } routes[] = {
+        {"", OP_GET, 1},          {"stream", OP_PS /* unused */, 1},
+        {"stdin", OP_STDIN, 0},   {"close-stdin", OP_CLOSE_STDIN, 0},
+        {"signal", OP_SIGNAL, 0}, {"resize", OP_RESIZE, 0},
+    };
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(routes); i++) {
+        if (strcmp(action, routes[i].name) != 0)
+            continue;
+        if (m != (routes[i].get ? EVHTTP_REQ_GET : EVHTTP_REQ_POST))
+            return method_not_allowed(req, routes[i].get ? "GET" : "POST");
+        uint32_t h = (uint32_t)proc;
+        if (i == 1)
+            return gbx_api_exec_attach(srv, base, req, sb, h);
+        switch (routes[i].op) {
+        case OP_SIGNAL:
+            return do_signal(srv, base, req, sb, h);
+        case OP_RESIZE:
+            return do_resize(srv, base, req, sb, h);
+        case OP_STDIN:
+            return do_stdin(srv, base, req, sb, h);
+        default: /* OP_GET, OP_CLOSE_STDIN */
+            return do_simple(srv, base, req, sb, routes[i].op, h);
+        }
+    }
+    gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for 'processes%s'", sub);
 }
