@@ -44,7 +44,8 @@ CFLAGS_ALL := $(BASE_CFLAGS) $(HARDEN) $(SAN_FLAGS) $(shell pkg-config --cflags 
 LDFLAGS_ALL := -pie -Wl,-z,relro,-z,now $(SAN_FLAGS) $(LDFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS))
 
-LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c)
+# (+ the daemon's pure parsers, so unit tests and fuzz targets can link them)
+LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c) src/api/multipart.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o $(BUILD)/gen/seccomp_bpf.o
 LIB := $(BUILD)/libglovebox.a
 
