@@ -5,19 +5,6 @@ set -u
 NAME=api
 . "$(dirname "$0")/../lib/daemon.sh"
 
-# req METHOD PATH [BODY]: sets $code and writes the body to $T/body
-req() {
-    if [ $# -ge 3 ]; then
-        code=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$S" -X "$1" \
-            -H 'Content-Type: application/json' --data-binary "$3" "http://glovebox$2")
-    else
-        code=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$S" -X "$1" "http://glovebox$2")
-    fi
-    record "$1" "$2"
-}
-# field EXPR: evaluate a Python expression over the JSON body j
-field() { python3 -c "import json,sys; j=json.load(open('$T/body')); print($1)"; }
-
 start_daemon
 req GET /healthz
 check "healthz answers 200" [ "$code" = 200 ]

@@ -95,6 +95,7 @@ def main():
         n += 1
         method, path, status, body = ex["method"].lower(), ex["path"], str(ex["status"]), ex["body"]
         where = f"{ex['method']} {path} -> {status}"
+        path, _, query = path.partition("?")
         template = route_for(spec, path)
         if template is None:
             if status != "404":
@@ -105,6 +106,13 @@ def main():
             if status != "405":
                 errors.append(f"{where}: method not in the spec")
             continue
+        # every query parameter of a request that succeeded is documented
+        if query and status < "400":
+            known = {resolve(spec, p)["name"] for p in op.get("parameters", []) + spec["paths"][template].get("parameters", [])
+                     if resolve(spec, p).get("in") == "query"}
+            for k in sorted({kv.partition("=")[0] for kv in query.split("&") if kv}):
+                if k not in known:
+                    errors.append(f"{where}: query parameter '{k}' not in the spec")
         resp = op["responses"].get(status)
         if resp is None:
             errors.append(f"{where}: status not documented")

@@ -37,6 +37,22 @@ record() {
         "$1" "$2" "$code" "$T/body" >> "$T/exchanges"
 }
 
+# req METHOD PATH [BODY [CURL ARGS...]]: sets $code, writes the body to $T/body, records it
+req() {
+    m=$1; p=$2; shift 2
+    if [ $# -ge 1 ]; then
+        b=$1; shift
+        code=$(curl -s --max-time 60 -o "$T/body" -w '%{http_code}' --unix-socket "$S" -X "$m" \
+            -H 'Content-Type: application/json' --data-binary "$b" "$@" "http://glovebox$p")
+    else
+        code=$(curl -s --max-time 60 -o "$T/body" -w '%{http_code}' --unix-socket "$S" -X "$m" \
+            "http://glovebox$p")
+    fi
+    record "$m" "$p"
+}
+# field EXPR: evaluate a Python expression over the JSON body j
+field() { python3 -c "import json,sys; j=json.load(open('$T/body')); print($1)"; }
+
 # every recorded response matches docs/api.yaml (skips, saying so, without PyYAML)
 spec_check() {
     [ -s "$T/exchanges" ] || return 0
