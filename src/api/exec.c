@@ -597,6 +597,7 @@ void gbx_api_exec_attach(struct gbx_server *srv, struct event_base *base,
 
 struct exec_opts {
     json_t *cmd, *shell, *env, *cwd, *user; /* borrowed from the body */
+    json_t *sandbox_env;                    /* borrowed: the sandbox's env, set at create */
     int pty, stdin_open, wait;
     uint32_t rows, cols;
     uint64_t timeout_ms;
@@ -797,6 +798,15 @@ static void build_spawn(struct gbx_msg *m, const struct exec_opts *o)
         size_t i;
         json_array_foreach(o->cmd, i, v) gbx_msg_put_str(m, GBX_A_ARGV, json_string_value(v));
     }
+    /* the sandbox's environment, then the request's own on top */
+    json_object_foreach(o->sandbox_env, key, v)
+    {
+        if (json_object_get(o->env, key))
+            continue;
+        char kv[8192];
+        snprintf(kv, sizeof(kv), "%s=%s", key, json_string_value(v));
+        gbx_msg_put_str(m, GBX_A_ENV, kv);
+    }
     json_object_foreach(o->env, key, v)
     {
         char kv[8192];
@@ -845,6 +855,7 @@ void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp
         json_decref(body);
         return;
     }
+    o.sandbox_env = gbx_server_sandbox_env(srv, sb->id);
     struct stream *st =
         stream_new(srv, base, req, sb, o.wait ? MODE_WAIT : MODE_STREAM, audit_what(&o));
     st->timeout_ms = o.timeout_ms;
