@@ -15,8 +15,8 @@ for line in sys.stdin:
         sys.stdout.write(base64.b64decode(e['data']).decode())"
 }
 
-# the first daemon: no --kill-on-exit, sandboxes outlive it
-"$D" --state-dir "$STATE" --runtime-dir "$RUN" 2>"$T/daemon1.log" &
+# the first daemon: no --kill-on-exit, sandboxes outlive it; a warm pool of 3
+"$D" --state-dir "$STATE" --runtime-dir "$RUN" --pool 3 2>"$T/daemon1.log" &
 DPID=$!
 for i in $(seq 200); do
     [ "$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" http://glovebox/healthz)" = 200 ] && break
@@ -30,9 +30,20 @@ curl -s -N --max-time 30 --unix-socket "$S" -X POST \
     -d '{"shell":"for i in $(seq 20); do echo tick $i; sleep 0.1; done > /tmp/ticks"}' \
     http://glovebox/v1/sandboxes/keep/exec > "$T/stream" &
 CURL=$!
+# and one that runs until told to stop, to attach to after the restart
+curl -s -N --max-time 30 --unix-socket "$S" -X POST \
+    -d '{"shell":"while [ ! -e /tmp/stop ]; do echo alive; sleep 0.1; done; echo bye; exit 7"}' \
+    http://glovebox/v1/sandboxes/keep/exec > "$T/stream2" &
+CURL2=$!
+for i in $(seq 100); do
+    [ "$(curl -s --unix-socket "$S" http://glovebox/metrics | awk '$1 == "glovebox_sandboxes{state=\"pooled\"}" {print $2}')" = 3 ] && break
+    sleep 0.05
+done
 sleep 0.3
+proc2=$(head -n 1 "$T/stream2" | python3 -c "import json, sys; print(json.load(sys.stdin)['process'])")
 kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
 wait "$CURL" 2>/dev/null
+wait "$CURL2" 2>/dev/null
 keep_uid=$(python3 -c "import json; print(json.load(open('$T/keep.json'))['host_uid'])")
 dies_uid=$(python3 -c "import json; print(json.load(open('$T/dies.json'))['host_uid'])")
 check "the sandboxes run on without their daemon" [ -n "$(ps -o pid= -u "$keep_uid")" ]
@@ -40,7 +51,29 @@ check "the sandboxes run on without their daemon" [ -n "$(ps -o pid= -u "$keep_u
 pkill -9 -u "$dies_uid"
 sleep 0.3
 
-start_daemon
+# the next daemon keeps a smaller pool: it adopts two pooled sandboxes and destroys the third
+pooled_uids=$(python3 -c "
+import sqlite3
+print(' '.join(str(u) for (u,) in sqlite3.connect('$STATE/glovebox.db').execute(\"select host_uid from sandboxes where state = 'pooled'\")))")
+start_daemon --pool 2
+check "the pool's sandboxes were recorded" [ "$(echo $pooled_uids | wc -w)" = 3 ]
+# (an adopted init is not our child: the host's init reaps the destroyed one a moment later)
+for i in $(seq 40); do
+    pooled_left=0
+    for u in $pooled_uids; do [ -n "$(ps -o pid= -u "$u")" ] && pooled_left=$((pooled_left + 1)); done
+    [ $pooled_left = 2 ] && break
+    sleep 0.05
+done
+check "two pooled sandboxes are adopted, the extra one destroyed" [ $pooled_left = 2 ]
+check "the pool counts the adopted ones" \
+    [ "$(curl -s --unix-socket "$S" http://glovebox/metrics | awk '$1 == "glovebox_sandboxes{state=\"pooled\"}" {print $2}')" = 2 ]
+curl -s -N --max-time 30 --unix-socket "$S" "http://glovebox/v1/sandboxes/keep/processes/$proc2/stream" > "$T/attached" &
+CURL3=$!
+sleep 0.5
+post /v1/sandboxes/keep/exec '{"cmd":["touch","/tmp/stop"]}' > /dev/null
+wait "$CURL3"
+check "attaching to a process that ran across the restart streams its output" grep -q '"type":"stdout"' "$T/attached"
+check "and its exit" [ "$(tail -n 1 "$T/attached")" = '{"type":"exit","exit_code":7}' ]
 code=$(curl -s -o "$T/list" -w '%{http_code}' --unix-socket "$S" http://glovebox/v1/sandboxes)
 check "the new daemon serves" [ "$code" = 200 ]
 check "it lists the surviving sandbox, and only it" \
