@@ -12,17 +12,53 @@
 int gbx_cmd_create(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"id", required_argument, NULL, 'i'},      {"template", required_argument, NULL, 'T'},
-        {"memory", required_argument, NULL, 'm'},  {"pids", required_argument, NULL, 'p'},
-        {"cpus", required_argument, NULL, 'c'},    {"disk", required_argument, NULL, 'd'},
-        {"timeout", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
+        {"id", required_argument, NULL, 'i'},
+        {"template", required_argument, NULL, 'T'},
+        {"memory", required_argument, NULL, 'm'},
+        {"pids", required_argument, NULL, 'p'},
+        {"cpus", required_argument, NULL, 'c'},
+        {"disk", required_argument, NULL, 'd'},
+        {"timeout", required_argument, NULL, 't'},
+        {"json", no_argument, NULL, 'j'},
+        {"env", required_argument, NULL, 'e'},
+        {"label", required_argument, NULL, 'l'},
+        {"meta", required_argument, NULL, 'M'},
+        {"idempotency-key", required_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     json_t *body = json_object();
     int json = 0, c;
     optind = 0;
-    while ((c = getopt_long(argc, argv, "i:T:m:p:c:d:t:jh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "i:T:m:p:c:d:t:je:l:M:k:h", longopts, NULL)) != -1) {
         switch (c) {
+        case 'e':
+        case 'l':
+        case 'M': {
+            const char *field = c == 'e' ? "env" : c == 'l' ? "labels" : "metadata";
+            const char *eq = strchr(optarg, '=');
+            if (eq == NULL || eq == optarg) {
+                gbx_cli_error("invalid --%s '%s': use KEY=VALUE",
+                              c == 'e'   ? "env"
+                              : c == 'l' ? "label"
+                                         : "meta",
+                              optarg);
+                json_decref(body);
+                return 2;
+            }
+            json_t *map = json_object_get(body, field);
+            if (map == NULL) {
+                map = json_object();
+                json_object_set_new(body, field, map);
+            }
+            char *key = strndup(optarg, (size_t)(eq - optarg));
+            json_object_set_new(map, key, json_string(eq + 1));
+            free(key);
+            break;
+        }
+        case 'k':
+            json_object_set_new(body, "idempotency_key", json_string(optarg));
+            break;
         case 'i':
             json_object_set_new(body, "id", json_string(optarg));
             break;
@@ -65,7 +101,9 @@ int gbx_cmd_create(int argc, char **argv)
             break;
         case 'h':
             puts("usage: glovebox create [--id ID] [--template NAME] [--memory SIZE] [--pids N]\n"
-                 "                       [--cpus N] [--disk SIZE] [--timeout DURATION] [--json]");
+                 "                       [--cpus N] [--disk SIZE] [--timeout DURATION]\n"
+                 "                       [--env K=V]... [--label K=V]... [--meta K=V]...\n"
+                 "                       [--idempotency-key KEY] [--json]");
             json_decref(body);
             return 0;
         default:
@@ -76,7 +114,7 @@ int gbx_cmd_create(int argc, char **argv)
     json_t *reply = NULL;
     int status = gbx_cli_call("POST", "/v1/sandboxes", body, &reply);
     json_decref(body);
-    if (status == 201) {
+    if (status == 201 || status == 200) { /* 200: a retried create (idempotency key) */
         if (json) {
             char *t = json_dumps(reply, JSON_COMPACT);
             puts(t);
@@ -85,35 +123,111 @@ int gbx_cmd_create(int argc, char **argv)
             puts(json_string_value(json_object_get(reply, "id")));
         }
     }
-    int r = gbx_cli_result(status, reply, 201);
+    int r = gbx_cli_result(status, reply, status == 200 ? 200 : 201);
     json_decref(reply);
     return r;
 }
 
+/* Append s to a query string, percent-encoded. */
+static void query_add(char *q, size_t qsz, const char *key, const char *s)
+{
+    size_t n = strlen(q);
+    n += (size_t)snprintf(q + n, qsz > n ? qsz - n : 0, "%s%s=", strchr(q, '?') ? "&" : "?", key);
+    for (; *s && n + 4 < qsz; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+            strchr("-_.~", ch))
+            q[n++] = (char)ch;
+        else
+            n += (size_t)snprintf(q + n, qsz - n, "%%%02X", ch);
+    }
+    q[n < qsz ? n : qsz - 1] = '\0';
+}
+
 int gbx_cmd_ls(int argc, char **argv)
 {
-    int json = argc > 1 && strcmp(argv[1], "--json") == 0;
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"label", required_argument, NULL, 'l'},
+        {"template", required_argument, NULL, 'T'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    char filter[2048] = "";
+    int json = 0, c;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "jl:T:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'j':
+            json = 1;
+            break;
+        case 'l':
+            query_add(filter, sizeof(filter), "label", optarg);
+            break;
+        case 'T':
+            query_add(filter, sizeof(filter), "template", optarg);
+            break;
+        case 'h':
+            puts("usage: glovebox ls [--label K=V]... [--template NAME] [--json]");
+            return 0;
+        default:
+            return 2;
+        }
+    }
+    /* every page, following next_cursor */
+    json_t *all = json_array();
     json_t *reply = NULL;
-    int status = gbx_cli_call("GET", "/v1/sandboxes", NULL, &reply);
+    int status = 0;
+    char *cursor = NULL;
+    for (;;) {
+        char path[4096];
+        snprintf(path, sizeof(path), "/v1/sandboxes%s", filter);
+        query_add(path, sizeof(path), "limit", "1000");
+        if (cursor)
+            query_add(path, sizeof(path), "cursor", cursor);
+        free(cursor);
+        cursor = NULL;
+        json_decref(reply);
+        reply = NULL;
+        status = gbx_cli_call("GET", path, NULL, &reply);
+        if (status != 200)
+            break;
+        json_array_extend(all, json_object_get(reply, "sandboxes"));
+        const char *next = json_string_value(json_object_get(reply, "next_cursor"));
+        if (next == NULL)
+            break;
+        cursor = strdup(next);
+    }
     if (status == 200) {
-        json_t *list = json_object_get(reply, "sandboxes");
         if (json) {
-            char *t = json_dumps(list, JSON_COMPACT);
+            char *t = json_dumps(all, JSON_COMPACT);
             puts(t);
             free(t);
         } else {
-            printf("%-24s %-10s %-26s %s\n", "ID", "TEMPLATE", "CREATED", "EXPIRES");
+            printf("%-24s %-10s %-26s %-26s %s\n", "ID", "TEMPLATE", "CREATED", "EXPIRES",
+                   "LABELS");
             size_t i;
             json_t *sb;
-            json_array_foreach(list, i, sb)
+            json_array_foreach(all, i, sb)
             {
                 const char *exp = json_string_value(json_object_get(sb, "expires_at"));
-                printf("%-24s %-10s %-26s %s\n", json_string_value(json_object_get(sb, "id")),
+                char labels[256] = "";
+                const char *k;
+                json_t *v;
+                json_object_foreach(json_object_get(sb, "labels"), k, v)
+                {
+                    size_t n = strlen(labels);
+                    snprintf(labels + n, sizeof(labels) - n, "%s%s=%s", n ? "," : "", k,
+                             json_string_value(v));
+                }
+                printf("%-24s %-10s %-26s %-26s %s\n", json_string_value(json_object_get(sb, "id")),
                        json_string_value(json_object_get(sb, "template")),
-                       json_string_value(json_object_get(sb, "created_at")), exp ? exp : "-");
+                       json_string_value(json_object_get(sb, "created_at")), exp ? exp : "-",
+                       labels[0] ? labels : "-");
             }
         }
     }
+    json_decref(all);
     int r = gbx_cli_result(status, reply, 200);
     json_decref(reply);
     return r;

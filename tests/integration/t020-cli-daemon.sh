@@ -18,6 +18,17 @@ check "create prints the new id" [ -n "$id" ]
 check "create --json" python3 -c "import json; assert json.load(open('$T/two.json'))['id'] == 'cli-two'"
 check "ls lists both" sh -c "'$GB' ls | grep -q '^$id' && '$GB' ls | grep -q '^cli-two'"
 check "ls --json" python3 -c "import json, subprocess; assert len(json.loads(subprocess.check_output(['$GB', 'ls', '--json']))) == 2"
+"$GB" create --id cli-three --label team=x --meta "note=a b" --env GREETING=hi > /dev/null
+check "create --label --meta --env" [ "$("$GB" exec cli-three -- sh -c 'echo $GREETING')" = hi ]
+check "ls --label filters" [ "$("$GB" ls --label team=x --json | python3 -c "import json, sys; print([s['id'] for s in json.load(sys.stdin)])")" = "['cli-three']" ]
+check "ls shows labels" sh -c "'$GB' ls | grep '^cli-three' | grep -q 'team=x'"
+"$GB" ls --label "no equals" 2> "$T/err"
+check "a bad filter fails with the daemon's message" [ $? -ne 0 ] && grep -q "KEY=VALUE" "$T/err"
+"$GB" create --env nonsense 2> "$T/err"
+check "a malformed --env is a usage error" [ $? -eq 2 ] && grep -q "KEY=VALUE" "$T/err"
+k1=$("$GB" create --idempotency-key once); k2=$("$GB" create --idempotency-key once)
+check "a retried create with the same key gives the same sandbox" [ -n "$k1" ] && [ "$k1" = "$k2" ]
+"$GB" kill cli-three "$k1" > /dev/null
 
 out=$("$GB" exec "$id" -- sh -c 'echo out; echo err >&2; exit 4' 2>"$T/err")
 rc=$?
