@@ -109,7 +109,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
 }
 
 static int do_call(const char *method, const char *path, json_t *body, gbx_line_fn on_line,
-                   void *arg, json_t **reply)
+                   void *arg, json_t **reply, const void *raw, size_t rawlen)
 {
     if (reply)
         *reply = NULL;
@@ -132,6 +132,12 @@ static int do_call(const char *method, const char *path, json_t *body, gbx_line_
         hdrs = C.slist_append(hdrs, "Content-Type: application/json");
         C.easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
         C.easy_setopt(curl, CURLOPT_POSTFIELDS, text);
+    } else if (raw) {
+        hdrs = C.slist_append(hdrs, "Content-Type: application/octet-stream");
+        hdrs = C.slist_append(hdrs, "Expect:");
+        C.easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
+        C.easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)rawlen);
+        C.easy_setopt(curl, CURLOPT_POSTFIELDS, raw);
     }
     CURLcode rc = C.easy_perform(curl);
     long status = -1;
@@ -155,13 +161,19 @@ static int do_call(const char *method, const char *path, json_t *body, gbx_line_
 
 int gbx_cli_call(const char *method, const char *path, json_t *body, json_t **reply)
 {
-    return do_call(method, path, body, NULL, NULL, reply);
+    return do_call(method, path, body, NULL, NULL, reply, NULL, 0);
+}
+
+int gbx_cli_call_raw(const char *method, const char *path, const void *data, size_t len,
+                     json_t **reply)
+{
+    return do_call(method, path, NULL, NULL, NULL, reply, data ? data : "", len);
 }
 
 int gbx_cli_stream(const char *method, const char *path, json_t *body, gbx_line_fn on_line,
                    void *arg, json_t **reply)
 {
-    return do_call(method, path, body, on_line, arg, reply);
+    return do_call(method, path, body, on_line, arg, reply, NULL, 0);
 }
 
 void gbx_cli_print_error(int status, json_t *reply)

@@ -14,6 +14,11 @@ const char *gbx_cli_socket(void);
  * printed). */
 int gbx_cli_call(const char *method, const char *path, json_t *body, json_t **reply);
 
+/* The same with a raw body (application/octet-stream) of len bytes. Thread-safe once a first
+ * call has loaded libcurl. */
+int gbx_cli_call_raw(const char *method, const char *path, const void *data, size_t len,
+                     json_t **reply);
+
 /* A streaming request: each complete line of the reply goes to on_line. Returns the status
  * (the lines of an error reply are not passed on; *reply gets its JSON). */
 typedef void (*gbx_line_fn)(void *arg, const char *line, size_t len);

@@ -1,12 +1,26 @@
 /* SPDX-License-Identifier: MIT */
-/* glovebox exec SANDBOX [--user U] [--cwd DIR] [--env K=V]... -- CMD [ARG...]
+/* glovebox exec SANDBOX [-i|--stdin] [-t|--tty] [--timeout D] [--user U] [--cwd DIR]
+ *                       [--env K=V]... -- CMD [ARG...]
  * Runs CMD in a sandbox of the daemon, streams its output here and exits with its status
- * (128+N when signal N killed it). */
+ * (128+N when signal N killed it, 124 when its timeout killed it).
+ *
+ * With -i, local stdin goes to the process (POST .../processes/{proc}/stdin, one request per
+ * chunk, from a second thread while the main one reads the stream), and end of file closes
+ * its stdin. With -t it runs on a terminal of the local terminal's size, resized on
+ * SIGWINCH; with both and a local terminal, that terminal is in raw mode meanwhile (so ^C,
+ * ^D, ^Z go to the process), restored on every way out. */
+#include <errno.h>
 #include <getopt.h>
 #include <openssl/evp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "base/fileutil.h"
@@ -14,9 +28,175 @@
 #include "cli/api.h"
 #include "cli/cli.h"
 
+#define EXEC_STDIN_CHUNK (64u << 10)
+
 struct exec_state {
     int status; /* -1 until the exit event */
+    const char *id;
+    int forward_stdin; /* -i: send local stdin */
+    int tty;           /* -t: resize on SIGWINCH */
+    long proc;         /* from the start event; 0 before */
+    int sigfd;         /* SIGWINCH, or -1 */
+    int wake[2];       /* the stream ended: stop forwarding */
+    pthread_t thread;
+    int thread_started;
 };
+
+/* ---- the local terminal ------------------------------------------------------------- */
+
+static struct termios saved_tio;
+static volatile sig_atomic_t tio_saved;
+
+static void tty_restore(void)
+{
+    if (tio_saved)
+        (void)tcsetattr(STDIN_FILENO, TCSANOW, &saved_tio);
+    tio_saved = 0;
+}
+
+static void on_fatal_signal(int sig)
+{
+    tty_restore();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void tty_raw(void)
+{
+    struct termios t;
+    if (tcgetattr(STDIN_FILENO, &saved_tio) < 0)
+        return;
+    tio_saved = 1;
+    atexit(tty_restore);
+    static const int sigs[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGPIPE};
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        signal(sigs[i], on_fatal_signal);
+    t = saved_tio;
+    cfmakeraw(&t);
+    (void)tcsetattr(STDIN_FILENO, TCSANOW, &t);
+}
+
+static void term_size(unsigned *rows, unsigned *cols)
+{
+    struct winsize ws = {0};
+    if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0 || ws.ws_row == 0)
+        (void)ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws);
+    *rows = ws.ws_row ? ws.ws_row : 24;
+    *cols = ws.ws_col ? ws.ws_col : 80;
+    if (*rows > 1000)
+        *rows = 1000;
+    if (*cols > 1000)
+        *cols = 1000;
+}
+
+/* ---- the second thread: stdin and resizes ------------------------------------------- */
+
+static void proc_path(const struct exec_state *st, const char *what, char *buf, size_t n)
+{
+    snprintf(buf, n, "/v1/sandboxes/%s/processes/%ld/%s", st->id, st->proc, what);
+}
+
+static void send_resize(struct exec_state *st)
+{
+    char path[512];
+    unsigned rows, cols;
+    term_size(&rows, &cols);
+    proc_path(st, "resize", path, sizeof(path));
+    json_t *body = json_pack("{s:i,s:i}", "rows", (json_int_t)rows, "cols", (json_int_t)cols);
+    json_t *reply = NULL;
+    (void)gbx_cli_call("POST", path, body, &reply);
+    json_decref(body);
+    json_decref(reply);
+}
+
+/* Send one chunk; 0, or -1 when stdin cannot take more (the process closed it or ended). */
+static int send_stdin(struct exec_state *st, const void *data, size_t len)
+{
+    char path[512];
+    json_t *reply = NULL;
+    proc_path(st, "stdin", path, sizeof(path));
+    int status = gbx_cli_call_raw("POST", path, data, len, &reply);
+    if (status != 204 && status != 404 && status != 409 && status >= 0)
+        gbx_cli_print_error(status, reply);
+    json_decref(reply);
+    return status == 204 ? 0 : -1;
+}
+
+static void *forward(void *arg)
+{
+    struct exec_state *st = arg;
+    static uint8_t buf[EXEC_STDIN_CHUNK];
+    int in_open = st->forward_stdin;
+    if (st->sigfd >= 0)
+        send_resize(st); /* the size may have changed since the request */
+    for (;;) {
+        struct pollfd fds[3] = {
+            {.fd = st->wake[0], .events = POLLIN},
+            {.fd = in_open ? STDIN_FILENO : -1, .events = POLLIN},
+            {.fd = st->sigfd, .events = POLLIN},
+        };
+        if (poll(fds, 3, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (fds[0].revents)
+            break;
+        if (fds[2].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            if (read(st->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+                send_resize(st);
+        }
+        if (fds[1].revents) {
+            ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+            if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                continue;
+            if (n > 0 && send_stdin(st, buf, (size_t)n) == 0)
+                continue;
+            in_open = 0;
+            if (n <= 0) { /* end of file (or a read error): so does the process's stdin */
+                char path[512];
+                json_t *reply = NULL;
+                proc_path(st, "close-stdin", path, sizeof(path));
+                (void)gbx_cli_call("POST", path, NULL, &reply);
+                json_decref(reply);
+            }
+            if (st->sigfd < 0)
+                break;
+        }
+    }
+    return NULL;
+}
+
+static void start_forwarding(struct exec_state *st)
+{
+    if (!st->forward_stdin && st->sigfd < 0)
+        return;
+    if (pipe(st->wake) < 0) {
+        gbx_cli_error("cannot forward stdin: %s", strerror(errno));
+        return;
+    }
+    if (pthread_create(&st->thread, NULL, forward, st) != 0) {
+        gbx_cli_error("cannot forward stdin: cannot start a thread");
+        close(st->wake[0]);
+        close(st->wake[1]);
+        return;
+    }
+    st->thread_started = 1;
+}
+
+static void stop_forwarding(struct exec_state *st)
+{
+    if (!st->thread_started)
+        return;
+    (void)!write(st->wake[1], "x", 1);
+    pthread_join(st->thread, NULL);
+    close(st->wake[0]);
+    close(st->wake[1]);
+    st->thread_started = 0;
+}
+
+/* ---- the stream ----------------------------------------------------------------------- */
 
 static void on_line(void *arg, const char *line, size_t len)
 {
@@ -42,97 +222,50 @@ static void on_line(void *arg, const char *line, size_t len)
                                  (size_t)m);
         }
         free(out);
+    } else if (strcmp(type, "start") == 0) {
+        st->proc = (long)json_integer_value(json_object_get(ev, "process"));
+        start_forwarding(st);
     } else if (strcmp(type, "exit") == 0) {
         json_t *sig = json_object_get(ev, "signal");
-        st->status = sig ? 128 + (int)json_integer_value(sig)
-                         : (int)json_integer_value(json_object_get(ev, "exit_code"));
-    } else if (strcmp(type, "error") == 0) {
+        st->status = json_is_true(json_object_get(ev, "timed_out")) ? 124
+                     : sig ? 128 + (int)json_integer_value(sig)
+                           : (int)json_integer_value(json_object_get(ev, "exit_code"));
+    } else if (strcmp(type, "error") == 0 || strcmp(type, "detached") == 0) {
         gbx_cli_error("%s", json_string_value(json_object_get(ev, "message")));
     }
     json_decref(ev);
 }
 
-int gbx_cmd_exec(int argc, char **argv)
+static const char exec_usage[] =
+    "usage: glovebox exec SANDBOX [options] -- CMD [ARG...]\n"
+    "  -i, --stdin          send stdin to the command (end of file closes its stdin)\n"
+    "  -t, --tty            run it on a terminal (raw mode here with -i on a terminal)\n"
+    "      --timeout D      kill it after D (\"30s\", \"5m\"); exit status 124\n"
+    "  -u, --user U         a user name, uid or uid:gid (default root)\n"
+    "  -w, --cwd DIR        working directory (default the user's home)\n"
+    "  -e, --env K=V        environment (repeatable; replaces the default one)\n";
+
+static int run_exec(struct exec_state *st, json_t *body)
 {
-    static const struct option longopts[] = {
-        {"user", required_argument, NULL, 'u'},
-        {"cwd", required_argument, NULL, 'w'},
-        {"env", required_argument, NULL, 'e'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    json_t *body = json_object(), *env = json_object();
-    int c;
-    /* glovebox exec ID [options] -- CMD, or glovebox exec [options] ID -- CMD */
-    const char *id = NULL;
-    if (argc > 1 && argv[1][0] != '-') {
-        id = argv[1];
-        argc--;
-        argv++;
-    }
-    optind = 0;
-    while ((c = getopt_long(argc, argv, "+u:w:e:h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'u':
-            json_object_set_new(body, "user", json_string(optarg));
-            break;
-        case 'w':
-            json_object_set_new(body, "cwd", json_string(optarg));
-            break;
-        case 'e': {
-            const char *eq = strchr(optarg, '=');
-            if (gbx_env_valid(optarg) < 0 || eq == NULL) {
-                gbx_cli_error("invalid --env '%s': use KEY=VALUE", optarg);
-                json_decref(body);
-                json_decref(env);
-                return 125;
-            }
-            char *key = strndup(optarg, (size_t)(eq - optarg));
-            json_object_set_new(env, key, json_string(eq + 1));
-            free(key);
-            break;
-        }
-        case 'h':
-            puts("usage: glovebox exec SANDBOX [--user U] [--cwd DIR] [--env K=V]... -- CMD "
-                 "[ARG...]");
-            json_decref(body);
-            json_decref(env);
-            return 0;
-        default:
-            json_decref(body);
-            json_decref(env);
-            return 125;
-        }
-    }
-    if (id == NULL && optind < argc)
-        id = argv[optind++];
-    if (id == NULL) {
-        gbx_cli_error("usage: glovebox exec SANDBOX [options] -- CMD [ARG...]");
-        json_decref(body);
-        json_decref(env);
-        return 125;
-    }
-    if (optind < argc && strcmp(argv[optind], "--") == 0)
-        optind++;
-    if (optind >= argc) {
-        gbx_cli_error("usage: glovebox exec SANDBOX [options] -- CMD [ARG...]");
-        json_decref(body);
-        json_decref(env);
-        return 125;
-    }
-    json_t *cmd = json_array();
-    for (int i = optind; i < argc; i++)
-        json_array_append_new(cmd, json_string(argv[i]));
-    json_object_set_new(body, "cmd", cmd);
-    if (json_object_size(env))
-        json_object_set(body, "env", env);
-    json_decref(env);
     char path[256];
-    snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", id);
-    struct exec_state st = {.status = -1};
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", st->id);
+    st->sigfd = -1;
+    if (st->tty) {
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGWINCH);
+        /* blocked here, before the second thread exists, so that it inherits the mask */
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        st->sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    }
+    if (st->tty && st->forward_stdin && isatty(STDIN_FILENO))
+        tty_raw();
     json_t *reply = NULL;
-    int status = gbx_cli_stream("POST", path, body, on_line, &st, &reply);
-    json_decref(body);
+    int status = gbx_cli_stream("POST", path, body, on_line, st, &reply);
+    stop_forwarding(st);
+    tty_restore();
+    if (st->sigfd >= 0)
+        close(st->sigfd);
     if (status != 200) {
         if (status >= 0)
             gbx_cli_print_error(status, reply);
@@ -140,9 +273,97 @@ int gbx_cmd_exec(int argc, char **argv)
         return status == 404 ? 125 : status == 400 ? 127 : 125;
     }
     json_decref(reply);
-    if (st.status < 0) {
+    if (st->status < 0) {
         gbx_cli_error("the stream ended before the process did");
         return 125;
     }
-    return st.status;
+    return st->status;
+}
+
+int gbx_cmd_exec(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"user", required_argument, NULL, 'u'}, {"cwd", required_argument, NULL, 'w'},
+        {"env", required_argument, NULL, 'e'},  {"stdin", no_argument, NULL, 'i'},
+        {"tty", no_argument, NULL, 't'},        {"timeout", required_argument, NULL, 'T'},
+        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
+    };
+    json_t *body = json_object(), *env = json_object();
+    struct exec_state st = {.status = -1, .sigfd = -1};
+    int c, rc = 125;
+    /* glovebox exec ID [options] -- CMD, or glovebox exec [options] ID -- CMD */
+    if (argc > 1 && argv[1][0] != '-') {
+        st.id = argv[1];
+        argc--;
+        argv++;
+    }
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "+u:w:e:ith", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'u':
+            json_object_set_new(body, "user", json_string(optarg));
+            break;
+        case 'w':
+            json_object_set_new(body, "cwd", json_string(optarg));
+            break;
+        case 'i':
+            st.forward_stdin = 1;
+            break;
+        case 't':
+            st.tty = 1;
+            break;
+        case 'T':
+            json_object_set_new(body, "timeout", json_string(optarg));
+            break;
+        case 'e': {
+            const char *eq = strchr(optarg, '=');
+            if (gbx_env_valid(optarg) < 0 || eq == NULL) {
+                gbx_cli_error("invalid --env '%s': use KEY=VALUE", optarg);
+                goto out;
+            }
+            char *key = strndup(optarg, (size_t)(eq - optarg));
+            json_object_set_new(env, key, json_string(eq + 1));
+            free(key);
+            break;
+        }
+        case 'h':
+            fputs(exec_usage, stdout);
+            rc = 0;
+            goto out;
+        default:
+            goto out;
+        }
+    }
+    if (st.id == NULL && optind < argc)
+        st.id = argv[optind++];
+    if (optind < argc && strcmp(argv[optind], "--") == 0)
+        optind++;
+    if (st.id == NULL || optind >= argc) {
+        fputs(exec_usage, stderr);
+        goto out;
+    }
+    json_t *cmd = json_array();
+    for (int i = optind; i < argc; i++)
+        json_array_append_new(cmd, json_string(argv[i]));
+    json_object_set_new(body, "cmd", cmd);
+    if (st.tty) {
+        unsigned rows, cols;
+        term_size(&rows, &cols);
+        json_object_set_new(
+            body, "pty",
+            json_pack("{s:i,s:i}", "rows", (json_int_t)rows, "cols", (json_int_t)cols));
+        /* the default environment has TERM with a terminal; a given one gets ours */
+        const char *term = getenv("TERM");
+        if (json_object_size(env) && term && json_object_get(env, "TERM") == NULL)
+            json_object_set_new(env, "TERM", json_string(term));
+    }
+    if (st.forward_stdin)
+        json_object_set_new(body, "stdin", json_true());
+    if (json_object_size(env))
+        json_object_set(body, "env", env);
+    rc = run_exec(&st, body);
+out:
+    json_decref(body);
+    json_decref(env);
+    return rc;
 }
