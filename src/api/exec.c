@@ -785,11 +785,23 @@ static int parse_exec(struct evhttp_request *req, json_t *body, struct exec_opts
     return 0;
 }
 
-/* Build the SPAWN request from checked options. */
-static void build_spawn(struct gbx_msg *m, const struct exec_opts *o)
+/* Build the SPAWN request from checked options. sbenv: the sandbox's environment (or NULL),
+ * under the request's own. */
+static void build_spawn(struct gbx_msg *m, const struct exec_opts *o, json_t *sbenv)
 {
     const char *key;
     json_t *v;
+    json_t *env = json_object();
+    if (sbenv && o->env == NULL) {
+        /* what the agent's default environment would have had, unless the sandbox's says */
+        json_object_set_new(env, "LANG", json_string("C.UTF-8"));
+        if (o->pty)
+            json_object_set_new(env, "TERM", json_string("xterm-256color"));
+    }
+    if (sbenv)
+        json_object_update(env, sbenv);
+    if (o->env)
+        json_object_update(env, o->env);
     if (o->shell) {
         gbx_msg_put_str(m, GBX_A_ARGV, "/bin/sh");
         gbx_msg_put_str(m, GBX_A_ARGV, "-c");
@@ -807,12 +819,12 @@ static void build_spawn(struct gbx_msg *m, const struct exec_opts *o)
         snprintf(kv, sizeof(kv), "%s=%s", key, json_string_value(v));
         gbx_msg_put_str(m, GBX_A_ENV, kv);
     }
-    json_object_foreach(o->env, key, v)
+    json_object_foreach(env, key, v)
     {
-        char kv[8192];
-        snprintf(kv, sizeof(kv), "%s=%s", key, json_string_value(v));
+        gbx_autofree char *kv = gbx_asprintf("%s=%s", key, json_string_value(v));
         gbx_msg_put_str(m, GBX_A_ENV, kv);
     }
+    json_decref(env);
     if (o->cwd)
         gbx_msg_put_str(m, GBX_A_CWD, json_string_value(o->cwd));
     if (o->user)
@@ -864,7 +876,7 @@ void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp
         json_decref(body);
         return;
     }
-    build_spawn(gbx_aconn_begin(st->agent, GBX_MSG_SPAWN), &o);
+    build_spawn(gbx_aconn_begin(st->agent, GBX_MSG_SPAWN), &o, gbx_server_sandbox_env(srv, sb->id));
     json_decref(body);
     (void)stream_send(st, on_spawn_reply);
 }
