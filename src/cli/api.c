@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/fileutil.h"
 #include "base/mem.h"
 #include "cli/cli.h"
 #include "sandbox/backend.h"
@@ -193,4 +195,82 @@ int gbx_cli_result(int status, json_t *reply, int ok)
     if (status >= 0)
         gbx_cli_print_error(status, reply);
     return status == 404 ? 3 : 1;
+}
+
+/* ---- bodies streamed from and to file descriptors (glovebox cp) -------------------------- */
+
+struct xfer {
+    struct call c; /* an error reply, or the JSON reply when out_fd is -1 */
+    int in_fd, out_fd;
+    int write_failed;
+};
+
+static size_t xfer_read(char *p, size_t size, size_t n, void *arg)
+{
+    struct xfer *x = arg;
+    ssize_t r;
+    do
+        r = read(x->in_fd, p, size * n);
+    while (r < 0 && errno == EINTR);
+    return r < 0 ? CURL_READFUNC_ABORT : (size_t)r;
+}
+
+static size_t xfer_write(char *p, size_t size, size_t n, void *arg)
+{
+    struct xfer *x = arg;
+    if (x->c.status == 0)
+        C.easy_getinfo(x->c.curl, CURLINFO_RESPONSE_CODE, &x->c.status);
+    if (x->out_fd < 0 || x->c.status / 100 != 2)
+        return on_data(p, size, n, &x->c);
+    if (gbx_write_all(x->out_fd, p, size * n) < 0) {
+        x->write_failed = 1;
+        return 0; /* aborts the transfer */
+    }
+    return size * n;
+}
+
+int gbx_cli_transfer(const char *method, const char *path, int in_fd, long long in_len,
+                     int out_fd, json_t **reply)
+{
+    if (reply)
+        *reply = NULL;
+    const char *sock = gbx_cli_socket();
+    if (curl_load() < 0)
+        return -1;
+    CURL *curl = C.easy_init();
+    GBX_BUG_ON(curl == NULL);
+    struct xfer x = {.c = {.curl = curl}, .in_fd = in_fd, .out_fd = out_fd};
+    gbx_autofree char *url = gbx_asprintf("http://glovebox%s", path);
+    struct curl_slist *hdrs = NULL;
+    C.easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, sock);
+    C.easy_setopt(curl, CURLOPT_URL, url);
+    C.easy_setopt(curl, CURLOPT_WRITEFUNCTION, xfer_write);
+    C.easy_setopt(curl, CURLOPT_WRITEDATA, &x);
+    C.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    if (in_fd >= 0) {
+        hdrs = C.slist_append(hdrs, "Content-Type: application/octet-stream");
+        C.easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
+        C.easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+        C.easy_setopt(curl, CURLOPT_READFUNCTION, xfer_read);
+        C.easy_setopt(curl, CURLOPT_READDATA, &x);
+        C.easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)in_len);
+    }
+    C.easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    CURLcode rc = C.easy_perform(curl);
+    long status = -1;
+    if (x.write_failed) {
+        gbx_cli_error("cannot write the download: %s", strerror(errno));
+    } else if (rc != CURLE_OK) {
+        gbx_cli_error("cannot reach gloveboxd at '%s': %s (is it running? start it with "
+                      "'gloveboxd', or set GLOVEBOX_RUNTIME_DIR)",
+                      sock, C.easy_strerror(rc));
+    } else {
+        C.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        if (reply && x.c.len)
+            *reply = json_loadb(x.c.buf, x.c.len, 0, NULL);
+    }
+    C.slist_free_all(hdrs);
+    C.easy_cleanup(curl);
+    free(x.c.buf);
+    return (int)status;
 }

@@ -32,4 +32,11 @@ int gbx_cli_result(int status, json_t *reply, int ok);
 /* Print an error reply {"error":{"kind","message"}} (or the status) as "glovebox: ...". */
 void gbx_cli_print_error(int status, json_t *reply);
 
+/* A request whose body is read from in_fd (in_len bytes, or -1 when unknown: chunked; in_fd
+ * -1: no body) and whose 2xx reply body is written to out_fd (-1: parsed into *reply like
+ * gbx_cli_call). An error reply's JSON goes to *reply. Returns the status, or -1 when the
+ * daemon cannot be reached or out_fd cannot be written (a message has been printed). */
+int gbx_cli_transfer(const char *method, const char *path, int in_fd, long long in_len,
+                     int out_fd, json_t **reply);
+
 #endif

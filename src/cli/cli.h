@@ -9,6 +9,7 @@ int gbx_cmd_create(int argc, char **argv);
 int gbx_cmd_ls(int argc, char **argv);
 int gbx_cmd_kill(int argc, char **argv);
 int gbx_cmd_exec(int argc, char **argv);
+int gbx_cmd_cp(int argc, char **argv);
 int gbx_cmd_ps(int argc, char **argv);
 int gbx_cmd_status(int argc, char **argv);
 int gbx_cmd_apikey(int argc, char **argv);

@@ -17,6 +17,7 @@ static const struct {
     {"info", gbx_cmd_info, "show one sandbox of the daemon (JSON)"},
     {"timeout", gbx_cmd_timeout, "set or clear a sandbox's timeout"},
     {"exec", gbx_cmd_exec, "run a command in a sandbox of the daemon"},
+    {"cp", gbx_cmd_cp, "copy a file into or out of a sandbox (ID:/path)"},
     {"ps", gbx_cmd_ps, "list the running processes of a sandbox of the daemon"},
     {"kill", gbx_cmd_kill, "destroy sandboxes of the daemon"},
     {"apikey", gbx_cmd_apikey, "create, list and revoke API keys for the TCP listener"},
