@@ -380,7 +380,8 @@ static void capture_json(json_t *obj, const char *name, const struct capture *c)
     if (!valid) {
         char key[32];
         snprintf(key, sizeof(key), "%s_base64", name);
-        json_object_set_new(obj, key, json_string_nocheck(b64(c->buf, c->len)));
+        gbx_autofree char *enc = b64(c->buf, c->len);
+        json_object_set_new(obj, key, json_string_nocheck(enc));
     }
 }
 
