@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <sys/random.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -149,6 +150,16 @@ int gbx_store_open(const char *path, struct gbx_store **out, struct gbx_err **er
     return 0;
 }
 
+int gbx_store_exec(struct gbx_store *s, const char *sql, struct gbx_err **err)
+{
+    return exec_sql(s, sql, err);
+}
+
+bool gbx_store_in_transaction(struct gbx_store *s)
+{
+    return sqlite3_get_autocommit(s->db) == 0;
+}
+
 void gbx_store_close(struct gbx_store *s)
 {
     if (s == NULL)
@@ -220,7 +231,9 @@ static int head_get(struct gbx_store *s, int64_t *seq, char hash[65])
 int gbx_store_audit_append(struct gbx_store *s, const struct gbx_audit_entry *e, int64_t *seq,
                            struct gbx_err **err)
 {
-    if (exec_sql(s, "BEGIN IMMEDIATE", err) < 0)
+    /* inside the caller's transaction (the store writer's batch): it commits or rolls back */
+    bool own_txn = sqlite3_get_autocommit(s->db) != 0;
+    if (own_txn && exec_sql(s, "BEGIN IMMEDIATE", err) < 0)
         return gbx_err_wrap(err, "append audit record");
     int64_t last;
     char prev[65], hash[65];
@@ -273,16 +286,18 @@ int gbx_store_audit_append(struct gbx_store *s, const struct gbx_audit_entry *e,
         db_err(s, err, "append audit record");
         goto rollback;
     }
-    if (exec_sql(s, "COMMIT", err) < 0)
+    if (own_txn && exec_sql(s, "COMMIT", err) < 0)
         goto rollback;
     if (seq)
         *seq = n;
     return 0;
 
-rollback:;
-    char *msg = NULL;
-    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, &msg);
-    sqlite3_free(msg);
+rollback:
+    if (own_txn) {
+        char *msg = NULL;
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, &msg);
+        sqlite3_free(msg);
+    }
     return -1;
 }
 
@@ -347,6 +362,8 @@ done:
 int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *sb,
                           struct gbx_err **err)
 {
+    if (sb->id == NULL || sb->id[0] == '\0')
+        return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "save sandbox: the row has no id");
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db,
                            "INSERT OR REPLACE INTO sandboxes (id, owner, template, state, "

@@ -5,6 +5,7 @@
 #ifndef GBX_STORE_STORE_H
 #define GBX_STORE_STORE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "base/err.h"
@@ -15,6 +16,13 @@ struct gbx_store;
  * the current version. A database from a newer Glovebox is refused rather than damaged. */
 int gbx_store_open(const char *path, struct gbx_store **out, struct gbx_err **err) GBX_WUR;
 void gbx_store_close(struct gbx_store *s);
+/* Run one or more SQL statements with no results on the store's connection (transaction
+ * control for callers that group writes: "BEGIN IMMEDIATE", "SAVEPOINT x", "COMMIT" ...).
+ * sql is trusted text, never built from input. */
+int gbx_store_exec(struct gbx_store *s, const char *sql, struct gbx_err **err) GBX_WUR;
+/* Whether the connection is inside a transaction. It is not any more once SQLite has rolled
+ * one back on its own (after an I/O error or a full disk, for instance). */
+bool gbx_store_in_transaction(struct gbx_store *s);
 /* The schema version the database is at (PRAGMA user_version). */
 int gbx_store_schema_version(struct gbx_store *s);
 /* The newest schema version this build knows. */
@@ -69,7 +77,10 @@ struct gbx_audit_entry {
 
 /* Append a record, chained to the previous one: hash = sha256(previous hash || the
  * record's fields, each length-prefixed). Returns its sequence number in *seq (may be
- * NULL). Durable when it returns. */
+ * NULL). Durable when it returns, unless the connection is already inside a transaction
+ * (gbx_store_in_transaction): then it joins that one and the caller commits or, on
+ * failure, rolls back (the chain head is read inside the transaction either way). The
+ * sandbox writes below are single statements and join an open transaction the same way. */
 int gbx_store_audit_append(struct gbx_store *s, const struct gbx_audit_entry *e, int64_t *seq,
                            struct gbx_err **err) GBX_WUR;
 
