@@ -644,6 +644,8 @@ static void bench_idle(struct client *c, const struct opts *o)
     sync();
     sleep(1);
     long avail0 = meminfo_kb("MemAvailable"), free0 = meminfo_kb("MemFree");
+    long slab0 = meminfo_kb("Slab"), unrecl0 = meminfo_kb("SUnreclaim"),
+         shmem0 = meminfo_kb("Shmem");
     long rss0 = status_kb(o->pid, "VmRSS");
     int got = 0;
     double t0 = now_us();
@@ -657,6 +659,8 @@ static void bench_idle(struct client *c, const struct opts *o)
     double create_s = (now_us() - t0) / 1e6;
     sleep(1);
     long avail1 = meminfo_kb("MemAvailable"), free1 = meminfo_kb("MemFree");
+    long slab1 = meminfo_kb("Slab"), unrecl1 = meminfo_kb("SUnreclaim"),
+         shmem1 = meminfo_kb("Shmem");
     long rss1 = status_kb(o->pid, "VmRSS");
     int cnt = 0;
     double cg_bytes = metric_sum(c, "glovebox_sandbox_memory_bytes", &cnt);
@@ -674,6 +678,9 @@ static void bench_idle(struct client *c, const struct opts *o)
                (double)(avail0 - avail1) / got <= 2048 ? "met" : "MISSED");
         printf("  host MemFree drop            %ld MiB: %.0f KiB per sandbox\n",
                (free0 - free1) / 1024, (double)(free0 - free1) / got);
+        printf("  %-28s slab %.0f (unreclaimable %.0f), shmem %.0f\n",
+               "  of which, KiB per sandbox:", (double)(slab1 - slab0) / got,
+               (double)(unrecl1 - unrecl0) / got, (double)(shmem1 - shmem0) / got);
         if (cnt > 0)
             printf("  cgroup memory (sum, /metrics) %.1f MiB over %d sandboxes: %.0f KiB each\n",
                    cg_bytes / 1048576, cnt, cg_bytes / 1024 / cnt);
@@ -698,10 +705,13 @@ static void bench_idle(struct client *c, const struct opts *o)
             break;
     }
     long rss2 = status_kb(o->pid, "VmRSS");
+    long slab2 = meminfo_kb("Slab"), unrecl2 = meminfo_kb("SUnreclaim");
     printf("  %-28s %d in %.1f s (%d failed); %d s later MemAvailable is %+ld MiB against "
            "before; daemon RSS %ld KiB\n",
            "deleting them all", got, del_s, del_failed, waited < 10 ? waited + 1 : 10,
            (avail2 - avail0) / 1024, rss2);
+    printf("  %-28s slab %+ld MiB (unreclaimable %+ld MiB) against before\n", "",
+           (slab2 - slab0) / 1024, (unrecl2 - unrecl0) / 1024);
 }
 
 static char **split_words(const char *s)

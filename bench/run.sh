@@ -19,8 +19,16 @@ stop_daemon() {
     wait "$DPID" 2>/dev/null || true
     DPID=
 }
-trap 'stop_daemon; rm -rf "$T"' EXIT
-export GLOVEBOX_RUNTIME_DIR="$T/run"
+# GBX_BENCH_RUNTIME_ON=/dev/shm puts the runtime dir (control sockets, locks) on that file
+# system instead of beside $T: on this host /tmp and /run are ext4, where each sandbox's
+# directory and control socket cost more than on a tmpfs
+R=
+if [ -n "${GBX_BENCH_RUNTIME_ON:-}" ]; then
+    R=$(mktemp -d "$GBX_BENCH_RUNTIME_ON/gbx-bench-XXXXXX")
+    chmod 711 "$R"
+fi
+trap 'stop_daemon; rm -rf "$T" ${R:+"$R"}' EXIT
+export GLOVEBOX_RUNTIME_DIR="${R:-$T}/run"
 export GLOVEBOX_STATE_DIR="${GLOVEBOX_STATE_DIR:-$T/state}"
 
 echo "== glovebox run true vs bwrap vs unshare (hyperfine, $HF_RUNS runs each)"
