@@ -625,7 +625,10 @@ static int parse_pty(struct evhttp_request *req, json_t *v, struct exec_opts *o)
     json_t *x;
     if (json_is_object(v)) {
         int ok = 1;
-        json_object_foreach(v, key, x) ok &= strcmp(key, "rows") == 0 || strcmp(key, "cols") == 0;
+        json_object_foreach(v, key, x)
+        {
+            ok &= strcmp(key, "rows") == 0 || strcmp(key, "cols") == 0;
+        }
         if (ok && pty_size(json_object_get(v, "rows"), &o->rows) == 0 &&
             pty_size(json_object_get(v, "cols"), &o->cols) == 0) {
             o->pty = 1;
@@ -786,10 +789,11 @@ static int parse_exec(struct evhttp_request *req, json_t *body, struct exec_opts
     return 0;
 }
 
-/* Build the SPAWN request from checked options. sbenv: the sandbox's environment (or NULL),
- * under the request's own. */
-static void build_spawn(struct gbx_msg *m, const struct exec_opts *o, json_t *sbenv)
+/* Build the SPAWN request from checked options: the sandbox's environment (if it has one),
+ * the request's own on top. */
+static void build_spawn(struct gbx_msg *m, const struct exec_opts *o)
 {
+    json_t *sbenv = o->sandbox_env;
     const char *key;
     json_t *v;
     json_t *env = json_object();
@@ -809,16 +813,10 @@ static void build_spawn(struct gbx_msg *m, const struct exec_opts *o, json_t *sb
         gbx_msg_put_str(m, GBX_A_ARGV, json_string_value(o->shell));
     } else {
         size_t i;
-        json_array_foreach(o->cmd, i, v) gbx_msg_put_str(m, GBX_A_ARGV, json_string_value(v));
-    }
-    /* the sandbox's environment, then the request's own on top */
-    json_object_foreach(o->sandbox_env, key, v)
-    {
-        if (json_object_get(o->env, key))
-            continue;
-        char kv[8192];
-        snprintf(kv, sizeof(kv), "%s=%s", key, json_string_value(v));
-        gbx_msg_put_str(m, GBX_A_ENV, kv);
+        json_array_foreach(o->cmd, i, v)
+        {
+            gbx_msg_put_str(m, GBX_A_ARGV, json_string_value(v));
+        }
     }
     json_object_foreach(env, key, v)
     {
@@ -877,7 +875,7 @@ void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp
         json_decref(body);
         return;
     }
-    build_spawn(gbx_aconn_begin(st->agent, GBX_MSG_SPAWN), &o, gbx_server_sandbox_env(srv, sb->id));
+    build_spawn(gbx_aconn_begin(st->agent, GBX_MSG_SPAWN), &o);
     json_decref(body);
     (void)stream_send(st, on_spawn_reply);
 }

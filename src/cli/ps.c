@@ -51,8 +51,11 @@ int gbx_cmd_ps(int argc, char **argv)
                        (long long)json_integer_value(json_object_get(p, "pid")),
                        json_is_true(json_object_get(p, "pty")) ? "yes" : "no",
                        json_string_value(json_object_get(p, "user")) ?: "?");
-                json_array_foreach(json_object_get(p, "cmd"), k, a)
+                json_t *cmd = json_object_get(p, "cmd");
+                json_array_foreach(cmd, k, a)
+                {
                     printf(" %s", json_string_value(a));
+                }
                 putchar('\n');
             }
         }

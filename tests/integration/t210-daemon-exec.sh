@@ -41,6 +41,11 @@ check "a signal is reported as such" [ "$(last)" = '{"type":"exit","signal":9}' 
 exec_ '{"cmd":["sh","-c","id -un; pwd; echo $GREETING"],"user":"user","cwd":"/tmp","env":{"GREETING":"hi"}}'
 check "user, cwd and env" [ "$(decode stdout)" = "$(printf 'user\n/tmp\nhi')" ]
 
+exec_ '{"shell":"tty; echo err >&2","pty":{"rows":30,"cols":90}}'
+check "on a pty, all output is stdout" [ "$(decode stdout | tr -d '\r' | sed 's|^/dev/pts/[0-9]*$|pts|')" = "$(printf 'pts\nerr')" ]
+check "and none is stderr" [ -z "$(decode stderr)" ]
+check "and the process exits as usual" [ "$(last)" = '{"type":"exit","exit_code":0}' ]
+
 # every byte value, 4 MiB of them, through base64 and back
 exec_ '{"shell":"i=0; while [ $i -lt 16 ]; do printf \"$(printf %s $(seq 0 255 | while read b; do printf \"\\\\\\\\%03o\" $b; done))\"; i=$((i+1)); done | head -c 4096 > /tmp/block; for i in $(seq 1024); do cat /tmp/block; done"}'
 want=$(python3 -c "import hashlib; print(hashlib.sha256(bytes(range(256)) * 16 * 1024).hexdigest())")
@@ -106,7 +111,7 @@ first_end=$(q "d = json.loads(c.execute(\"select detail from audit where kind = 
 check "exec.end records the command, user, exit code and bytes" \
     [ "$first_end" = "echo hello; echo oops >&2; exit 3 root 3 6 5" ]
 check "a signal is recorded" [ "$(q "print(c.execute(\"select count(*) from audit where kind = 'exec.end' and detail like '%\\\"signal\\\":9%'\").fetchone()[0])")" = 1 ]
-check "exec.start for every exec that started" [ "$(q "print(c.execute(\"select count(*) from audit where kind = 'exec.start'\").fetchone()[0])")" = 15 ]
+check "exec.start for every exec that started" [ "$(q "print(c.execute(\"select count(*) from audit where kind = 'exec.start'\").fetchone()[0])")" = 16 ]
 check "a client that left is recorded as exec.detach" [ "$(q "print(c.execute(\"select count(*) from audit where kind = 'exec.detach'\").fetchone()[0])")" = 1 ]
 "$BUILD/glovebox" audit verify --state-dir "$STATE" > "$T/verify"
 check "glovebox audit verify: intact" grep -q "audit log intact" "$T/verify"

@@ -213,6 +213,11 @@ p=$(proc_of left)
 check "after its client left, the process still runs" listed "$p"
 req POST "/processes/$p/signal" '{"signal":"KILL"}'
 check "and can be killed from another request" [ "$code" = 204 ]
+curl -s -N --max-time 1 --unix-socket "$S" -X POST -d '{"shell":"echo started; sleep 100","timeout":3}' \
+    "$B/exec" -o "$T/left2.out"
+p=$(proc_of left2)
+check "a process whose client left with a timeout runs on" listed "$p"
+check "until its timeout kills it" until_ "the timeout" not listed "$p"
 check "the daemon is healthy" [ "$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" http://glovebox/healthz)" = 200 ]
 
 # ---- the CLI ----
