@@ -43,6 +43,7 @@
 #include "base/parse.h"
 #include "sandbox/backend.h"
 #include "store/store.h"
+#include "store/writer.h"
 
 #define GBX_DEFAULT_MAX_BODY (1u << 20)
 #define GBX_MAX_HEADERS (64u << 10)
@@ -76,6 +77,7 @@ struct gbx_server {
     struct event_base *base;
     struct pooled *pool;
     size_t pool_len, pool_target;
+    size_t pool_inflight;  /* created, row not yet durable */
     struct event *pool_ev; /* refills the pool, one sandbox per turn of the loop */
     int pool_backoff;      /* the last refill failed: wait before the next */
     struct evhttp *http;
@@ -83,7 +85,11 @@ struct gbx_server {
     char *sock_path;
     struct gbx_runtime rt;
     int rt_ready;
-    struct gbx_store *store;
+    struct gbx_store *store;         /* the loop's connection: reads, and rows that must be
+                                        durable before a reply */
+    struct gbx_store_writer *writer; /* everything else: audit, deletes, expiries (group commit) */
+    struct event *writer_ev;
+    size_t writes_pending;
     struct live *live;
     struct event *reaper;    /* destroys sandboxes whose timeout passed */
     struct evhttp *http_tcp; /* --listen: every request needs an API key */
@@ -202,6 +208,21 @@ const char *gbx_server_actor(const struct gbx_server *s)
     return s->actor ? s->actor : "system";
 }
 
+/* A write the writer thread made durable (or could not). */
+static void write_done(void *arg, int status, const char *msg)
+{
+    struct gbx_server *s = arg;
+    s->writes_pending--;
+    if (status < 0)
+        gbx_log_error("cannot write to the store: %s", msg);
+}
+
+static void on_writer(evutil_socket_t fd, short what, void *arg)
+{
+    struct gbx_server *s = arg;
+    gbx_store_writer_complete(s->writer);
+}
+
 void gbx_server_audit(struct gbx_server *s, const char *kind, const char *sandbox, json_t *detail)
 {
     gbx_server_audit_as(s, gbx_server_actor(s), kind, sandbox, detail);
@@ -212,11 +233,8 @@ void gbx_server_audit_as(struct gbx_server *s, const char *actor, const char *ki
 {
     char *text = detail ? json_dumps(detail, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     struct gbx_audit_entry e = {.actor = actor, .kind = kind, .sandbox = sandbox, .detail = text};
-    struct gbx_err *err = NULL;
-    if (gbx_store_audit_append(s->store, &e, NULL, &err) < 0) {
-        gbx_log_error("cannot write audit record '%s': %s", kind, err->msg);
-        gbx_err_free(err);
-    }
+    s->writes_pending++;
+    gbx_store_writer_audit(s->writer, &e, write_done, s);
     free(text);
     json_decref(detail);
 }
@@ -406,6 +424,13 @@ bad_id:
 }
 
 /* ---- handlers ----------------------------------------------------------------------------- */
+
+/* Forget a sandbox's row (through the writer: nothing waits for it). */
+static void store_delete(struct gbx_server *s, const char *id)
+{
+    s->writes_pending++;
+    gbx_store_writer_sandbox_delete(s->writer, id, write_done, s);
+}
 
 static int store_put_live(struct gbx_server *s, const struct live *l, const char *state,
                           struct gbx_err **err)
@@ -601,11 +626,19 @@ static void pool_push(struct gbx_server *s, struct gbx_sandbox *sb, struct gbx_a
     s->pool_len++;
 }
 
+struct pool_fill {
+    struct gbx_server *s;
+    struct gbx_sandbox *sb;
+    struct gbx_agent *agent;
+};
+
+static void pool_row_done(void *arg, int status, const char *msg);
+
 static void pool_fill_one(evutil_socket_t fd, short what, void *arg)
 {
     struct gbx_server *s = arg;
     s->pool_backoff = 0;
-    if (s->pool_len >= s->pool_target)
+    if (s->pool_len + s->pool_inflight >= s->pool_target)
         return;
     struct gbx_sandbox_spec spec = {.ctl_socket = 1};
     gbx_autofree char *id = gbx_sandbox_id_new();
@@ -634,18 +667,42 @@ static void pool_fill_one(evutil_socket_t fd, short what, void *arg)
                                     .host_uid = sb->host_uid,
                                     .uid_slot = sb->uid_slot,
                                     .init_pid = sb->init_pid};
-    if (gbx_store_sandbox_put(s->store, &row, &err) < 0) {
-        gbx_log_error("warm pool: %s", err->msg);
-        gbx_err_free(err);
-    }
-    pool_push(s, sb, agent);
+    /* into the pool once its row is durable (a daemon killed meanwhile must find it) */
+    struct pool_fill *pf = gbx_xcalloc(1, sizeof(*pf));
+    pf->s = s;
+    pf->sb = sb;
+    pf->agent = agent;
+    s->pool_inflight++;
+    s->writes_pending++;
+    gbx_store_writer_sandbox_put(s->writer, &row, pool_row_done, pf);
     pool_kick(s);
+}
+
+static void pool_row_done(void *arg, int status, const char *msg)
+{
+    struct pool_fill *pf = arg;
+    struct gbx_server *s = pf->s;
+    s->pool_inflight--;
+    s->writes_pending--;
+    if (status < 0 || s->pool_ev == NULL) {
+        if (status < 0)
+            gbx_log_error("warm pool: cannot record sandbox '%s': %s", pf->sb->id, msg);
+        gbx_agent_free(pf->agent);
+        gbx_autofree char *id = gbx_xstrdup(pf->sb->id);
+        (void)!gbx_sandbox_destroy(pf->sb, NULL);
+        if (status == 0)
+            store_delete(s, id);
+    } else {
+        pool_push(s, pf->sb, pf->agent);
+        pool_kick(s);
+    }
+    free(pf);
 }
 
 /* Schedule the next refill step: one sandbox per turn of the loop, so requests interleave. */
 static void pool_kick(struct gbx_server *s)
 {
-    if (s->pool_ev == NULL || s->pool_len >= s->pool_target || s->pool_backoff ||
+    if (s->pool_ev == NULL || s->pool_len + s->pool_inflight >= s->pool_target || s->pool_backoff ||
         event_pending(s->pool_ev, EV_TIMEOUT, NULL))
         return;
     struct timeval now = {0, 0};
@@ -661,7 +718,7 @@ static void pool_drain(struct gbx_server *s)
         gbx_agent_free(p->agent);
         gbx_autofree char *id = gbx_xstrdup(p->sb->id);
         (void)!gbx_sandbox_destroy(p->sb, NULL);
-        (void)!gbx_store_sandbox_delete(s->store, id, NULL);
+        store_delete(s, id);
         free(p);
     }
 }
@@ -811,8 +868,7 @@ static int destroy_live(struct gbx_server *s, struct live *l, const char *kind, 
     l->agent = NULL;
     int r = gbx_sandbox_destroy(l->sb, err);
     live_free(l);
-    if (gbx_store_sandbox_delete(s->store, sid, NULL) < 0)
-        gbx_log_error("sandbox '%s': cannot delete its row", sid);
+    store_delete(s, sid);
     gbx_server_audit(s, kind, sid, detail);
     if (r < 0)
         gbx_log_warn("%s", (*err)->msg);
@@ -852,11 +908,8 @@ static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, str
         return;
     }
     l->expires_ns = ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0;
-    struct gbx_err *err = NULL;
-    if (gbx_store_sandbox_set_expiry(s->store, l->sb->id, l->expires_ns, &err) < 0) {
-        gbx_log_error("%s", err->msg);
-        gbx_err_free(err);
-    }
+    s->writes_pending++;
+    gbx_store_writer_sandbox_set_expiry(s->writer, l->sb->id, l->expires_ns, write_done, s);
     gbx_server_audit(s, "sandbox.timeout", l->sb->id, body);
     gbx_http_reply_json(req, 200, sandbox_json(l));
 }
@@ -920,6 +973,9 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
         "# HELP glovebox_pool_refill_failures_total Warm-pool refills that failed.\n"
         "# TYPE glovebox_pool_refill_failures_total counter\n"
         "glovebox_pool_refill_failures_total %llu\n"
+        "# HELP glovebox_store_writes_pending Store writes queued and not yet durable.\n"
+        "# TYPE glovebox_store_writes_pending gauge\n"
+        "glovebox_store_writes_pending %zu\n"
         "# HELP glovebox_execs_total Processes started through exec.\n"
         "# TYPE glovebox_execs_total counter\n"
         "glovebox_execs_total %llu\n"
@@ -930,7 +986,7 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
         (unsigned long long)s->m.create_failed, (unsigned long long)s->m.expired,
         (unsigned long long)s->m.lost, (unsigned long long)s->m.pool_hits,
         (unsigned long long)s->m.pool_misses, (unsigned long long)s->m.pool_failed,
-        (unsigned long long)s->m.execs, (unsigned long long)s->m.exec_out_bytes,
+        s->writes_pending, (unsigned long long)s->m.execs, (unsigned long long)s->m.exec_out_bytes,
         (unsigned long long)s->m.exec_err_bytes);
     static const char *const gauges[][2] = {
         {"glovebox_sandbox_memory_bytes", "Memory charged to the sandbox's cgroup."},
@@ -1308,7 +1364,7 @@ static int adopt_all(struct gbx_server *s, struct gbx_err **err)
             gbx_log_warn("sandbox '%s': %s", g->id, rerr->msg);
             gbx_err_free(rerr);
         }
-        (void)!gbx_store_sandbox_delete(s->store, g->id, NULL);
+        store_delete(s, g->id);
         gbx_log_warn("sandbox '%s' did not survive: %s; removed", g->id, g->why);
         s->m.lost++;
         gbx_server_audit(s, "sandbox.lost", g->id, json_pack("{s:s}", "reason", g->why));
@@ -1395,8 +1451,11 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
         goto fail;
     s->rt_ready = 1;
     db = gbx_asprintf("%s/glovebox.db", s->rt.state_dir);
-    if (gbx_store_open(db, &s->store, err) < 0)
+    if (gbx_store_open(db, &s->store, err) < 0 || gbx_store_writer_new(db, &s->writer, err) < 0)
         goto fail;
+    s->writer_ev =
+        event_new(base, gbx_store_writer_fd(s->writer), EV_READ | EV_PERSIST, on_writer, s);
+    event_add(s->writer_ev, NULL);
     s->pool_target = cfg->pool_size;
     if (adopt_all(s, err) < 0)
         goto fail;
@@ -1455,7 +1514,7 @@ void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
         if (kill_sandboxes) {
             gbx_autofree char *id = gbx_xstrdup(l->sb->id);
             (void)!gbx_sandbox_destroy(l->sb, NULL);
-            (void)!gbx_store_sandbox_delete(s->store, id, NULL);
+            store_delete(s, id);
             gbx_server_audit(s, "sandbox.delete", id,
                              json_pack("{s:s}", "reason", "daemon shutdown"));
         } else {
@@ -1471,6 +1530,9 @@ void gbx_server_free(struct gbx_server *s)
     if (s == NULL)
         return;
     gbx_server_shutdown(s, 0);
+    if (s->writer_ev)
+        event_free(s->writer_ev);
+    gbx_store_writer_free(s->writer); /* makes every queued write durable first */
     gbx_store_close(s->store);
     if (s->rt_ready)
         gbx_runtime_release(&s->rt);

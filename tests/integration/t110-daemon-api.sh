@@ -107,9 +107,9 @@ check "gone after delete" [ "$code" = 404 ]
 check "its control socket is gone" [ ! -e "$RUN/sandboxes/api-one" ]
 
 # the audit log holds the lifecycle and its chain verifies (read with Python's sqlite3)
-n=$(python3 -c "import sqlite3; c=sqlite3.connect('$STATE/glovebox.db'); print(c.execute(\"select count(*) from audit where kind in ('sandbox.create','sandbox.delete')\").fetchone()[0])")
+n=$(q "print(c.execute(\"select count(*) from audit where kind in ('sandbox.create','sandbox.delete')\").fetchone()[0])")
 check "audit rows for create and delete" [ "$n" = 6 ]
-n=$(python3 -c "import sqlite3; c=sqlite3.connect('$STATE/glovebox.db'); print(c.execute(\"select count(*) from audit where kind = 'sandbox.expire' and sandbox = 'short'\").fetchone()[0])")
+n=$(q "print(c.execute(\"select count(*) from audit where kind = 'sandbox.expire' and sandbox = 'short'\").fetchone()[0])")
 check "the expiry is audited" [ "$n" = 1 ]
 
 # stop with a sandbox still running: --kill-on-exit takes it down, nothing is left

@@ -62,6 +62,7 @@ check "revoke" [ $? -eq 0 ]
 tcp "$a" GET /v1/sandboxes
 check "a revoked key is refused at once" [ "$code" = 401 ]
 check "apikey list shows the states" sh -c "'$GB' apikey list | grep -q 'team-a.*revoked' && '$GB' apikey list | grep -q 'team-b.*live'"
+settle
 actors=$(python3 -c "
 import sqlite3
 c = sqlite3.connect('$STATE/glovebox.db')

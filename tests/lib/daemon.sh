@@ -50,6 +50,19 @@ req() {
     fi
     record "$m" "$p"
 }
+# settle: wait until the daemon's store writes are durable (audit records are written behind)
+settle() {
+    for i in $(seq 200); do
+        [ "$(curl -s --max-time 10 --unix-socket "$S" http://glovebox/metrics |
+            awk '$1 == "glovebox_store_writes_pending" {print $2}')" = 0 ] && return 0
+        sleep 0.02
+    done
+}
+# q CODE: run Python with c = a connection to the daemon's database, once writes are durable
+q() {
+    [ -n "$DPID" ] && settle
+    python3 -c "import sqlite3, json; c = sqlite3.connect('$STATE/glovebox.db'); $1"
+}
 # field EXPR: evaluate a Python expression over the JSON body j
 field() { python3 -c "import json,sys; j=json.load(open('$T/body')); print($1)"; }
 
