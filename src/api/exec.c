@@ -581,6 +581,16 @@ static int stream_send(struct stream *st, gbx_aconn_reply_fn fn)
     return 0;
 }
 
+void gbx_api_exec_shutdown(void)
+{
+    while (streams) {
+        struct stream *st = streams;
+        detach_client(st); /* a request still here is the HTTP server's to free */
+        st->req = NULL;
+        stream_free(st);
+    }
+}
+
 void gbx_api_exec_attach(struct gbx_server *srv, struct event_base *base,
                          struct evhttp_request *req, struct gbx_sandbox *sb, uint32_t proc)
 {

@@ -24,4 +24,9 @@ void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp
 void gbx_api_exec_attach(struct gbx_server *srv, struct event_base *base,
                          struct evhttp_request *req, struct gbx_sandbox *sb, uint32_t proc);
 
+/* Let go of every stream still open, those kept only to enforce a timeout after their
+ * client left included (those timeouts are then not enforced). For the daemon's shutdown,
+ * after its HTTP servers were freed, before the event base is. */
+void gbx_api_exec_shutdown(void);
+
 #endif
