@@ -547,10 +547,10 @@ static void on_list(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, 
     } else if (final && h->type == GBX_MSG_OK) {
         /* sorted by name: stable output whatever the directory order */
         size_t n = json_array_size(op->entries);
-        json_t **v = gbx_xcalloc(n ? n : 1, sizeof(*v));
+        json_t **v = gbx_xcalloc(n ? n : 1, sizeof(json_t *));
         for (size_t i = 0; i < n; i++)
             v[i] = json_incref(json_array_get(op->entries, i));
-        qsort(v, n, sizeof(*v), cmp_name);
+        qsort(v, n, sizeof(json_t *), cmp_name);
         json_t *arr = json_array();
         for (size_t i = 0; i < n; i++)
             json_array_append_new(arr, v[i]);
@@ -1382,7 +1382,7 @@ void gbx_api_files(struct gbx_server *srv, struct event_base *base, struct evhtt
         (void)send_req(op, on_change);
         break;
     case OP_DOWNLOAD:
-        msg = begin(op, GBX_MSG_STAT, op->path);
+        (void)begin(op, GBX_MSG_STAT, op->path);
         (void)send_req(op, on_download_stat);
         break;
     case OP_MKDIR:
@@ -1396,7 +1396,7 @@ void gbx_api_files(struct gbx_server *srv, struct event_base *base, struct evhtt
             gbx_msg_put_u32(msg, GBX_A_PARENTS, 1);
         if (send_req(op, on_change) < 0)
             break;
-        msg = begin(op, GBX_MSG_STAT, op->path);
+        (void)begin(op, GBX_MSG_STAT, op->path);
         (void)send_req(op, on_post_stat);
         break;
     case OP_MOVE:

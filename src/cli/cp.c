@@ -223,7 +223,7 @@ int gbx_cmd_cp(int argc, char **argv)
         }
     }
     if (argc - optind != 2) {
-        gbx_cli_error("%s", USAGE + strlen("usage: "));
+        gbx_cli_error("%s", &USAGE[strlen("usage: ")]);
         return 2;
     }
     const char *src = argv[optind], *dst = argv[optind + 1];
