@@ -95,6 +95,7 @@ struct op {
 
     uint64_t off, len, sent; /* download */
     int paused;
+    int started; /* the reply's status and headers are sent (download, watch) */
 
     struct item *items; /* upload */
     size_t nitems, cur;
@@ -214,7 +215,7 @@ static void on_agent_close(void *arg, const char *why)
 {
     struct op *op = arg;
     op_enter(op);
-    if (op->kind == OP_WATCH && op->req && !op->dead) {
+    if (op->kind == OP_WATCH && op->started && op->req && !op->dead) {
         /* end the stream with the reason; the client sees the stream end */
         struct evbuffer *b = evbuffer_new();
         GBX_BUG_ON(b == NULL);
@@ -718,8 +719,7 @@ static void on_read(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, 
     struct op *op = arg;
     op_enter(op);
     if (h == NULL || h->type == GBX_MSG_ERROR) {
-        if (op->sent == 0) {
-            /* nothing streamed yet: the headers are not sent either */
+        if (!op->started) {
             fail_agent(op, h, p);
         } else {
             char msg[512];
@@ -842,8 +842,10 @@ static void on_download_stat(void *arg, const struct gbx_frame_hdr *h, const uin
     if (off)
         gbx_msg_put_u64(m, GBX_A_OFFSET, off);
     gbx_msg_put_u64(m, GBX_A_LENGTH, len);
-    if (send_req(op, on_read) == 0)
+    if (send_req(op, on_read) == 0) {
         evhttp_send_reply_start(op->req, r == 1 ? 206 : 200, r == 1 ? "Partial Content" : "OK");
+        op->started = 1;
+    }
     op_leave(op);
 }
 
@@ -1030,6 +1032,7 @@ static void on_watch(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p,
                               op->sse ? "text/event-stream" : "application/x-ndjson");
             evhttp_add_header(out, "Cache-Control", "no-cache");
             evhttp_send_reply_start(op->req, 200, "OK");
+            op->started = 1;
             watch_send(op, "start", json_pack("{s:s,s:s}", "type", "start", "path", op->path));
         }
     }
