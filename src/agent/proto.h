@@ -7,6 +7,9 @@
 #include <stdint.h>
 
 #define GBX_AGENT_VERSION 1
+/* Connections init serves at once; one more gets an ERROR frame (EMFILE, id 0) and is closed.
+ * The daemon holds one per exec stream, attached process, download, upload or watch. */
+#define GBX_AGENT_MAX_CONNS 256
 #define GBX_FRAME_MAGIC 0x47 /* 'G' */
 #define GBX_FRAME_HDR_SIZE 16
 /* Largest payload either side accepts. Bigger data is split into chunks. */

@@ -103,6 +103,14 @@ static void dispatch(struct gbx_aconn *c, const struct gbx_frame_hdr *h, const u
     switch (h->type) {
     case GBX_MSG_OK:
     case GBX_MSG_ERROR: {
+        if (h->type == GBX_MSG_ERROR && h->id == 0) {
+            /* init refused the connection itself (too many, or a protocol error) */
+            char msg[256], why[320];
+            (void)gbx_aconn_error_text(p, h->len, msg, sizeof(msg));
+            snprintf(why, sizeof(why), "the sandbox's agent refused the connection: %s", msg);
+            lose(c, why);
+            return;
+        }
         if (h->id == c->hello_id) {
             c->hello_id = 0;
             if (h->type == GBX_MSG_ERROR)

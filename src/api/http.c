@@ -144,12 +144,25 @@ static int json_depth(const char *p, size_t n)
     return max;
 }
 
+static size_t json_limit = 1u << 20;
+
+void gbx_http_set_json_limit(size_t bytes)
+{
+    json_limit = bytes;
+}
+
 json_t *gbx_http_body_object(struct evhttp_request *req)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t n = evbuffer_get_length(in);
     if (n == 0)
         return json_object();
+    if (n > json_limit) {
+        gbx_http_reply_error_status(req, 413, GBX_ERR_LIMIT,
+                                    "request body larger than %zu bytes (gloveboxd --max-body)",
+                                    json_limit);
+        return NULL;
+    }
     const char *p = (const char *)evbuffer_pullup(in, -1);
     if (json_depth(p, n) > GBX_JSON_MAX_DEPTH) {
         gbx_http_reply_error(req, GBX_ERR_INVALID, "request body nests deeper than %d levels",

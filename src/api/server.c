@@ -46,6 +46,7 @@
 #include "store/writer.h"
 
 #define GBX_DEFAULT_MAX_BODY (1u << 20)
+#define GBX_DEFAULT_MAX_UPLOAD (64u << 20)
 #define GBX_MAX_HEADERS (64u << 10)
 
 /* A sandbox the daemon keeps. */
@@ -1414,7 +1415,14 @@ static struct evhttp *new_http(struct gbx_server *s, const struct gbx_server_con
 {
     struct evhttp *h = evhttp_new(s->base);
     GBX_BUG_ON(h == NULL);
-    evhttp_set_max_body_size(h, cfg->max_body ? cfg->max_body : GBX_DEFAULT_MAX_BODY);
+    /* libevent 2.1 hands a handler the whole body, so the transport limit is the larger of
+     * the two; JSON bodies are held to max_body by gbx_http_body_object */
+    size_t json_max = cfg->max_body ? cfg->max_body : GBX_DEFAULT_MAX_BODY;
+    size_t upload_max = cfg->max_upload ? cfg->max_upload : GBX_DEFAULT_MAX_UPLOAD;
+    gbx_http_set_json_limit(json_max);
+    evhttp_set_max_body_size(h, json_max > upload_max ? json_max : upload_max);
+    /* answer 413 even to a client that keeps sending (no Expect: 100-continue) */
+    evhttp_set_flags(h, EVHTTP_SERVER_LINGERING_CLOSE);
     evhttp_set_max_headers_size(h, GBX_MAX_HEADERS);
     evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
                                       EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH);

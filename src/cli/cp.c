@@ -82,7 +82,7 @@ static int failed(int status, json_t *reply)
         fputs("hint: 'glovebox ls' lists the sandboxes\n", stderr);
     else if (status == 413)
         fputs("hint: uploads are bounded by the daemon's largest request body "
-              "(gloveboxd --max-body)\n",
+              "(gloveboxd --max-upload)\n",
               stderr);
     json_decref(reply);
     return status == 404 ? 3 : 1;

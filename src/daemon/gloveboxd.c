@@ -40,7 +40,8 @@ static const char usage[] =
     "  --listen ADDR:PORT     also serve HTTP on TCP; every request there needs an API key\n"
     "  --pool N               keep N fresh sandboxes of the default template ready\n"
     "                         (create then takes one: well under a millisecond)\n"
-    "  --max-body SIZE        largest request body (default 1M)\n"
+    "  --max-body SIZE        largest JSON request body (default 1M)\n"
+    "  --max-upload SIZE      largest file upload, held in memory while written (default 64M)\n"
     "  --kill-on-exit         destroy all sandboxes when stopping\n"
     "  -h, --help\n";
 
@@ -124,6 +125,13 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
             return -1;
         }
         st->cfg.max_body = (size_t)n;
+    } else if (strcmp(key, "max-upload") == 0) {
+        uint64_t n;
+        if (gbx_parse_size(value, &n) < 0 || n < 4096 || n > (4ull << 30)) {
+            snprintf(err, errsz, "max-upload must be a size from 4K to 4G (e.g. 64M)");
+            return -1;
+        }
+        st->cfg.max_upload = (size_t)n;
     } else if (strcmp(key, "log-format") == 0) {
         if (strcmp(value, "json") != 0 && strcmp(value, "text") != 0) {
             snprintf(err, errsz, "log-format must be text or json");
@@ -201,6 +209,7 @@ int main(int argc, char **argv)
         {"listen", required_argument, NULL, 0},
         {"pool", required_argument, NULL, 0},
         {"max-body", required_argument, NULL, 0},
+        {"max-upload", required_argument, NULL, 0},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };

@@ -39,7 +39,7 @@ static inline int close_range(unsigned int first, unsigned int last, int flags)
 }
 #endif
 
-#define INIT_MAX_CONNS 16
+#define INIT_MAX_CONNS GBX_AGENT_MAX_CONNS
 /* A connection whose unsent output reaches the soft cap stops being fed process output
  * and READ/LIST chunks; at the hard cap init also stops reading its requests. */
 #define INIT_OUT_SOFT_CAP (1u << 20)

@@ -705,11 +705,11 @@ static void test_sixteen_connections_then_refused(void **state)
     assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
     assert_int_equal(listen(l, 32), 0);
     pid_t ipid;
-    struct gbx_agent *conns[16];
+    struct gbx_agent *conns[GBX_AGENT_MAX_CONNS];
     conns[0] = open_agent(spawn_init(NULL, l, &ipid));
     close(l);
     struct gbx_err *e = NULL;
-    for (int i = 1; i < 16; i++)
+    for (int i = 1; i < GBX_AGENT_MAX_CONNS; i++)
         if (gbx_agent_connect(sock, &conns[i], &e) < 0)
             fail_msg("connection %d: %s", i, e->msg);
     struct gbx_agent *extra = NULL;
@@ -721,7 +721,7 @@ static void test_sixteen_connections_then_refused(void **state)
     gbx_err_free(e);
     e = NULL;
     /* every admitted connection works */
-    for (int i = 0; i < 16; i++)
+    for (int i = 0; i < GBX_AGENT_MAX_CONNS; i++)
         assert_int_equal(gbx_agent_ping(conns[i], &e), 0);
     /* a slot frees up when a connection closes */
     gbx_agent_free(conns[5]);
@@ -736,7 +736,7 @@ static void test_sixteen_connections_then_refused(void **state)
     }
     assert_true(ok);
     assert_int_equal(gbx_agent_shutdown(conns[0], &e), 0);
-    for (int i = 0; i < 16; i++)
+    for (int i = 0; i < GBX_AGENT_MAX_CONNS; i++)
         gbx_agent_free(conns[i]);
     int st = wait_exit(ipid, 5000);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);

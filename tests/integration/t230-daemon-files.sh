@@ -8,7 +8,7 @@ NAME=files
 . "$(dirname "$0")/../lib/daemon.sh"
 GB="$BUILD/glovebox"
 export GLOVEBOX_RUNTIME_DIR="$RUN"
-MAX=8M # the daemon's largest request body, so the largest upload
+MAX=8M # the daemon's largest upload
 
 # req METHOD PATH [CURL ARGS...]: status in $code, body in $T/body, headers in $T/headers
 req() {
@@ -31,7 +31,7 @@ for line in sys.stdin:
         sys.stdout.buffer.write(base64.b64decode(e['data']))"
 }
 
-ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=4" start_daemon --max-body "$MAX"
+ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=4" start_daemon --max-upload "$MAX"
 req POST /v1/sandboxes -d '{"id":"fs"}'
 req POST /v1/sandboxes -d '{"id":"fh"}'
 
