@@ -67,7 +67,7 @@ enum mode {
 /* run-and-wait: one stream's captured output */
 struct capture {
     uint8_t *buf;
-    size_t len;
+    size_t len, cap;
     int truncated;
 };
 
@@ -313,7 +313,12 @@ static void capture_add(struct capture *c, size_t max, const uint8_t *data, size
     }
     if (len == 0)
         return;
-    c->buf = gbx_xrealloc(c->buf, c->len + len);
+    if (c->len + len > c->cap) {
+        c->cap = c->len + len > 2 * c->cap ? c->len + len : 2 * c->cap;
+        if (c->cap > max)
+            c->cap = max;
+        c->buf = gbx_xrealloc(c->buf, c->cap);
+    }
     memcpy(c->buf + c->len, data, len);
     c->len += len;
 }
