@@ -312,9 +312,16 @@ int gbx_cmd_exec(int argc, char **argv)
         case 't':
             st.tty = 1;
             break;
-        case 'T':
+        case 'T': {
+            uint64_t ms;
+            if (gbx_parse_duration_ms(optarg, &ms) < 0) {
+                gbx_cli_error("invalid --timeout '%s': use a duration like 30s, 5m, 1500ms",
+                              optarg);
+                goto out;
+            }
             json_object_set_new(body, "timeout", json_string(optarg));
             break;
+        }
         case 'e': {
             const char *eq = strchr(optarg, '=');
             if (gbx_env_valid(optarg) < 0 || eq == NULL) {
