@@ -25,7 +25,7 @@ check "its init runs as its own unprivileged uid" [ -n "$(ps -o pid= -u "$gen_ui
 req GET /v1/sandboxes
 check "list has both" [ "$(field 'sorted(s["id"] for s in j["sandboxes"]) == sorted(["api-one", "'"$gen"'"])')" = True ]
 req GET /v1/sandboxes/api-one
-check "get" [ "$code" = 200 ] && [ "$(field 'j["state"]')" = running ]
+check "get" eval '[ "$code" = 200 ] && [ "$(field '\''j["state"]'\'')" = running ]'
 
 # metrics, in Prometheus' text format
 req GET /metrics
@@ -52,7 +52,7 @@ req POST /v1/sandboxes '{"id":'
 check "malformed JSON is 400" [ "$code" = 400 ]
 check "400 explains" grep -q "not valid JSON" "$T/body"
 req POST /v1/sandboxes '{"memroy":"1G"}'
-check "unknown field is 400" [ "$code" = 400 ] && grep -q "unknown field 'memroy'" "$T/body"
+check "unknown field is 400" eval '[ "$code" = 400 ] && grep -q "unknown field '\''memroy'\''" "$T/body"'
 req POST /v1/sandboxes '{"memory":"lots"}'
 check "bad memory is 400" [ "$code" = 400 ]
 req POST /v1/sandboxes '{"id":"Bad ID"}'
@@ -60,12 +60,12 @@ check "bad id is 400" [ "$code" = 400 ]
 req POST /v1/sandboxes '[1,2]'
 check "a non-object body is 400" [ "$code" = 400 ]
 req POST /v1/sandboxes "$(python3 -c 'print("[" * 100 + "]" * 100)')"
-check "deep nesting is 400" [ "$code" = 400 ] && grep -q "nests deeper" "$T/body"
+check "deep nesting is 400" eval '[ "$code" = 400 ] && grep -q "nests deeper" "$T/body"'
 python3 -c 'print("{\"x\":\"" + "a" * 2000000 + "\"}")' > "$T/huge"
 code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" -X POST --data-binary @"$T/huge" http://glovebox/v1/sandboxes)
 check "a 2 MB body is 413" [ "$code" = 413 ]
 req POST /v1/sandboxes '{"template":"no-such"}'
-check "unknown template is 404" [ "$code" = 404 ] && grep -q "template 'no-such' not found" "$T/body"
+check "unknown template is 404" eval '[ "$code" = 404 ] && grep -q "template '\''no-such'\'' not found" "$T/body"'
 req GET /v1/sandboxes/nope
 check "unknown sandbox is 404" [ "$code" = 404 ]
 req DELETE /v1/sandboxes/nope
@@ -79,7 +79,7 @@ check "the daemon is still up after all that" [ "$code" = 200 ]
 
 # timeouts: the reaper destroys a sandbox when its timeout passes; a timeout can be moved
 req POST /v1/sandboxes '{"id":"short","timeout":"1s"}'
-check "create with a timeout" [ "$code" = 201 ] && [ "$(field 'j["expires_at"] is not None')" = True ]
+check "create with a timeout" eval '[ "$code" = 201 ] && [ "$(field '\''j["expires_at"] is not None'\'')" = True ]'
 req POST /v1/sandboxes '{"id":"moved","timeout":1}'
 req POST /v1/sandboxes/moved/timeout '{"timeout":"10m"}'
 check "a timeout can be moved" [ "$code" = 200 ]
@@ -97,7 +97,7 @@ check "and leaves nothing of it" [ ! -e "$RUN/sandboxes/short" ]
 req GET /v1/sandboxes/moved
 check "the moved timeout kept the other one" [ "$code" = 200 ]
 req POST /v1/sandboxes/moved/timeout '{"timeout":0}'
-check "a timeout can be removed" [ "$code" = 200 ] && [ "$(field 'j["expires_at"]')" = None ]
+check "a timeout can be removed" eval '[ "$code" = 200 ] && [ "$(field '\''j["expires_at"]'\'')" = None ]'
 req DELETE /v1/sandboxes/moved
 
 req DELETE /v1/sandboxes/api-one

@@ -92,7 +92,7 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" -X DELETE http:
 check "an adopted sandbox can be deleted" [ "$code" = 204 ]
 # (an adopted init is not our child: the host's init reaps it, a moment later)
 for i in $(seq 40); do [ -z "$(ps -o pid= -u "$keep_uid")" ] && break; sleep 0.05; done
-check "and leaves nothing" [ -z "$(ps -o pid= -u "$keep_uid")" ] && [ ! -e "$RUN/sandboxes/keep" ]
+check "and leaves nothing" eval '[ -z "$(ps -o pid= -u "$keep_uid")" ] && [ ! -e "$RUN/sandboxes/keep" ]'
 python3 -c "
 import sqlite3
 c = sqlite3.connect('$STATE/glovebox.db')

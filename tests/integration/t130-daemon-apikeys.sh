@@ -25,7 +25,8 @@ check "apikey create prints a key" [ -n "$a" ]
 b=$(python3 -c "import json; print(json.load(open('$T/b.json'))['key'])")
 check "apikey create --json prints {\"key\": ...}" [ -n "$b" ]
 "$GB" apikey create team-a 2>"$T/err"
-check "a duplicate name is refused" [ $? -ne 0 ] && grep -q "exists" "$T/err"
+rc=$?
+check "a duplicate name is refused" eval '[ $rc -ne 0 ] && grep -q "exists" "$T/err"'
 check "keys are stored hashed, never in clear" \
     [ "$(python3 -c "import sqlite3; print(sum(1 for (h,) in sqlite3.connect('$STATE/glovebox.db').execute('select hash from api_keys') if h in ('$a', '$b')))")" = 0 ]
 
@@ -33,7 +34,7 @@ check "no key appears anywhere in the database files" sh -c "! grep -q -e '$a' -
 code=$(curl -s -o /dev/null -w '%{http_code}' "$U/healthz")
 check "healthz needs no key" [ "$code" = 200 ]
 code=$(curl -s -o "$T/body" -w '%{http_code}' "$U/v1/sandboxes")
-check "no key: 401" [ "$code" = 401 ] && grep -q "an API key is needed" "$T/body"
+check "no key: 401" eval '[ "$code" = 401 ] && grep -q "an API key is needed" "$T/body"'
 tcp gbx_0000 GET /v1/sandboxes
 check "a wrong key: 401" [ "$code" = 401 ]
 
@@ -52,7 +53,7 @@ check "A cannot exec in B's sandbox" [ "$code" = 404 ]
 tcp "$a" POST /v1/sandboxes '{"id":"of-b"}'
 check "A cannot take B's id either" [ "$code" = 409 ]
 tcp "$a" POST /v1/sandboxes/of-a/exec '{"shell":"echo mine"}'
-check "A execs in its own" [ "$code" = 200 ] && grep -q '"exit_code":0' "$T/body"
+check "A execs in its own" eval '[ "$code" = 200 ] && grep -q '\''"exit_code":0'\'' "$T/body"'
 tcp "$a" POST /v1/apikeys '{"name":"sneaky"}'
 check "keys cannot manage keys" [ "$code" = 403 ]
 check "the admin sees both" [ "$("$GB" ls --json | python3 -c "import json, sys; print(sorted(s['id'] for s in json.load(sys.stdin)))")" = "['of-a', 'of-b']" ]

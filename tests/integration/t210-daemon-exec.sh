@@ -93,7 +93,7 @@ exec_ '{"cmd":[]}'; check "an empty cmd is 400" [ "$code" = 400 ]
 exec_ '{"cmd":["ls"],"tty":true}'; check "an unknown field is 400" [ "$code" = 400 ]
 exec_ '{"cmd":["ls"],"env":{"BAD NAME":"x"}}'; check "a bad env name is 400" [ "$code" = 400 ]
 exec_ '{"cmd":["/no/such/program"]}'
-check "a missing program is 400" [ "$code" = 400 ] && grep -q "cannot run '/no/such/program'" "$T/out"
+check "a missing program is 400" eval '[ "$code" = 400 ] && grep -q "cannot run '\''/no/such/program'\''" "$T/out"'
 code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" -X POST -d '{"cmd":["ls"]}' \
     http://glovebox/v1/sandboxes/nope/exec)
 check "exec in an unknown sandbox is 404" [ "$code" = 404 ]
@@ -118,6 +118,6 @@ check "glovebox audit verify: intact" grep -q "audit log intact" "$T/verify"
 q "c.execute(\"update audit set detail = replace(detail, 'hello', 'HELLO') where kind = 'exec.end'\"); c.commit()"
 "$BUILD/glovebox" audit verify --state-dir "$STATE" > "$T/verify"
 rc=$?
-check "an edited record is found (exit 1)" [ $rc -eq 1 ] && grep -q "was changed after it was written" "$T/verify"
+check "an edited record is found (exit 1)" eval '[ $rc -eq 1 ] && grep -q "was changed after it was written" "$T/verify"'
 spec_check
 summary
