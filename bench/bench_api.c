@@ -727,7 +727,12 @@ static char **split_words(const char *s)
         v[n++] = w;
     }
     v[n] = NULL;
-    return v; /* copy leaks with v, for the life of the process */
+    if (n == 0) { /* an empty command: no peer */
+        free(v);
+        free(copy);
+        return NULL;
+    }
+    return v; /* copy lives with v, for the life of the process */
 }
 
 int main(int argc, char **argv)
