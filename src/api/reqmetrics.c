@@ -161,7 +161,7 @@ static void on_complete(struct evhttp_request *req, void *arg)
         gbx_log_kv_write(GBX_LOG_INFO, "request", "method",
                          methods[method_index(evhttp_request_get_command(req))], "path",
                          uri ? uri : "", "status", st, "ms", known ? ms : "", "actor",
-                         known ? t->actor : "", NULL);
+                         known ? t->actor : "", (const char *)NULL);
     }
 }
 

@@ -805,7 +805,7 @@ static void handle_list(struct gbx_server *s, struct evhttp_request *req)
     size_t n = 0;
     for (struct live *l = s->live; l; l = l->next)
         n++;
-    struct live **v = gbx_xcalloc(n ? n : 1, sizeof(*v));
+    struct live **v = gbx_xcalloc(n ? n : 1, sizeof(struct live *));
     size_t m = 0;
     for (struct live *l = s->live; l; l = l->next) {
         if (!visible(s, l) || (template_name && strcmp(l->template_name, template_name) != 0))
@@ -819,7 +819,7 @@ static void handle_list(struct gbx_server *s, struct evhttp_request *req)
         if (i == nlabels)
             v[m++] = l;
     }
-    qsort(v, m, sizeof(*v), live_cmp);
+    qsort(v, m, sizeof(struct live *), live_cmp);
     json_t *arr = json_array();
     size_t i = 0;
     if (cur_id) /* skip to the first after the cursor's place in the order */
@@ -1507,6 +1507,7 @@ void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
         evhttp_free(s->http_tcp);
         s->http_tcp = NULL;
     }
+    gbx_api_exec_shutdown(); /* streams kept only to enforce a timeout after their client left */
     if (s->sock_path)
         (void)unlink(s->sock_path);
     if (s->pool_ev) {

@@ -301,7 +301,7 @@ int gbx_cgroup_begin(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const
     snprintf(cg->id, sizeof(cg->id), "%s", id);
     if (l->v2 == NULL)
         return 0;
-    cg->v2dir = gbx_asprintf("%s/" GBX_CG_PARENT "/%s", l->v2, id);
+    cg->v2dir = gbx_asprintf("%s/" GBX_CG_PARENT "/%s%s", l->v2, l->scope, id);
     if (mkdir(cg->v2dir, 0755) < 0) {
         int e = errno;
         free(cg->v2dir);
@@ -330,7 +330,7 @@ int gbx_cgroup_finish(struct gbx_cgroup *cg, const struct gbx_cg_limits *lim, st
         for (int d = 0; d < c; d++)
             if (l->v1[d] && strcmp(l->v1[d], l->v1[c]) == 0)
                 dup = 1;
-        cg->dir[c] = gbx_asprintf("%s/" GBX_CG_PARENT "/%s", l->v1[c], id);
+        cg->dir[c] = gbx_asprintf("%s/" GBX_CG_PARENT "/%s%s", l->v1[c], l->scope, id);
         if (dup)
             continue;
         if (mkdir(cg->dir[c], 0755) < 0) {
@@ -421,14 +421,14 @@ int gbx_cgroup_open(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const 
     for (int c = 0; c < GBX_CG_NCTRL; c++) {
         if (l->v2_limits || l->v1[c] == NULL)
             continue;
-        cg->dir[c] = gbx_asprintf("%s/" GBX_CG_PARENT "/%s", l->v1[c], id);
+        cg->dir[c] = gbx_asprintf("%s/" GBX_CG_PARENT "/%s%s", l->v1[c], l->scope, id);
         if (access(cg->dir[c], F_OK) < 0) {
             free(cg->dir[c]);
             cg->dir[c] = NULL;
         }
     }
     if (l->v2) {
-        cg->v2dir = gbx_asprintf("%s/" GBX_CG_PARENT "/%s", l->v2, id);
+        cg->v2dir = gbx_asprintf("%s/" GBX_CG_PARENT "/%s%s", l->v2, l->scope, id);
         cg->v2fd = open(cg->v2dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     }
     const char *probe = cg->dir[GBX_CG_MEMORY] ? cg->dir[GBX_CG_MEMORY] : cg->v2dir;
@@ -720,8 +720,10 @@ int gbx_cgroup_gc(const struct gbx_cg_layout *l, const char *prefix, int min_age
     time_t now = time(NULL);
     int removed = 0;
     struct dirent *de;
+    size_t scope_len = strlen(l->scope);
     while ((de = readdir(d)) != NULL) {
-        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+        if (strncmp(de->d_name, l->scope, scope_len) != 0 ||
+            strncmp(de->d_name + scope_len, prefix, strlen(prefix)) != 0)
             continue;
         gbx_autofree char *dir = gbx_asprintf("%s/%s", parent, de->d_name);
         struct stat st;
@@ -730,7 +732,7 @@ int gbx_cgroup_gc(const struct gbx_cg_layout *l, const char *prefix, int min_age
         if (!group_empty(dir))
             continue;
         struct gbx_cgroup cg;
-        if (gbx_cgroup_open(&cg, l, de->d_name, NULL) < 0)
+        if (gbx_cgroup_open(&cg, l, de->d_name + scope_len, NULL) < 0)
             continue;
         int busy = 0;
         for (int c = 0; c < GBX_CG_NCTRL; c++)

@@ -28,6 +28,10 @@ struct gbx_cg_layout {
     int v2_freeze;          /* cgroup.freeze / cgroup.kill usable in v2 */
     int dev_inherited;      /* the v1 parent group carries the device allow-list */
     int favordynmods;       /* the kernel already favours dynamic cgroup changes */
+    /* Prepended to every sandbox's group name, so that daemons with different runtime dirs
+     * never meet over the same sandbox id: "" for the default runtime dir, else "g<8 hex>-"
+     * (a hash of the runtime dir). */
+    char scope[16];
 };
 
 /* Pure parser, for tests: fill a layout from the texts of /proc/self/mountinfo and

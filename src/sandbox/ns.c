@@ -49,6 +49,20 @@ static const char *env_or(const char *opt, const char *env, const char *def)
     return e && *e ? e : def;
 }
 
+/* The runtime dir names this instance: sandboxes of daemons with different runtime dirs
+ * get different cgroups even when their ids are the same. FNV-1a is enough: the names only
+ * need to differ, and the runtime dir is chosen by the operator. */
+static void cg_scope(struct gbx_runtime *rt)
+{
+    rt->cg.scope[0] = '\0';
+    if (strcmp(rt->runtime_dir, GBX_DEFAULT_RUNTIME_DIR) == 0)
+        return;
+    uint32_t h = 2166136261u;
+    for (const char *p = rt->runtime_dir; *p; p++)
+        h = (h ^ (uint8_t)*p) * 16777619u;
+    snprintf(rt->cg.scope, sizeof(rt->cg.scope), "g%08x-", h);
+}
+
 int gbx_runtime_init(struct gbx_runtime *rt, const struct gbx_runtime_opts *o, struct gbx_err **err)
 {
     memset(rt, 0, sizeof(*rt));
@@ -90,6 +104,7 @@ int gbx_runtime_init(struct gbx_runtime *rt, const struct gbx_runtime_opts *o, s
     }
     if (gbx_cg_layout_detect(&rt->cg, err) < 0)
         goto fail;
+    cg_scope(rt);
     if (gbx_cgroup_prepare(&rt->cg, err) < 0)
         goto fail;
     if (!getenv("GLOVEBOX_NO_FAVORDYNMODS")) {

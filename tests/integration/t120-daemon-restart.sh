@@ -86,7 +86,7 @@ sleep 2
 check "the process that was streaming ran to its end" \
     [ "$(post /v1/sandboxes/keep/exec '{"cmd":["tail","-n","1","/tmp/ticks"]}' | decode_stdout)" = "tick 20" ]
 check "the dead sandbox's directory is gone" [ ! -e "$RUN/sandboxes/dies" ]
-check "the dead sandbox's cgroups are gone" [ -z "$(find /sys/fs/cgroup -maxdepth 4 -name dies 2>/dev/null)" ]
+check "the dead sandbox's cgroups are gone" [ -z "$(find /sys/fs/cgroup -maxdepth 4 -name '*dies' 2>/dev/null)" ]
 check "the loss is logged" grep -q "sandbox 'dies' did not survive" "$T/daemon.log"
 code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" -X DELETE http://glovebox/v1/sandboxes/keep)
 check "an adopted sandbox can be deleted" [ "$code" = 204 ]

@@ -63,7 +63,7 @@ check "parallel deletes all succeed" [ "$(grep -c '^204$' "$T/deletes")" = $((N 
 req GET /v1/sandboxes
 check "nothing is listed" [ "$(field 'len(j["sandboxes"])')" = 0 ]
 check "no sandbox directory is left" [ -z "$(ls "$RUN/sandboxes" 2>/dev/null)" ]
-check "no sandbox cgroup is left" [ -z "$(find /sys/fs/cgroup -maxdepth 4 -name 'par-*' 2>/dev/null)" ]
+check "no sandbox cgroup is left" [ -z "$(find /sys/fs/cgroup -maxdepth 4 -name '*par-*' 2>/dev/null)" ]
 req GET /healthz
 check "the daemon is healthy" [ "$code" = 200 ]
 summary
