@@ -302,7 +302,6 @@ kill -TERM "$DPID"; wait "$DPID"; rc=$?; DPID=
 check "the daemon stops cleanly (no leaks under ASan)" [ $rc -eq 0 ]
 
 # ---- every change is in the audit log ----
-q() { python3 -c "import sqlite3, json; c = sqlite3.connect('$STATE/glovebox.db'); $1"; }
 check "file.write records path and bytes" [ "$(q "print(c.execute(\"select count(*) from audit where kind = 'file.write' and detail like '%\\\"path\\\":\\\"/tmp/bin\\\"%' and detail like '%\\\"bytes\\\":4194304%'\").fetchone()[0])")" = 2 ]
 check "file.write records the user" [ "$(q "print(c.execute(\"select count(*) from audit where kind = 'file.write' and detail like '%/tmp/owned%' and detail like '%\\\"user\\\":\\\"user\\\"%'\").fetchone()[0])")" = 1 ]
 check "multipart writes each file" [ "$(q "print(c.execute(\"select count(*) from audit where kind = 'file.write' and detail like '%/tmp/up2/%'\").fetchone()[0])")" = 2 ]
