@@ -54,7 +54,9 @@ long gbx_aconn_send(struct gbx_aconn *c, gbx_aconn_reply_fn fn, void *arg);
 void gbx_aconn_cancel(struct gbx_aconn *c, uint32_t id);
 
 /* Flow control. While paused, nothing is read from the agent (it stops reading the process,
- * which blocks). Frames already buffered wait too; resuming delivers them. */
+ * which blocks). Frames already buffered wait too; resuming delivers them, synchronously when
+ * called outside a callback of this connection: those callbacks may free their owner, so the
+ * caller must not touch its own state after gbx_aconn_pause(c, 0) returns. */
 void gbx_aconn_pause(struct gbx_aconn *c, int paused);
 /* Bytes queued for the agent and not yet written to the socket. */
 size_t gbx_aconn_out_pending(const struct gbx_aconn *c);
