@@ -586,6 +586,28 @@ static int stream_send(struct stream *st, gbx_aconn_reply_fn fn)
     return 0;
 }
 
+size_t gbx_api_exec_drain(const char *why)
+{
+    size_t n = 0;
+    for (struct stream *st = streams, *next; st; st = next) {
+        next = st->next;
+        if (st->req == NULL)
+            continue;
+        if (!st->started || st->mode == MODE_WAIT) {
+            fail_early(st, GBX_ERR_UNAVAILABLE, why);
+            n++;
+            continue;
+        }
+        /* the process goes on: a client can attach to it again once the daemon is back */
+        audit_end(st, "exec.detach", json_pack("{s:s}", "reason", why));
+        send_event(st, json_pack("{s:s,s:s,s:i}", "type", "error", "message", why, "process",
+                                 (json_int_t)st->proc));
+        finish(st);
+        n++;
+    }
+    return n;
+}
+
 void gbx_api_exec_shutdown(void)
 {
     while (streams) {

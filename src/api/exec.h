@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include <stddef.h>
+
 struct event_base;
 struct evhttp_request;
 struct gbx_sandbox;
@@ -28,5 +30,8 @@ void gbx_api_exec_attach(struct gbx_server *srv, struct event_base *base,
  * client left included (those timeouts are then not enforced). For the daemon's shutdown,
  * after its HTTP servers were freed, before the event base is. */
 void gbx_api_exec_shutdown(void);
+/* The daemon is stopping: end every stream cleanly with an error event saying why (and the
+ * process handle to attach to later); requests still waiting get a 503. */
+size_t gbx_api_exec_drain(const char *why);
 
 #endif

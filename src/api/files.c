@@ -107,13 +107,21 @@ struct op {
     uint64_t bytes;
     json_t *written;
 
-    int sse; /* watch */
+    int sse;                  /* watch */
+    struct op *next, **pprev; /* every op of the daemon (ops, below) */
 };
+
+static struct op *ops;
 
 /* ---- lifetime ------------------------------------------------------------------------------ */
 
 static void op_destroy(struct op *op)
 {
+    if (op->pprev) {
+        *op->pprev = op->next;
+        if (op->next)
+            op->next->pprev = op->pprev;
+    }
     gbx_aconn_free(op->ac);
     json_decref(op->entries);
     json_decref(op->written);
@@ -1054,7 +1062,32 @@ static struct op *op_new(struct gbx_server *srv, struct evhttp_request *req, str
     op->busy = 1; /* until the handler returns */
     snprintf(op->sandbox, sizeof(op->sandbox), "%s", sb->id);
     snprintf(op->actor, sizeof(op->actor), "%s", gbx_server_actor(srv));
+    op->next = ops;
+    if (ops)
+        ops->pprev = &op->next;
+    op->pprev = &ops;
+    ops = op;
     return op;
+}
+
+size_t gbx_api_files_drain(const char *why)
+{
+    size_t n = 0;
+    for (struct op *op = ops, *next; op; op = next) {
+        next = op->next;
+        if (op->kind != OP_WATCH || op->req == NULL || op->dead || !op->started)
+            continue;
+        op_enter(op);
+        watch_send(op, "error", json_pack("{s:s,s:s}", "type", "error", "message", why));
+        if (op->req) {
+            detach_client(op);
+            evhttp_send_reply_end(op->req);
+        }
+        op_finish(op);
+        op_leave(op);
+        n++;
+    }
+    return n;
 }
 
 /* Connect to the agent; replies and returns -1 on failure. */

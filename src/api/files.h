@@ -5,6 +5,8 @@
 #ifndef GBX_API_FILES_H
 #define GBX_API_FILES_H
 
+#include <stddef.h>
+
 struct event_base;
 struct evhttp_request;
 struct gbx_sandbox;
@@ -13,5 +15,9 @@ struct gbx_server;
 /* sub: what follows "/files" in the path ("" or "/stat", "/list", ...). */
 void gbx_api_files(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
                    struct gbx_sandbox *sb, const char *sub);
+
+/* The daemon is stopping: end every watch stream with an error event saying why. Other
+ * transfers end when the server closes their connections. */
+size_t gbx_api_files_drain(const char *why);
 
 #endif

@@ -53,7 +53,6 @@
 struct live {
     struct live *next;
     struct gbx_sandbox *sb;
-    struct gbx_agent *agent;
     char *template_name;
     struct gbx_cg_limits limits;
     uint64_t disk_bytes;
@@ -71,7 +70,6 @@ struct live {
 struct pooled {
     struct pooled *next;
     struct gbx_sandbox *sb;
-    struct gbx_agent *agent;
 };
 
 struct gbx_server {
@@ -94,7 +92,8 @@ struct gbx_server {
     struct live *live;
     struct event *reaper;    /* destroys sandboxes whose timeout passed */
     struct evhttp *http_tcp; /* --listen: every request needs an API key */
-    const char *actor;       /* the request being handled: "admin" or a key's name */
+    struct evhttp_bound_socket *unix_bound, *tcp_bound;
+    const char *actor; /* the request being handled: "admin" or a key's name */
     int admin;
     char key_name[128];
     struct metrics {
@@ -207,6 +206,18 @@ json_t *gbx_server_sandbox_env(struct gbx_server *s, const char *id)
 const char *gbx_server_actor(const struct gbx_server *s)
 {
     return s->actor ? s->actor : "system";
+}
+
+/* The sandbox's agent answers HELLO on the connection its creator holds (it is ready); the
+ * daemon then closes it: requests open their own connections (aconn.h), so an idle sandbox
+ * costs the daemon no descriptor and no buffer. */
+static int agent_hello(struct gbx_sandbox *sb, struct gbx_err **err)
+{
+    struct gbx_agent *a = NULL;
+    if (gbx_agent_open(gbx_steal_fd(&sb->conn_fd), &a, err) < 0)
+        return -1;
+    gbx_agent_free(a);
+    return 0;
 }
 
 /* A write the writer thread made durable (or could not). */
@@ -527,12 +538,10 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
     }
     int64_t t0 = gbx_monotonic_ns();
     struct gbx_sandbox *sb = NULL;
-    struct gbx_agent *agent = NULL;
     struct pooled *pp = pool_take(s, &c);
     int pooled = pp != NULL;
     if (pp) {
         sb = pp->sb;
-        agent = pp->agent;
         free(pp);
         s->m.pool_hits++;
         pool_kick(s);
@@ -544,8 +553,7 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
                                         .disk_bytes = c.disk_bytes,
                                         .ctl_socket = 1};
         struct gbx_err *err = NULL;
-        if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 ||
-            gbx_agent_open(gbx_steal_fd(&sb->conn_fd), &agent, &err) < 0) {
+        if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 || agent_hello(sb, &err) < 0) {
             s->m.create_failed++;
             gbx_http_reply_err(req, err);
             gbx_err_free(err);
@@ -560,7 +568,6 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
     }
     struct live *l = gbx_xcalloc(1, sizeof(*l));
     l->sb = sb;
-    l->agent = agent;
     l->template_name = gbx_xstrdup(c.template_name ? c.template_name : GBX_DEFAULT_TEMPLATE);
     l->owner = gbx_xstrdup(owner);
     l->limits = c.limits;
@@ -614,11 +621,10 @@ static struct pooled *pool_take(struct gbx_server *s, const struct create_req *c
     return p;
 }
 
-static void pool_push(struct gbx_server *s, struct gbx_sandbox *sb, struct gbx_agent *agent)
+static void pool_push(struct gbx_server *s, struct gbx_sandbox *sb)
 {
     struct pooled *p = gbx_xcalloc(1, sizeof(*p));
     p->sb = sb;
-    p->agent = agent;
     /* first in, first out: the oldest waits least long */
     struct pooled **pp = &s->pool;
     while (*pp)
@@ -630,7 +636,6 @@ static void pool_push(struct gbx_server *s, struct gbx_sandbox *sb, struct gbx_a
 struct pool_fill {
     struct gbx_server *s;
     struct gbx_sandbox *sb;
-    struct gbx_agent *agent;
 };
 
 static void pool_row_done(void *arg, int status, const char *msg);
@@ -645,10 +650,8 @@ static void pool_fill_one(evutil_socket_t fd, short what, void *arg)
     gbx_autofree char *id = gbx_sandbox_id_new();
     spec.id = id;
     struct gbx_sandbox *sb = NULL;
-    struct gbx_agent *agent = NULL;
     struct gbx_err *err = NULL;
-    if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 ||
-        gbx_agent_open(gbx_steal_fd(&sb->conn_fd), &agent, &err) < 0) {
+    if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 || agent_hello(sb, &err) < 0) {
         gbx_log_warn("warm pool: %s (retrying in a second)", err->msg);
         gbx_err_free(err);
         if (sb)
@@ -672,7 +675,6 @@ static void pool_fill_one(evutil_socket_t fd, short what, void *arg)
     struct pool_fill *pf = gbx_xcalloc(1, sizeof(*pf));
     pf->s = s;
     pf->sb = sb;
-    pf->agent = agent;
     s->pool_inflight++;
     s->writes_pending++;
     gbx_store_writer_sandbox_put(s->writer, &row, pool_row_done, pf);
@@ -688,13 +690,12 @@ static void pool_row_done(void *arg, int status, const char *msg)
     if (status < 0 || s->pool_ev == NULL) {
         if (status < 0)
             gbx_log_error("warm pool: cannot record sandbox '%s': %s", pf->sb->id, msg);
-        gbx_agent_free(pf->agent);
         gbx_autofree char *id = gbx_xstrdup(pf->sb->id);
         (void)!gbx_sandbox_destroy(pf->sb, NULL);
         if (status == 0)
             store_delete(s, id);
     } else {
-        pool_push(s, pf->sb, pf->agent);
+        pool_push(s, pf->sb);
         pool_kick(s);
     }
     free(pf);
@@ -716,7 +717,6 @@ static void pool_drain(struct gbx_server *s)
         struct pooled *p = s->pool;
         s->pool = p->next;
         s->pool_len--;
-        gbx_agent_free(p->agent);
         gbx_autofree char *id = gbx_xstrdup(p->sb->id);
         (void)!gbx_sandbox_destroy(p->sb, NULL);
         store_delete(s, id);
@@ -843,7 +843,6 @@ out:
 
 static void live_free(struct live *l)
 {
-    gbx_agent_free(l->agent);
     json_decref(l->env);
     json_decref(l->metadata);
     json_decref(l->labels);
@@ -865,8 +864,6 @@ static int destroy_live(struct gbx_server *s, struct live *l, const char *kind, 
     if (*pp)
         *pp = l->next;
     gbx_autofree char *sid = gbx_xstrdup(l->sb->id);
-    gbx_agent_free(l->agent);
-    l->agent = NULL;
     int r = gbx_sandbox_destroy(l->sb, err);
     live_free(l);
     store_delete(s, sid);
@@ -1290,10 +1287,8 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
                                      .host_uid = (uint32_t)row->host_uid,
                                      .init_pid = (pid_t)row->init_pid};
     struct gbx_sandbox *sb = NULL;
-    struct gbx_agent *agent = NULL;
     struct gbx_err *err = NULL;
-    if (gbx_sandbox_adopt(&s->rt, &rec, &sb, &err) < 0 ||
-        gbx_agent_open(gbx_steal_fd(&sb->conn_fd), &agent, &err) < 0) {
+    if (gbx_sandbox_adopt(&s->rt, &rec, &sb, &err) < 0 || agent_hello(sb, &err) < 0) {
         /* collected now, removed after the walk (the walk holds a read statement) */
         struct gone *g = gbx_xcalloc(1, sizeof(*g));
         g->id = gbx_xstrdup(row->id);
@@ -1306,12 +1301,11 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
         return 0;
     }
     if (row->state && strcmp(row->state, "pooled") == 0) {
-        pool_push(s, sb, agent); /* trimmed to the pool's size after the walk */
+        pool_push(s, sb); /* trimmed to the pool's size after the walk */
         return 0;
     }
     struct live *l = gbx_xcalloc(1, sizeof(*l));
     l->sb = sb;
-    l->agent = agent;
     l->template_name = gbx_xstrdup(row->template_name ? row->template_name : "");
     l->owner = gbx_xstrdup(row->owner ? row->owner : "");
     l->created_ns = row->created_ns;
@@ -1403,7 +1397,7 @@ static int listen_unix(struct gbx_server *s, struct gbx_err **err)
         close(fd);
         return gbx_err_set(err, 0, GBX_ERR_INTERNAL, "cannot listen on '%s'", s->sock_path);
     }
-    if (evhttp_bind_listener(s->http, s->unix_listener) == NULL)
+    if ((s->unix_bound = evhttp_bind_listener(s->http, s->unix_listener)) == NULL)
         return gbx_err_set(err, 0, GBX_ERR_INTERNAL, "cannot serve on '%s'", s->sock_path);
     s->unix_listener = NULL; /* owned by the http bound socket now */
     return 0;
@@ -1441,7 +1435,7 @@ static int listen_tcp(struct gbx_server *s, const struct gbx_server_config *cfg,
                            "--listen '%s': use ADDR:PORT, e.g. 127.0.0.1:7070", cfg->listen_tcp);
     *colon = '\0';
     s->http_tcp = new_http(s, cfg, dispatch_tcp);
-    if (evhttp_bind_socket_with_handle(s->http_tcp, addr, (uint16_t)port) == NULL)
+    if ((s->tcp_bound = evhttp_bind_socket_with_handle(s->http_tcp, addr, (uint16_t)port)) == NULL)
         return gbx_err_sys(err, errno ? errno : EADDRINUSE, "cannot listen on '%s'",
                            cfg->listen_tcp);
     gbx_log_info("serving API keys' requests on %s", cfg->listen_tcp);
@@ -1478,6 +1472,9 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     event_add(s->reaper, &every);
     if (s->pool_target) {
         s->pool_ev = event_new(base, -1, 0, pool_fill_one, s);
+        /* background work: after whatever requests are ready (see gloveboxd.c) */
+        if (event_base_get_npriorities(base) > 2)
+            event_priority_set(s->pool_ev, 2);
         pool_kick(s);
         gbx_log_info("keeping a warm pool of %zu sandboxes", s->pool_target);
     }
@@ -1491,6 +1488,25 @@ fail:
 const char *gbx_server_socket_path(const struct gbx_server *s)
 {
     return s->sock_path;
+}
+
+int gbx_server_drain(struct gbx_server *s)
+{
+    static const char why[] = "the daemon is stopping; the process goes on (attach to it when "
+                              "the daemon is back)";
+    if (s->unix_bound) {
+        evhttp_del_accept_socket(s->http, s->unix_bound);
+        s->unix_bound = NULL;
+        (void)unlink(s->sock_path);
+    }
+    if (s->tcp_bound) {
+        evhttp_del_accept_socket(s->http_tcp, s->tcp_bound);
+        s->tcp_bound = NULL;
+    }
+    size_t n = gbx_api_exec_drain(why) + gbx_api_files_drain(why);
+    if (n)
+        gbx_log_info("ended %zu open streams", n);
+    return n > 0;
 }
 
 void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
@@ -1518,8 +1534,6 @@ void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
     while (s->live) {
         struct live *l = s->live;
         s->live = l->next;
-        gbx_agent_free(l->agent);
-        l->agent = NULL;
         if (kill_sandboxes) {
             gbx_autofree char *id = gbx_xstrdup(l->sb->id);
             (void)!gbx_sandbox_destroy(l->sb, NULL);

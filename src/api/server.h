@@ -22,6 +22,10 @@ struct gbx_server_config {
 
 int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
                    struct gbx_server **out, struct gbx_err **err) GBX_WUR;
+/* The first step of a graceful stop: stop accepting, end every open stream with an event
+ * saying why. Returns 1 when streams were ended (give their last bytes a moment to go out by
+ * running the loop a little longer), 0 otherwise. */
+int gbx_server_drain(struct gbx_server *s);
 /* Stop accepting; sandboxes keep running (kill_sandboxes: destroy them). */
 void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes);
 void gbx_server_free(struct gbx_server *s);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -58,11 +59,27 @@ static void raise_nofile(void)
     }
 }
 
+struct stopping {
+    struct event_base *base;
+    struct gbx_server *srv;
+    int signals;
+};
+
+/* SIGTERM/SIGINT: stop accepting and end the open streams cleanly, give their last bytes a
+ * moment to go out, then leave the loop. A second signal leaves at once. */
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
-    struct event_base *base = arg;
+    struct stopping *st = arg;
+    if (st->signals++ > 0) {
+        event_base_loopbreak(st->base);
+        return;
+    }
     gbx_log_info("received signal %d, stopping", (int)sig);
-    event_base_loopbreak(base);
+    struct timeval grace = {0, 200000};
+    if (gbx_server_drain(st->srv))
+        event_base_loopexit(st->base, &grace);
+    else
+        event_base_loopbreak(st->base);
 }
 
 struct settings {
@@ -253,8 +270,14 @@ int main(int argc, char **argv)
     int kill_on_exit = st.kill_on_exit;
     signal(SIGPIPE, SIG_IGN);
     raise_nofile();
+    /* Per-connection buffers are a few hundred KiB: keep them mmap'ed, so that freeing one
+     * returns it to the system (glibc would otherwise raise its threshold after the first
+     * free and serve them from a heap that only grows). */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     struct event_base *base = event_base_new();
-    if (base == NULL) {
+    /* three priorities: 0 urgent, 1 (the default) requests and streams, 2 background work
+     * such as refilling the warm pool, which runs only when nothing else is ready */
+    if (base == NULL || event_base_priority_init(base, 3) < 0) {
         fprintf(stderr, "gloveboxd: cannot create the event loop\n");
         return 1;
     }
@@ -266,8 +289,9 @@ int main(int argc, char **argv)
         event_base_free(base);
         return 1;
     }
-    struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
-    struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
+    struct stopping stopping = {.base = base, .srv = srv};
+    struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, &stopping);
+    struct event *sigint = evsignal_new(base, SIGINT, on_signal, &stopping);
     event_add(sigterm, NULL);
     event_add(sigint, NULL);
     gbx_log_info("serving on '%s'", gbx_server_socket_path(srv));

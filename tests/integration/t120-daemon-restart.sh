@@ -102,6 +102,16 @@ check "the audit log tells the story" \
     grep -q "sandbox.create sandbox.create sandbox.adopt sandbox.lost sandbox.delete" "$T/kinds"
 "$BUILD/glovebox" audit verify --state-dir "$STATE" > /dev/null
 check "and its chain is intact" [ $? -eq 0 ]
+# a graceful stop ends open streams cleanly, saying why and which process to attach to later
+post /v1/sandboxes '{"id":"last"}' > /dev/null
+curl -s -N --max-time 30 --unix-socket "$S" -X POST -d '{"cmd":["sleep","30"]}' \
+    http://glovebox/v1/sandboxes/last/exec > "$T/last" &
+CURL4=$!
+sleep 0.5
 kill -TERM "$DPID"; wait "$DPID"; rc=$?; DPID=
+wait "$CURL4"
+check "a stream open at SIGTERM ends cleanly (the client sees a complete reply)" [ $? -eq 0 ]
+check "with an error event naming the process" \
+    python3 -c "import json; e = json.loads(open('$T/last').read().splitlines()[-1]); assert e['type'] == 'error' and 'stopping' in e['message'] and e['process'] > 0"
 check "the daemon stops cleanly" [ $rc -eq 0 ]
 summary
