@@ -78,6 +78,16 @@ spec_check() {
 }
 
 summary() {
+    # stop the daemon the way an operator does; a sanitized build reports leaks at exit
+    if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
+        kill -TERM "$DPID"; wait "$DPID"; rc=$?; DPID=
+        check "the daemon stops cleanly on SIGTERM" [ $rc -eq 0 ]
+    fi
+    for log in "$T"/daemon*.log; do
+        [ -e "$log" ] || continue
+        check "no sanitizer report in $(basename "$log")" \
+            sh -c "! grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' '$log'"
+    done
     if [ $fail -ne 0 ]; then echo "daemon log:"; tail -n 40 "$T/daemon.log"; fi
     echo "$pass passed, $fail failed"
     [ $fail -eq 0 ]
