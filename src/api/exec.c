@@ -80,6 +80,7 @@ struct stream {
     char actor[128];
     json_t *what; /* argv, user, cwd (or the attached process): for the audit records */
     int64_t start_ns;
+    int64_t mono_ns; /* when the request arrived, for the start latency */
     uint64_t out_bytes, err_bytes;
     struct evhttp_request *req; /* NULL once the client is gone */
     struct gbx_aconn *agent;
@@ -126,6 +127,7 @@ static struct stream *stream_new(struct gbx_server *srv, struct event_base *base
     snprintf(st->actor, sizeof(st->actor), "%s", gbx_server_actor(srv));
     st->what = what;
     st->start_ns = gbx_realtime_ns();
+    st->mono_ns = gbx_monotonic_ns();
     st->req = req;
     const char *accept = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept");
     st->sse = mode != MODE_WAIT && accept && strstr(accept, "text/event-stream") != NULL;
@@ -496,7 +498,7 @@ static void on_spawn_reply(void *arg, const struct gbx_frame_hdr *h, const uint8
     json_object_set_new(d, "process", json_integer(st->proc));
     json_object_set_new(d, "pid", json_integer(st->pid));
     gbx_server_audit_as(st->srv, st->actor, "exec.start", st->sandbox, d);
-    gbx_server_exec_started(st->srv);
+    gbx_server_exec_started(st->srv, (double)(gbx_monotonic_ns() - st->mono_ns) / 1e9);
     start_timer(st);
     if (st->req == NULL || st->mode == MODE_WAIT)
         return;

@@ -101,6 +101,8 @@ struct gbx_server {
         double create_sum;
         uint64_t create_count, create_failed;
         uint64_t execs, exec_out_bytes, exec_err_bytes;
+        uint64_t exec_buckets[12]; /* start latency, same bounds as create */
+        double exec_sum;
         uint64_t expired, lost;
         uint64_t pool_hits, pool_misses, pool_failed;
     } m;
@@ -119,9 +121,13 @@ static void observe_create(struct gbx_server *s, double secs)
     s->m.create_count++;
 }
 
-void gbx_server_exec_started(struct gbx_server *s)
+void gbx_server_exec_started(struct gbx_server *s, double secs)
 {
     s->m.execs++;
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(create_bounds); i++)
+        if (secs <= create_bounds[i])
+            s->m.exec_buckets[i]++;
+    s->m.exec_sum += secs;
 }
 
 void gbx_server_exec_bytes(struct gbx_server *s, unsigned long long out, unsigned long long err)
@@ -953,6 +959,18 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
                         "glovebox_sandbox_create_seconds_count %llu\n",
                         (unsigned long long)s->m.create_count, s->m.create_sum,
                         (unsigned long long)s->m.create_count);
+    evbuffer_add_printf(b, "# HELP glovebox_exec_start_seconds Time from an exec request to "
+                           "its process running.\n"
+                           "# TYPE glovebox_exec_start_seconds histogram\n");
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(create_bounds); i++)
+        evbuffer_add_printf(b, "glovebox_exec_start_seconds_bucket{le=\"%g\"} %llu\n",
+                            create_bounds[i], (unsigned long long)s->m.exec_buckets[i]);
+    evbuffer_add_printf(b,
+                        "glovebox_exec_start_seconds_bucket{le=\"+Inf\"} %llu\n"
+                        "glovebox_exec_start_seconds_sum %.6f\n"
+                        "glovebox_exec_start_seconds_count %llu\n",
+                        (unsigned long long)s->m.execs, s->m.exec_sum,
+                        (unsigned long long)s->m.execs);
     evbuffer_add_printf(
         b,
         "# HELP glovebox_sandbox_create_failures_total Creates that failed.\n"

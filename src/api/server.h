@@ -40,7 +40,8 @@ void gbx_server_audit_as(struct gbx_server *s, const char *actor, const char *ki
 /* Who the request being handled acts as: "admin" or an API key's name. */
 const char *gbx_server_actor(const struct gbx_server *s);
 /* Metrics hooks for the exec streams. */
-void gbx_server_exec_started(struct gbx_server *s);
+/* A process started secs after its exec request arrived. */
+void gbx_server_exec_started(struct gbx_server *s, double secs);
 void gbx_server_exec_bytes(struct gbx_server *s, unsigned long long out, unsigned long long err);
 /* The environment a sandbox's processes start with ({"NAME": "value"}, set at create), or
  * NULL. Borrowed: valid while the sandbox lives. Exec puts the request's own env on top. */

@@ -50,6 +50,21 @@ tcp "$a" DELETE /v1/sandboxes/of-b
 check "A cannot delete B's sandbox" [ "$code" = 404 ]
 tcp "$a" POST /v1/sandboxes/of-b/exec '{"cmd":["true"]}'
 check "A cannot exec in B's sandbox" [ "$code" = 404 ]
+tcp "$a" GET '/v1/sandboxes/of-b/files/stat?path=/etc/passwd'
+check "A cannot read B's files" [ "$code" = 404 ]
+tcp "$a" GET /v1/sandboxes/of-b/processes
+check "A cannot list B's processes" [ "$code" = 404 ]
+tcp "$a" POST /v1/sandboxes/of-b/timeout '{"timeout":1}'
+check "A cannot move B's timeout" [ "$code" = 404 ]
+tcp "$a" GET '/v1/sandboxes?label=x=y'
+check "A's filtered list holds none of B's" eval '[ "$code" = 200 ] && [ "$(python3 -c "import json; print(len(json.load(open('\''$T/body'\''))['\''sandboxes'\'']))")" = 0 ]'
+tcp "$b" POST /v1/sandboxes '{"idempotency_key":"shared"}'
+kb=$(python3 -c "import json; print(json.load(open('$T/body'))['id'])")
+tcp "$a" POST /v1/sandboxes '{"idempotency_key":"shared"}'
+check "idempotency keys are per API key" eval '[ "$code" = 201 ] && [ "$(python3 -c "import json; print(json.load(open('\''$T/body'\''))['\''id'\''])")" != "$kb" ]'
+ka=$(python3 -c "import json; print(json.load(open('$T/body'))['id'])")
+tcp "$a" DELETE "/v1/sandboxes/$ka"
+tcp "$b" DELETE "/v1/sandboxes/$kb"
 tcp "$a" POST /v1/sandboxes '{"id":"of-b"}'
 check "A cannot take B's id either" [ "$code" = 409 ]
 tcp "$a" POST /v1/sandboxes/of-a/exec '{"shell":"echo mine"}'

@@ -108,6 +108,8 @@ check "request latency by route, method and status" \
     grep -q 'glovebox_http_request_duration_seconds_count{route="/v1/sandboxes",method="POST",status="201"}' "$T/body"
 check "routes are templates, not raw paths" \
     grep -q 'route="/v1/sandboxes/{id}/exec",method="POST",status="200"' "$T/body"
+check "exec start latency is a histogram" \
+    [ "$(awk '$1 == "glovebox_exec_start_seconds_count" {print $2}' "$T/body")" -ge 2 ]
 check "no raw sandbox id in a route label" [ -z "$(grep -o 'route="[^"]*a1[^"]*"' "$T/body")" ]
 check "one structured log line per request" \
     grep -q '"msg":"request","method":"GET","path":"/v1/sandboxes?colour=red","status":"400"' "$T/daemon.log"
