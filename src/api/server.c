@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "api/server.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -1338,6 +1339,46 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
     return 0;
 }
 
+static int known_id(const struct gbx_server *s, const char *id)
+{
+    for (const struct live *l = s->live; l; l = l->next)
+        if (strcmp(l->sb->id, id) == 0)
+            return 1;
+    for (const struct pooled *p = s->pool; p; p = p->next)
+        if (strcmp(p->sb->id, id) == 0)
+            return 1;
+    return 0;
+}
+
+/* Sandboxes in the runtime dir without a row: an earlier daemon died between creating one and
+ * recording it (a pooled sandbox's row is written behind). Nobody can reach them: remove. */
+static void reap_orphans(struct gbx_server *s)
+{
+    gbx_autofree char *dir = gbx_asprintf("%s/sandboxes", s->rt.runtime_dir);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    struct dirent *de;
+    char *ids[64];
+    size_t n = 0;
+    while ((de = readdir(d)) != NULL && n < GBX_ARRAY_SIZE(ids))
+        if (gbx_sandbox_id_valid(de->d_name) == 0 && !known_id(s, de->d_name))
+            ids[n++] = gbx_xstrdup(de->d_name);
+    closedir(d);
+    for (size_t i = 0; i < n; i++) {
+        struct gbx_err *err = NULL;
+        if (gbx_sandbox_reap(&s->rt, ids[i], &err) < 0) {
+            gbx_log_warn("sandbox '%s': %s", ids[i], err->msg);
+            gbx_err_free(err);
+        }
+        gbx_log_warn("removed sandbox '%s': it had no record (its creator died before writing "
+                     "one)",
+                     ids[i]);
+        gbx_server_audit(s, "sandbox.orphan", ids[i], NULL);
+        free(ids[i]);
+    }
+}
+
 /* Take back the sandboxes an earlier daemon left running; clean up those that died. */
 static int adopt_all(struct gbx_server *s, struct gbx_err **err)
 {
@@ -1385,6 +1426,7 @@ static int adopt_all(struct gbx_server *s, struct gbx_err **err)
         free(g->why);
         free(g);
     }
+    reap_orphans(s);
     return 0;
 }
 

@@ -64,6 +64,13 @@ check "deep nesting is 400" eval '[ "$code" = 400 ] && grep -q "nests deeper" "$
 python3 -c 'print("{\"x\":\"" + "a" * 2000000 + "\"}")' > "$T/huge"
 code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" -X POST --data-binary @"$T/huge" http://glovebox/v1/sandboxes)
 check "a 2 MB body is 413" [ "$code" = 413 ]
+python3 -c 'print("x" * 70000)' > "$T/hdr"
+code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" -H "X-Big: $(cat "$T/hdr")" http://glovebox/healthz)
+check "70 KB of headers is 400" [ "$code" = 400 ]
+req GET "/v1/sandboxes/$(python3 -c 'print("a" * 2000)')"
+check "a 2 KB path is 400" eval '[ "$code" = 400 ] && grep -q "longer than 1024" "$T/body"'
+req GET /healthz
+check "and the daemon still serves" [ "$code" = 200 ]
 req POST /v1/sandboxes '{"template":"no-such"}'
 check "unknown template is 404" eval '[ "$code" = 404 ] && grep -q "template '\''no-such'\'' not found" "$T/body"'
 req GET /v1/sandboxes/nope

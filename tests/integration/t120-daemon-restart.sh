@@ -24,6 +24,7 @@ for i in $(seq 200); do
 done
 post /v1/sandboxes '{"id":"keep","memory":"128M","pids":50}' > "$T/keep.json"
 post /v1/sandboxes '{"id":"dies"}' > "$T/dies.json"
+post /v1/sandboxes '{"id":"orphan"}' > "$T/orphan.json"
 post /v1/sandboxes/keep/exec '{"shell":"echo persisted > /home/user/f"}' > /dev/null
 # a process that is streaming when the daemon dies
 curl -s -N --max-time 30 --unix-socket "$S" -X POST \
@@ -47,8 +48,15 @@ wait "$CURL2" 2>/dev/null
 keep_uid=$(python3 -c "import json; print(json.load(open('$T/keep.json'))['host_uid'])")
 dies_uid=$(python3 -c "import json; print(json.load(open('$T/dies.json'))['host_uid'])")
 check "the sandboxes run on without their daemon" [ -n "$(ps -o pid= -u "$keep_uid")" ]
+orphan_uid=$(python3 -c "import json; print(json.load(open('$T/orphan.json'))['host_uid'])")
 # one sandbox dies while no daemon is there
 pkill -9 -u "$dies_uid"
+# and one loses its record, as when a daemon dies between creating a sandbox and writing it
+python3 -c "
+import sqlite3
+c = sqlite3.connect('$STATE/glovebox.db')
+c.execute(\"delete from sandboxes where id = 'orphan'\")
+c.commit()"
 sleep 0.3
 
 # the next daemon keeps a smaller pool: it adopts two pooled sandboxes and destroys the third
@@ -88,18 +96,24 @@ check "the process that was streaming ran to its end" \
 check "the dead sandbox's directory is gone" [ ! -e "$RUN/sandboxes/dies" ]
 check "the dead sandbox's cgroups are gone" [ -z "$(find /sys/fs/cgroup -maxdepth 4 -name '*dies' 2>/dev/null)" ]
 check "the loss is logged" grep -q "sandbox 'dies' did not survive" "$T/daemon.log"
+for i in $(seq 40); do [ -z "$(ps -o pid= -u "$orphan_uid")" ] && break; sleep 0.05; done
+check "a sandbox without a record is removed" \
+    eval '[ -z "$(ps -o pid= -u "$orphan_uid")" ] && [ ! -e "$RUN/sandboxes/orphan" ]'
+check "and that is logged" grep -q "removed sandbox 'orphan': it had no record" "$T/daemon.log"
 code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" -X DELETE http://glovebox/v1/sandboxes/keep)
 check "an adopted sandbox can be deleted" [ "$code" = 204 ]
 # (an adopted init is not our child: the host's init reaps it, a moment later)
 for i in $(seq 40); do [ -z "$(ps -o pid= -u "$keep_uid")" ] && break; sleep 0.05; done
 check "and leaves nothing" eval '[ -z "$(ps -o pid= -u "$keep_uid")" ] && [ ! -e "$RUN/sandboxes/keep" ]'
+settle
 python3 -c "
 import sqlite3
 c = sqlite3.connect('$STATE/glovebox.db')
 kinds = [k for (k,) in c.execute('select kind from audit order by seq')]
 print(' '.join(k for k in kinds if k.startswith('sandbox.')))" > "$T/kinds"
+cat "$T/kinds" | sed "s/^/# /"
 check "the audit log tells the story" \
-    grep -q "sandbox.create sandbox.create sandbox.adopt sandbox.lost sandbox.delete" "$T/kinds"
+    grep -q "sandbox.create sandbox.create sandbox.create sandbox.adopt sandbox.lost sandbox.orphan sandbox.delete" "$T/kinds"
 "$BUILD/glovebox" audit verify --state-dir "$STATE" > /dev/null
 check "and its chain is intact" [ $? -eq 0 ]
 # a graceful stop ends open streams cleanly, saying why and which process to attach to later
