@@ -28,6 +28,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
@@ -38,6 +39,7 @@
 #include "api/files.h"
 #include "api/procs.h"
 #include "api/reqmetrics.h"
+#include "api/sandboxes.h"
 #include "api/http.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -49,23 +51,6 @@
 #define GBX_DEFAULT_MAX_BODY (1u << 20)
 #define GBX_DEFAULT_MAX_UPLOAD (64u << 20)
 #define GBX_MAX_HEADERS (64u << 10)
-
-/* A sandbox the daemon keeps. */
-struct live {
-    struct live *next;
-    struct gbx_sandbox *sb;
-    char *template_name;
-    struct gbx_cg_limits limits;
-    uint64_t disk_bytes;
-    int64_t created_ns;
-    int64_t expires_ns; /* 0: no timeout */
-    char *owner;        /* "" for the admin, else the API key's name */
-    json_t *env;        /* {"K": "V"} for every process, or NULL */
-    json_t *metadata;   /* {"k": "v"} kept for the caller, or NULL */
-    json_t *labels;     /* {"k": "v"} to filter lists by, or NULL */
-    char *idem_key;     /* the create's idempotency key, or NULL */
-    char *spec_text;    /* the create request as stored (to compare a retried create) */
-};
 
 /* A fresh sandbox of the default template, waiting in the warm pool. */
 struct pooled {
@@ -90,7 +75,7 @@ struct gbx_server {
     struct gbx_store_writer *writer; /* everything else: audit, deletes, expiries (group commit) */
     struct event *writer_ev;
     size_t writes_pending;
-    struct live *live;
+    struct gbx_live *live;
     struct event *reaper;    /* destroys sandboxes whose timeout passed */
     struct evhttp *http_tcp; /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
@@ -147,28 +132,28 @@ static char *rfc3339(int64_t ns)
     return gbx_asprintf("%s.%03dZ", buf, (int)((ns / 1000000) % 1000));
 }
 
-static struct live *live_find_any(struct gbx_server *s, const char *id)
+static struct gbx_live *live_find_any(struct gbx_server *s, const char *id)
 {
-    for (struct live *l = s->live; l; l = l->next)
+    for (struct gbx_live *l = s->live; l; l = l->next)
         if (strcmp(l->sb->id, id) == 0)
             return l;
     return NULL;
 }
 
-static int visible(const struct gbx_server *s, const struct live *l)
+static int visible(const struct gbx_server *s, const struct gbx_live *l)
 {
     return s->admin || strcmp(l->owner, s->key_name) == 0;
 }
 
 /* A sandbox the current request may see: the admin sees all, a key only its own (others'
  * are reported as not found, so ids do not leak). */
-static struct live *live_find(struct gbx_server *s, const char *id)
+static struct gbx_live *live_find(struct gbx_server *s, const char *id)
 {
-    struct live *l = live_find_any(s, id);
+    struct gbx_live *l = live_find_any(s, id);
     return l && visible(s, l) ? l : NULL;
 }
 
-static json_t *sandbox_json(const struct live *l)
+static json_t *sandbox_json(const struct gbx_live *l)
 {
     gbx_autofree char *created = rfc3339(l->created_ns);
     json_t *limits = json_object();
@@ -182,8 +167,8 @@ static json_t *sandbox_json(const struct live *l)
                                              : json_null());
     json_object_set_new(limits, "disk", json_integer((json_int_t)l->disk_bytes));
     json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:o,s:i}", "id", l->sb->id, "template",
-                          l->template_name, "state", "running", "created_at", created, "limits",
-                          limits, "host_uid", (json_int_t)l->sb->host_uid);
+                          l->template_name, "state", l->paused ? "paused" : "running", "created_at",
+                          created, "limits", limits, "host_uid", (json_int_t)l->sb->host_uid);
     if (l->expires_ns) {
         gbx_autofree char *exp = rfc3339(l->expires_ns);
         json_object_set_new(j, "expires_at", json_string(exp));
@@ -206,7 +191,7 @@ static json_t *sandbox_json(const struct live *l)
 
 json_t *gbx_server_sandbox_env(struct gbx_server *s, const char *id)
 {
-    struct live *l = live_find_any(s, id);
+    struct gbx_live *l = live_find_any(s, id);
     return l ? l->env : NULL;
 }
 
@@ -287,22 +272,12 @@ static int json_timeout_ms(json_t *v, uint64_t *out)
     return -EINVAL;
 }
 
-struct create_req {
-    uint64_t timeout_ms;
-    const char *id;
-    const char *template_name;
-    struct gbx_cg_limits limits;
-    uint64_t disk_bytes;
-    json_t *env, *metadata, *labels; /* borrowed from the body */
-    const char *idem_key;
-};
-
 #define MAX_MAP_ENTRIES 64
 #define MAX_MAP_VALUE 4096
 
 /* A {"k": "v"} object of at most MAX_MAP_ENTRIES strings: metadata and labels. Label keys
  * and values are names (1-63 of [a-z0-9-], so a filter "k=v" is unambiguous). */
-static int check_string_map(struct evhttp_request *req, const char *field, json_t *v, int names)
+static int check_string_map(const char *field, json_t *v, int names, struct gbx_err **err)
 {
     const char *k;
     json_t *x;
@@ -320,20 +295,20 @@ static int check_string_map(struct evhttp_request *req, const char *field, json_
     return 0;
 bad:
     if (names)
-        gbx_http_reply_error(req, GBX_ERR_INVALID,
-                             "'%s' must be an object of at most %d entries whose keys and "
-                             "values are 1-63 of a-z, 0-9 and '-'",
-                             field, MAX_MAP_ENTRIES);
+        gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                    "'%s' must be an object of at most %d entries whose keys and "
+                    "values are 1-63 of a-z, 0-9 and '-'",
+                    field, MAX_MAP_ENTRIES);
     else
-        gbx_http_reply_error(req, GBX_ERR_INVALID,
-                             "'%s' must be an object of at most %d string values (keys up to "
-                             "128 bytes, values up to %d)",
-                             field, MAX_MAP_ENTRIES, MAX_MAP_VALUE);
+        gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                    "'%s' must be an object of at most %d string values (keys up to "
+                    "128 bytes, values up to %d)",
+                    field, MAX_MAP_ENTRIES, MAX_MAP_VALUE);
     return -1;
 }
 
 /* {"NAME": "value"}: the environment every process of the sandbox starts with. */
-static int check_env(struct evhttp_request *req, json_t *v)
+static int check_env(json_t *v, struct gbx_err **err)
 {
     const char *k;
     json_t *x;
@@ -349,13 +324,13 @@ static int check_env(struct evhttp_request *req, json_t *v)
     }
     return 0;
 bad:
-    gbx_http_reply_error(req, GBX_ERR_INVALID,
-                         "'env' must be an object of at most 1024 variables: NAME to a string "
-                         "value (at most 8 KiB each)");
+    gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                "'env' must be an object of at most 1024 variables: NAME to a string "
+                "value (at most 8 KiB each)");
     return -1;
 }
 
-static int parse_create(struct evhttp_request *req, json_t *body, struct create_req *c)
+static int parse_create(json_t *body, struct gbx_create_opts *c, struct gbx_err **err)
 {
     memset(c, 0, sizeof(*c));
     const char *key;
@@ -368,77 +343,77 @@ static int parse_create(struct evhttp_request *req, json_t *body, struct create_
             c->id = json_string_value(v);
         } else if (strcmp(key, "template") == 0) {
             if (!json_is_string(v) || gbx_name_valid(json_string_value(v)) < 0) {
-                gbx_http_reply_error(req, GBX_ERR_INVALID, "'template' must be a template name");
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "'template' must be a template name");
                 return -1;
             }
             c->template_name = json_string_value(v);
         } else if (strcmp(key, "memory") == 0) {
             if (json_size(v, &c->limits.memory_bytes) < 0 || c->limits.memory_bytes < (4u << 20)) {
-                gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                     "'memory' must be a size of at least 4M (bytes, or a "
-                                     "string like \"512M\")");
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'memory' must be a size of at least 4M (bytes, or a "
+                            "string like \"512M\")");
                 return -1;
             }
         } else if (strcmp(key, "disk") == 0) {
             if (json_size(v, &c->disk_bytes) < 0 || c->disk_bytes < (1u << 20)) {
-                gbx_http_reply_error(req, GBX_ERR_INVALID, "'disk' must be a size of at least 1M");
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "'disk' must be a size of at least 1M");
                 return -1;
             }
         } else if (strcmp(key, "pids") == 0) {
             if (!json_is_integer(v) || json_integer_value(v) < 1 ||
                 json_integer_value(v) > 4194304) {
-                gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                     "'pids' must be an integer from 1 to 4194304");
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'pids' must be an integer from 1 to 4194304");
                 return -1;
             }
             c->limits.pids = (uint64_t)json_integer_value(v);
         } else if (strcmp(key, "timeout") == 0) {
             if (json_timeout_ms(v, &c->timeout_ms) < 0) {
-                gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                     "'timeout' must be seconds (0 to 2592000) or a duration "
-                                     "like \"30s\", \"5m\"");
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'timeout' must be seconds (0 to 2592000) or a duration "
+                            "like \"30s\", \"5m\"");
                 return -1;
             }
         } else if (strcmp(key, "cpus") == 0) {
             double d = json_is_number(v) ? json_number_value(v) : -1;
             if (d < 0.01 || d > 1024) {
-                gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                     "'cpus' must be a number of CPUs from 0.01 to 1024");
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'cpus' must be a number of CPUs from 0.01 to 1024");
                 return -1;
             }
             c->limits.cpu_millis = (uint32_t)(d * 1000 + 0.5);
         } else if (strcmp(key, "env") == 0) {
-            if (check_env(req, v) < 0)
+            if (check_env(v, err) < 0)
                 return -1;
             c->env = v;
         } else if (strcmp(key, "metadata") == 0) {
-            if (check_string_map(req, "metadata", v, 0) < 0)
+            if (check_string_map("metadata", v, 0, err) < 0)
                 return -1;
             c->metadata = v;
         } else if (strcmp(key, "labels") == 0) {
-            if (check_string_map(req, "labels", v, 1) < 0)
+            if (check_string_map("labels", v, 1, err) < 0)
                 return -1;
             c->labels = v;
         } else if (strcmp(key, "idempotency_key") == 0) {
             if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 256 ||
                 memchr(json_string_value(v), 0, json_string_length(v))) {
-                gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                     "'idempotency_key' must be a string of 1 to 256 bytes");
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'idempotency_key' must be a string of 1 to 256 bytes");
                 return -1;
             }
             c->idem_key = json_string_value(v);
         } else {
-            gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                 "unknown field '%s' (expected id, template, memory, disk, "
-                                 "pids, cpus, timeout, env, metadata, labels, idempotency_key)",
-                                 key);
+            gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                        "unknown field '%s' (expected id, template, memory, disk, "
+                        "pids, cpus, timeout, env, metadata, labels, idempotency_key)",
+                        key);
             return -1;
         }
     }
     return 0;
 bad_id:
-    gbx_http_reply_error(req, GBX_ERR_INVALID,
-                         "'id' must be 1-63 of [a-z0-9-], not starting with '-'");
+    gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                "'id' must be 1-63 of [a-z0-9-], not starting with '-'");
     return -1;
 }
 
@@ -451,24 +426,33 @@ static void store_delete(struct gbx_server *s, const char *id)
     gbx_store_writer_sandbox_delete(s->writer, id, write_done, s);
 }
 
-static int store_put_live(struct gbx_server *s, const struct live *l, const char *state,
-                          struct gbx_err **err)
+static int store_put_live(struct gbx_server *s, const struct gbx_live *l, struct gbx_err **err)
 {
     struct gbx_store_sandbox row = {.id = l->sb->id,
                                     .owner = l->owner,
                                     .template_name = l->template_name,
-                                    .state = state,
+                                    .state = l->paused ? "paused" : "running",
                                     .spec = l->spec_text ? l->spec_text : "{}",
                                     .created_ns = l->created_ns,
                                     .host_uid = l->sb->host_uid,
                                     .uid_slot = l->sb->uid_slot,
                                     .init_pid = l->sb->init_pid,
-                                    .expires_ns = l->expires_ns};
+                                    .expires_ns = l->expires_ns,
+                                    .token = l->token};
     return gbx_store_sandbox_put(s->store, &row, err);
 }
 
+/* 64 hex digits from the kernel's random source. */
+static void new_token(char out[65])
+{
+    uint8_t raw[32];
+    GBX_BUG_ON(getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw));
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+}
+
 /* Copy the maps of a create request into l (env, metadata, labels, idempotency key). */
-static void live_set_extras(struct live *l, json_t *spec)
+static void live_set_extras(struct gbx_live *l, json_t *spec)
 {
     json_t *v;
     if ((v = json_object_get(spec, "env")) && json_is_object(v))
@@ -481,17 +465,112 @@ static void live_set_extras(struct live *l, json_t *spec)
         l->idem_key = gbx_xstrdup(json_string_value(v));
 }
 
-static struct live *live_find_idem(struct gbx_server *s, const char *owner, const char *key)
+static struct gbx_live *live_find_idem(struct gbx_server *s, const char *owner, const char *key)
 {
-    for (struct live *l = s->live; l; l = l->next)
+    for (struct gbx_live *l = s->live; l; l = l->next)
         if (l->idem_key && strcmp(l->idem_key, key) == 0 && strcmp(l->owner, owner) == 0)
             return l;
     return NULL;
 }
 
 /* A sandbox from the warm pool, when the request asks for nothing a pooled one lacks. */
-static struct pooled *pool_take(struct gbx_server *s, const struct create_req *c);
+static struct pooled *pool_take(struct gbx_server *s, const struct gbx_create_opts *c);
 static void pool_kick(struct gbx_server *s);
+
+int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **out,
+                         struct gbx_err **err)
+{
+    struct gbx_create_opts c;
+    if (parse_create(body, &c, err) < 0)
+        return -1;
+    const char *owner = s->admin ? "" : s->key_name;
+    char *spec_text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    GBX_BUG_ON(spec_text == NULL);
+    if (c.idem_key) {
+        struct gbx_live *prev = live_find_idem(s, owner, c.idem_key);
+        if (prev && strcmp(prev->spec_text, spec_text) == 0) {
+            /* a retried create: the sandbox it made, not a second one */
+            free(spec_text);
+            *out = prev;
+            return 1;
+        }
+        if (prev) {
+            gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT,
+                        "idempotency key '%s' was used for sandbox '%s' with a different "
+                        "request; use a new key",
+                        c.idem_key, prev->sb->id);
+            free(spec_text);
+            return -1;
+        }
+    }
+    if (c.id && live_find_any(s, c.id)) {
+        free(spec_text);
+        return gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "sandbox '%s' already exists", c.id);
+    }
+    int64_t t0 = gbx_monotonic_ns();
+    struct gbx_sandbox *sb = NULL;
+    struct pooled *pp = pool_take(s, &c);
+    int pooled = pp != NULL;
+    if (pp) {
+        sb = pp->sb;
+        free(pp);
+        s->m.pool_hits++;
+        pool_kick(s);
+    } else {
+        gbx_autofree char *gen = c.id ? NULL : gbx_sandbox_id_new();
+        struct gbx_sandbox_spec spec = {.id = c.id ? c.id : gen,
+                                        .template_name = c.template_name,
+                                        .limits = c.limits,
+                                        .disk_bytes = c.disk_bytes,
+                                        .ctl_socket = 1};
+        if (gbx_sandbox_create(&s->rt, &spec, &sb, err) < 0 || agent_hello(sb, err) < 0) {
+            s->m.create_failed++;
+            if (sb)
+                (void)!gbx_sandbox_destroy(sb, NULL);
+            free(spec_text);
+            return -1;
+        }
+        if (s->pool_target)
+            s->m.pool_misses++;
+    }
+    struct gbx_live *l = gbx_xcalloc(1, sizeof(*l));
+    l->sb = sb;
+    l->template_name = gbx_xstrdup(c.template_name ? c.template_name : GBX_DEFAULT_TEMPLATE);
+    l->owner = gbx_xstrdup(owner);
+    l->limits = c.limits;
+    l->disk_bytes = c.disk_bytes ? c.disk_bytes : (1024ull << 20);
+    l->created_ns = gbx_realtime_ns();
+    l->expires_ns = c.timeout_ms ? l->created_ns + (int64_t)c.timeout_ms * 1000000 : 0;
+    l->spec_text = spec_text;
+    new_token(l->token);
+    live_set_extras(l, body);
+    l->next = s->live;
+    s->live = l;
+    observe_create(s, (double)(gbx_monotonic_ns() - t0) / 1e9);
+
+    struct gbx_err *perr = NULL;
+    if (store_put_live(s, l, &perr) < 0) {
+        gbx_log_error("sandbox '%s': %s", l->sb->id, perr->msg);
+        gbx_err_free(perr);
+    }
+    json_t *detail = json_deep_copy(body);
+    if (l->env) {
+        json_t *names = json_array(); /* names only: values may be private */
+        const char *k;
+        json_t *v;
+        json_object_foreach(l->env, k, v)
+        {
+            json_array_append_new(names, json_string(k));
+        }
+        json_object_set_new(detail, "env", names);
+    }
+    if (pooled)
+        json_object_set_new(detail, "pooled", json_true());
+    gbx_server_audit(s, "sandbox.create", l->sb->id, detail);
+    gbx_log_info("created sandbox '%s'%s", l->sb->id, pooled ? " (from the pool)" : "");
+    *out = l;
+    return 0;
+}
 
 static void handle_create(struct gbx_server *s, struct evhttp_request *req)
 {
@@ -510,112 +589,23 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
         }
         json_object_set_new(body, "idempotency_key", json_string(hkey));
     }
-    struct create_req c;
-    if (parse_create(req, body, &c) < 0) {
-        json_decref(body);
-        return;
-    }
-    const char *owner = s->admin ? "" : s->key_name;
-    char *spec_text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
-    GBX_BUG_ON(spec_text == NULL);
-    if (c.idem_key) {
-        struct live *prev = live_find_idem(s, owner, c.idem_key);
-        if (prev && strcmp(prev->spec_text, spec_text) == 0) {
-            /* a retried create: the sandbox it made, not a second one */
-            gbx_http_reply_json(req, 200, sandbox_json(prev));
-            free(spec_text);
-            json_decref(body);
-            return;
-        }
-        if (prev) {
-            gbx_http_reply_error(req, GBX_ERR_CONFLICT,
-                                 "idempotency key '%s' was used for sandbox '%s' with a different "
-                                 "request; use a new key",
-                                 c.idem_key, prev->sb->id);
-            free(spec_text);
-            json_decref(body);
-            return;
-        }
-    }
-    if (c.id && live_find_any(s, c.id)) {
-        gbx_http_reply_error(req, GBX_ERR_CONFLICT, "sandbox '%s' already exists", c.id);
-        free(spec_text);
-        json_decref(body);
-        return;
-    }
-    int64_t t0 = gbx_monotonic_ns();
-    struct gbx_sandbox *sb = NULL;
-    struct pooled *pp = pool_take(s, &c);
-    int pooled = pp != NULL;
-    if (pp) {
-        sb = pp->sb;
-        free(pp);
-        s->m.pool_hits++;
-        pool_kick(s);
-    } else {
-        gbx_autofree char *gen = c.id ? NULL : gbx_sandbox_id_new();
-        struct gbx_sandbox_spec spec = {.id = c.id ? c.id : gen,
-                                        .template_name = c.template_name,
-                                        .limits = c.limits,
-                                        .disk_bytes = c.disk_bytes,
-                                        .ctl_socket = 1};
-        struct gbx_err *err = NULL;
-        if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 || agent_hello(sb, &err) < 0) {
-            s->m.create_failed++;
-            gbx_http_reply_err(req, err);
-            gbx_err_free(err);
-            if (sb)
-                (void)!gbx_sandbox_destroy(sb, NULL);
-            free(spec_text);
-            json_decref(body);
-            return;
-        }
-        if (s->pool_target)
-            s->m.pool_misses++;
-    }
-    struct live *l = gbx_xcalloc(1, sizeof(*l));
-    l->sb = sb;
-    l->template_name = gbx_xstrdup(c.template_name ? c.template_name : GBX_DEFAULT_TEMPLATE);
-    l->owner = gbx_xstrdup(owner);
-    l->limits = c.limits;
-    l->disk_bytes = c.disk_bytes ? c.disk_bytes : (1024ull << 20);
-    l->created_ns = gbx_realtime_ns();
-    l->expires_ns = c.timeout_ms ? l->created_ns + (int64_t)c.timeout_ms * 1000000 : 0;
-    l->spec_text = spec_text;
-    live_set_extras(l, body);
-    l->next = s->live;
-    s->live = l;
-    observe_create(s, (double)(gbx_monotonic_ns() - t0) / 1e9);
-
+    struct gbx_live *l = NULL;
     struct gbx_err *err = NULL;
-    if (store_put_live(s, l, "running", &err) < 0) {
-        gbx_log_error("sandbox '%s': %s", l->sb->id, err->msg);
+    int r = gbx_sandboxes_create(s, body, &l, &err);
+    json_decref(body);
+    if (r < 0) {
+        gbx_http_reply_err(req, err);
         gbx_err_free(err);
+        return;
     }
-    json_t *detail = json_deep_copy(body);
-    if (l->env) {
-        json_t *names = json_array(); /* names only: values may be private */
-        const char *k;
-        json_t *v;
-        json_object_foreach(l->env, k, v)
-        {
-            json_array_append_new(names, json_string(k));
-        }
-        json_object_set_new(detail, "env", names);
-    }
-    if (pooled)
-        json_object_set_new(detail, "pooled", json_true());
-    gbx_server_audit(s, "sandbox.create", l->sb->id, detail);
-    json_decref(body); /* c's strings point into it: use l from here on */
-    gbx_log_info("created sandbox '%s'%s", l->sb->id, pooled ? " (from the pool)" : "");
-    gbx_http_reply_json(req, 201, sandbox_json(l));
+    gbx_http_reply_json(req, r == 1 ? 200 : 201, sandbox_json(l));
 }
 
 /* ---- warm pool ------------------------------------------------------------------------------ */
 
 /* Pooled sandboxes have rows in state "pooled" (owner "", spec "{}"), so that a daemon that
  * was killed finds them again; they are never handed out twice. */
-static struct pooled *pool_take(struct gbx_server *s, const struct create_req *c)
+static struct pooled *pool_take(struct gbx_server *s, const struct gbx_create_opts *c)
 {
     if (s->pool == NULL || c->id || c->disk_bytes || c->limits.memory_bytes || c->limits.pids ||
         c->limits.cpu_millis ||
@@ -734,7 +724,7 @@ static void pool_drain(struct gbx_server *s)
 /* Newest first; ties broken by id, so that a cursor names one place in the order. */
 static int live_cmp(const void *a, const void *b)
 {
-    const struct live *x = *(struct live *const *)a, *y = *(struct live *const *)b;
+    const struct gbx_live *x = *(struct gbx_live *const *)a, *y = *(struct gbx_live *const *)b;
     if (x->created_ns != y->created_ns)
         return x->created_ns > y->created_ns ? -1 : 1;
     return strcmp(x->sb->id, y->sb->id);
@@ -810,11 +800,11 @@ static void handle_list(struct gbx_server *s, struct evhttp_request *req)
         cur_id = end + 1;
     }
     size_t n = 0;
-    for (struct live *l = s->live; l; l = l->next)
+    for (struct gbx_live *l = s->live; l; l = l->next)
         n++;
-    struct live **v = gbx_xcalloc(n ? n : 1, sizeof(struct live *));
+    struct gbx_live **v = gbx_xcalloc(n ? n : 1, sizeof(struct gbx_live *));
     size_t m = 0;
-    for (struct live *l = s->live; l; l = l->next) {
+    for (struct gbx_live *l = s->live; l; l = l->next) {
         if (!visible(s, l) || (template_name && strcmp(l->template_name, template_name) != 0))
             continue;
         size_t i;
@@ -826,7 +816,7 @@ static void handle_list(struct gbx_server *s, struct evhttp_request *req)
         if (i == nlabels)
             v[m++] = l;
     }
-    qsort(v, m, sizeof(struct live *), live_cmp);
+    qsort(v, m, sizeof(struct gbx_live *), live_cmp);
     json_t *arr = json_array();
     size_t i = 0;
     if (cur_id) /* skip to the first after the cursor's place in the order */
@@ -848,7 +838,7 @@ out:
     evhttp_clear_headers(&q);
 }
 
-static void live_free(struct live *l)
+static void live_free(struct gbx_live *l)
 {
     json_decref(l->env);
     json_decref(l->metadata);
@@ -862,10 +852,10 @@ static void live_free(struct live *l)
 
 /* Destroy a live sandbox: unlink it, stop it, forget its row, audit why. 0 or -1 with *err
  * saying what could not be cleaned up (the sandbox is gone either way). */
-static int destroy_live(struct gbx_server *s, struct live *l, const char *kind, json_t *detail,
-                        struct gbx_err **err)
+int gbx_sandboxes_destroy(struct gbx_server *s, struct gbx_live *l, const char *kind,
+                          json_t *detail, struct gbx_err **err)
 {
-    struct live **pp = &s->live;
+    struct gbx_live **pp = &s->live;
     while (*pp && *pp != l)
         pp = &(*pp)->next;
     if (*pp)
@@ -884,13 +874,13 @@ static int destroy_live(struct gbx_server *s, struct live *l, const char *kind, 
 
 static void handle_delete(struct gbx_server *s, struct evhttp_request *req, const char *id)
 {
-    struct live *l = live_find(s, id);
+    struct gbx_live *l = live_find(s, id);
     if (l == NULL) {
         gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
         return;
     }
     struct gbx_err *err = NULL;
-    if (destroy_live(s, l, "sandbox.delete", NULL, &err) < 0) {
+    if (gbx_sandboxes_destroy(s, l, "sandbox.delete", NULL, &err) < 0) {
         gbx_http_reply_err(req, err);
         gbx_err_free(err);
         return;
@@ -898,7 +888,7 @@ static void handle_delete(struct gbx_server *s, struct evhttp_request *req, cons
     gbx_http_reply_json(req, 204, NULL);
 }
 
-static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, struct live *l)
+static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
 {
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
@@ -912,24 +902,70 @@ static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, str
                              "removes the timeout");
         return;
     }
-    l->expires_ns = ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0;
+    gbx_sandboxes_set_expiry(s, l, ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0, body);
+    gbx_http_reply_json(req, 200, sandbox_json(l));
+}
+
+void gbx_sandboxes_set_expiry(struct gbx_server *s, struct gbx_live *l, int64_t expires_ns,
+                              json_t *detail)
+{
+    l->expires_ns = expires_ns;
     s->writes_pending++;
     gbx_store_writer_sandbox_set_expiry(s->writer, l->sb->id, l->expires_ns, write_done, s);
-    gbx_server_audit(s, "sandbox.timeout", l->sb->id, body);
-    gbx_http_reply_json(req, 200, sandbox_json(l));
+    gbx_server_audit(s, "sandbox.timeout", l->sb->id, detail);
+}
+
+int gbx_sandboxes_pause(struct gbx_server *s, struct gbx_live *l, int paused, struct gbx_err **err)
+{
+    if (l->paused == !!paused)
+        return 0;
+    int r = paused ? l->sb->ops->freeze(l->sb, err) : l->sb->ops->thaw(l->sb, err);
+    if (r < 0)
+        return -1;
+    l->paused = !!paused;
+    struct gbx_err *perr = NULL;
+    if (store_put_live(s, l, &perr) < 0) {
+        gbx_log_error("sandbox '%s': %s", l->sb->id, perr->msg);
+        gbx_err_free(perr);
+    }
+    gbx_server_audit(s, paused ? "sandbox.pause" : "sandbox.resume", l->sb->id, NULL);
+    return 0;
+}
+
+struct gbx_live *gbx_sandboxes_find(struct gbx_server *s, const char *id)
+{
+    return live_find(s, id);
+}
+
+void gbx_sandboxes_each(struct gbx_server *s, int (*fn)(void *arg, struct gbx_live *l), void *arg)
+{
+    size_t n = 0;
+    for (struct gbx_live *l = s->live; l; l = l->next)
+        n++;
+    struct gbx_live **v = gbx_xcalloc(n ? n : 1, sizeof(struct gbx_live *));
+    size_t m = 0;
+    for (struct gbx_live *l = s->live; l; l = l->next)
+        if (visible(s, l))
+            v[m++] = l;
+    qsort(v, m, sizeof(struct gbx_live *), live_cmp);
+    for (size_t i = 0; i < m; i++)
+        if (fn(arg, v[i]) != 0)
+            break;
+    free(v);
 }
 
 static void reap_expired(evutil_socket_t fd, short what, void *arg)
 {
     struct gbx_server *s = arg;
     int64_t now = gbx_realtime_ns();
-    for (struct live *l = s->live, *next; l; l = next) {
+    for (struct gbx_live *l = s->live, *next; l; l = next) {
         next = l->next;
         if (l->expires_ns == 0 || now < l->expires_ns)
             continue;
         struct gbx_err *err = NULL;
         s->m.expired++;
-        if (destroy_live(s, l, "sandbox.expire", json_pack("{s:s}", "reason", "timeout"), &err) < 0)
+        if (gbx_sandboxes_destroy(s, l, "sandbox.expire", json_pack("{s:s}", "reason", "timeout"),
+                                  &err) < 0)
             gbx_err_free(err);
     }
 }
@@ -939,15 +975,16 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
 {
     struct evbuffer *b = evbuffer_new();
     GBX_BUG_ON(b == NULL);
-    size_t running = 0;
-    for (struct live *l = s->live; l; l = l->next)
-        running++;
+    size_t running = 0, paused = 0;
+    for (struct gbx_live *l = s->live; l; l = l->next)
+        running++, paused += l->paused;
     evbuffer_add_printf(b,
                         "# HELP glovebox_sandboxes Sandboxes by state.\n"
                         "# TYPE glovebox_sandboxes gauge\n"
                         "glovebox_sandboxes{state=\"running\"} %zu\n"
+                        "glovebox_sandboxes{state=\"paused\"} %zu\n"
                         "glovebox_sandboxes{state=\"pooled\"} %zu\n",
-                        running, s->pool_len);
+                        running - paused, paused, s->pool_len);
     evbuffer_add_printf(b, "# HELP glovebox_sandbox_create_seconds Time from a create request "
                            "to the sandbox's agent answering.\n"
                            "# TYPE glovebox_sandbox_create_seconds histogram\n");
@@ -1013,13 +1050,13 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
     };
     struct gbx_cg_usage *u = gbx_xcalloc(running ? running : 1, sizeof(*u));
     size_t i = 0;
-    for (struct live *l = s->live; l; l = l->next, i++)
+    for (struct gbx_live *l = s->live; l; l = l->next, i++)
         (void)!l->sb->ops->usage(l->sb, &u[i], NULL);
     for (size_t g = 0; g < GBX_ARRAY_SIZE(gauges); g++) {
         evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", gauges[g][0], gauges[g][1],
                             gauges[g][0], g == 1 || g == 3 ? "counter" : "gauge");
         i = 0;
-        for (struct live *l = s->live; l; l = l->next, i++) {
+        for (struct gbx_live *l = s->live; l; l = l->next, i++) {
             double v = g == 0   ? (double)u[i].memory_bytes
                        : g == 1 ? (double)u[i].cpu_usage_ns / 1e9
                        : g == 2 ? (double)u[i].pids
@@ -1183,7 +1220,7 @@ static void route_sandbox_sub(struct gbx_server *s, struct evhttp_request *req, 
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
     if ((is_exec || is_timeout) && m != EVHTTP_REQ_POST)
         return method_not_allowed(req, "POST");
-    struct live *l = live_find(s, id);
+    struct gbx_live *l = live_find(s, id);
     if (l == NULL)
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
     if (is_exec)
@@ -1258,7 +1295,7 @@ static void route(struct gbx_server *s, struct evhttp_request *req)
             return;
         }
         if (m == EVHTTP_REQ_GET) {
-            struct live *l = live_find(s, id);
+            struct gbx_live *l = live_find(s, id);
             if (l == NULL)
                 return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
             return gbx_http_reply_json(req, 200, sandbox_json(l));
@@ -1273,7 +1310,7 @@ static void route(struct gbx_server *s, struct evhttp_request *req)
 /* ---- re-adoption after a restart ------------------------------------------------------------ */
 
 /* The limits a sandbox was created with, from its stored create request. */
-static void limits_from_spec(const char *spec, struct live *l)
+static void limits_from_spec(const char *spec, struct gbx_live *l)
 {
     json_t *j = spec ? json_loads(spec, 0, NULL) : NULL;
     json_t *v;
@@ -1323,7 +1360,7 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
         pool_push(s, sb); /* trimmed to the pool's size after the walk */
         return 0;
     }
-    struct live *l = gbx_xcalloc(1, sizeof(*l));
+    struct gbx_live *l = gbx_xcalloc(1, sizeof(*l));
     l->sb = sb;
     l->template_name = gbx_xstrdup(row->template_name ? row->template_name : "");
     l->owner = gbx_xstrdup(row->owner ? row->owner : "");
@@ -1331,6 +1368,11 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
     l->expires_ns = row->expires_ns;
     limits_from_spec(row->spec, l);
     l->spec_text = gbx_xstrdup(row->spec ? row->spec : "{}");
+    if (row->token && strlen(row->token) < sizeof(l->token))
+        snprintf(l->token, sizeof(l->token), "%s", row->token);
+    else
+        new_token(l->token); /* a row from before tokens */
+    l->paused = row->state && strcmp(row->state, "paused") == 0;
     json_t *spec = json_loads(l->spec_text, 0, NULL);
     live_set_extras(l, spec);
     json_decref(spec);
@@ -1341,7 +1383,7 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
 
 static int known_id(const struct gbx_server *s, const char *id)
 {
-    for (const struct live *l = s->live; l; l = l->next)
+    for (const struct gbx_live *l = s->live; l; l = l->next)
         if (strcmp(l->sb->id, id) == 0)
             return 1;
     for (const struct pooled *p = s->pool; p; p = p->next)
@@ -1406,7 +1448,7 @@ static int adopt_all(struct gbx_server *s, struct gbx_err **err)
     if (s->pool_len)
         gbx_log_info("adopted %zu pooled sandboxes", s->pool_len);
     /* (audit records are written after the walk: it holds a read statement) */
-    for (struct live *l = s->live; l; l = l->next) {
+    for (struct gbx_live *l = s->live; l; l = l->next) {
         gbx_log_info("adopted sandbox '%s'", l->sb->id);
         gbx_server_audit(s, "sandbox.adopt", l->sb->id, NULL);
     }
@@ -1592,7 +1634,7 @@ void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
     }
     pool_drain(s); /* pooled sandboxes are nobody's: never left behind */
     while (s->live) {
-        struct live *l = s->live;
+        struct gbx_live *l = s->live;
         s->live = l->next;
         if (kill_sandboxes) {
             gbx_autofree char *id = gbx_xstrdup(l->sb->id);

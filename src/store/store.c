@@ -59,6 +59,8 @@ static const char *const migrations[] = {
     ");"
     "CREATE INDEX audit_sandbox ON audit(sandbox, seq);"
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
+    /* 2: a per-sandbox secret (E2B's envd access token) */
+    "ALTER TABLE sandboxes ADD COLUMN token TEXT;",
 };
 
 #define GENESIS_HASH "0000000000000000000000000000000000000000000000000000000000000000"
@@ -368,7 +370,7 @@ int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *s
     if (sqlite3_prepare_v2(s->db,
                            "INSERT OR REPLACE INTO sandboxes (id, owner, template, state, "
                            "created_ns, updated_ns, spec, host_uid, uid_slot, init_pid, "
-                           "expires_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           "expires_ns, token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                            -1, &st, NULL) != SQLITE_OK)
         return db_err(s, err, "save sandbox");
     sqlite3_bind_text(st, 1, sb->id, -1, SQLITE_STATIC);
@@ -385,6 +387,10 @@ int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *s
         sqlite3_bind_int64(st, 11, sb->expires_ns);
     else
         sqlite3_bind_null(st, 11);
+    if (sb->token)
+        sqlite3_bind_text(st, 12, sb->token, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 12);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
@@ -423,7 +429,7 @@ int gbx_store_sandbox_each(struct gbx_store *s, gbx_store_sandbox_fn fn, void *a
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db,
                            "SELECT id, owner, template, state, spec, created_ns, host_uid, "
-                           "uid_slot, init_pid, coalesce(expires_ns, 0) FROM sandboxes "
+                           "uid_slot, init_pid, coalesce(expires_ns, 0), token FROM sandboxes "
                            "ORDER BY created_ns",
                            -1, &st, NULL) != SQLITE_OK)
         return db_err(s, err, "list sandboxes");
@@ -440,6 +446,7 @@ int gbx_store_sandbox_each(struct gbx_store *s, gbx_store_sandbox_fn fn, void *a
             .uid_slot = sqlite3_column_int64(st, 7),
             .init_pid = sqlite3_column_int64(st, 8),
             .expires_ns = sqlite3_column_int64(st, 9),
+            .token = (const char *)sqlite3_column_text(st, 10),
         };
         if (row.id == NULL)
             continue;

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/* The daemon's sandboxes, as the HTTP front ends (native /v1 in server.c, E2B in e2b_*.c)
+ * share them: create (from the warm pool when it can), find, destroy, timeouts, pause.
+ * Everything here runs on the loop and acts as the current request's actor (visibility,
+ * ownership, audit). Implemented in server.c. */
+#ifndef GBX_API_SANDBOXES_H
+#define GBX_API_SANDBOXES_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "sandbox/backend.h"
+
+struct gbx_server;
+
+/* A sandbox the daemon keeps. Strings and JSON are owned. */
+struct gbx_live {
+    struct gbx_live *next;
+    struct gbx_sandbox *sb;
+    char *template_name;
+    struct gbx_cg_limits limits;
+    uint64_t disk_bytes;
+    int64_t created_ns;
+    int64_t expires_ns; /* 0: no timeout */
+    char *owner;        /* "" for the admin, else the API key's name */
+    json_t *env;        /* {"K": "V"} for every process, or NULL */
+    json_t *metadata;   /* {"k": "v"} kept for the caller, or NULL */
+    json_t *labels;     /* {"k": "v"} to filter lists by, or NULL */
+    char *idem_key;     /* the create's idempotency key, or NULL */
+    char *spec_text;    /* the create request as stored (to compare a retried create) */
+    char token[65];     /* a random secret for this sandbox (E2B's envd access token) */
+    int paused;         /* frozen (E2B pause); resumed by connect */
+};
+
+/* A create request, checked (see gbx_sandboxes_parse). Strings borrow from the JSON body. */
+struct gbx_create_opts {
+    uint64_t timeout_ms;
+    const char *id;
+    const char *template_name;
+    struct gbx_cg_limits limits;
+    uint64_t disk_bytes;
+    json_t *env, *metadata, *labels;
+    const char *idem_key;
+};
+
+/* Create a sandbox from a native create body ({"template", "memory", "timeout", "env",
+ * "metadata", "labels", "idempotency_key", ...}: docs/api.yaml SandboxCreate; body is
+ * borrowed). Returns 0 with a new sandbox, 1 with the one an earlier create with the same
+ * idempotency key made, or -1 with *err (INVALID for a bad body, CONFLICT for a taken id or a
+ * reused key, NOT_FOUND for an unknown template). */
+int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **out,
+                         struct gbx_err **err) GBX_WUR;
+/* The sandbox id, if the current actor may see it; else NULL. */
+struct gbx_live *gbx_sandboxes_find(struct gbx_server *s, const char *id);
+/* Destroy it (kind: the audit record, "sandbox.delete"; detail stolen, may be NULL). The
+ * sandbox is gone either way; -1 says what could not be cleaned up. */
+int gbx_sandboxes_destroy(struct gbx_server *s, struct gbx_live *l, const char *kind,
+                          json_t *detail, struct gbx_err **err);
+/* Set when the reaper destroys it (0: never), recorded and audited (detail stolen). */
+void gbx_sandboxes_set_expiry(struct gbx_server *s, struct gbx_live *l, int64_t expires_ns,
+                              json_t *detail);
+/* Freeze or thaw every process of the sandbox (its timeout keeps running). */
+int gbx_sandboxes_pause(struct gbx_server *s, struct gbx_live *l, int paused,
+                        struct gbx_err **err) GBX_WUR;
+/* Call fn for every sandbox the current actor may see, newest first; a non-zero return
+ * stops. fn must not create or destroy sandboxes. */
+void gbx_sandboxes_each(struct gbx_server *s, int (*fn)(void *arg, struct gbx_live *l), void *arg);
+
+#endif
