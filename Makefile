@@ -45,7 +45,7 @@ LDFLAGS_ALL := -pie -Wl,-z,relro,-z,now $(SAN_FLAGS) $(LDFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS))
 
 # (+ the daemon's pure parsers, so unit tests and fuzz targets can link them)
-LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c) src/api/multipart.c
+LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c) src/api/multipart.c src/api/connect.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o $(BUILD)/gen/seccomp_bpf.o
 LIB := $(BUILD)/libglovebox.a
 

@@ -28,6 +28,17 @@ static const char *const routes[] = {
     "/v1/sandboxes/{id}/processes",
     "/v1/sandboxes/{id}/processes/{proc}",
     "/v1/sandboxes/{id}/processes/{proc}/{op}",
+    /* E2B (15-): the control plane, then envd */
+    "/v2/sandboxes",
+    "/v2/sandboxes/{id}/{op}",
+    "/sandboxes/{id}",
+    "/sandboxes/{id}/{op}",
+    "/snapshots",
+    "/templates/{id}",
+    "/process.Process/{method}",
+    "/filesystem.Filesystem/{method}",
+    "/files",
+    "/health",
 };
 
 static const double bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -60,6 +71,24 @@ static size_t route_index(const char *path)
             return i;
     if (strncmp(path, "/v1/apikeys/", 12) == 0 && count_slashes(path) == 3)
         return 5;
+    if (strcmp(path, "/v2/sandboxes") == 0)
+        return 15;
+    if (strncmp(path, "/v2/sandboxes/", 14) == 0)
+        return 16;
+    if (strncmp(path, "/sandboxes/", 11) == 0)
+        return strchr(path + 11, '/') ? 18 : 17;
+    if (strncmp(path, "/snapshots", 10) == 0)
+        return 19;
+    if (strncmp(path, "/templates/", 11) == 0)
+        return 20;
+    if (strncmp(path, "/process.Process/", 17) == 0)
+        return 21;
+    if (strncmp(path, "/filesystem.Filesystem/", 23) == 0)
+        return 22;
+    if (strcmp(path, "/files") == 0)
+        return 23;
+    if (strcmp(path, "/health") == 0)
+        return 24;
     if (strncmp(path, "/v1/sandboxes/", 14) != 0)
         return 0;
     const char *rest = strchr(path + 14, '/');

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "agent/client.h"
+#include "api/e2b.h"
 #include "api/exec.h"
 #include "api/files.h"
 #include "api/procs.h"
@@ -1178,6 +1179,19 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
     struct gbx_server *s = arg;
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    /* E2B's data plane: the sandbox's access token decides (gbx_e2b_data), and the request
+     * acts as the sandbox's owner */
+    const char *sid = evhttp_find_header(in, "E2b-Sandbox-Id");
+    if (sid) {
+        s->admin = 1;
+        s->actor = "e2b";
+        gbx_reqmetrics_track(req, path ? path : "", "e2b");
+        gbx_e2b_data(s, s->base, req, sid);
+        s->actor = NULL;
+        return;
+    }
+    int e2b = path && gbx_e2b_is_control_path(path);
     s->admin = 0;
     if (path == NULL || strcmp(path, "/healthz") != 0) {
         const char *key = request_key(req);
@@ -1185,6 +1199,10 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
             gbx_store_apikey_check(s->store, key, s->key_name, sizeof(s->key_name)) != 1) {
             gbx_reqmetrics_track(req, path ? path : "", "-");
             evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
+            if (e2b)
+                return gbx_e2b_error(req, 401,
+                                     key ? "this API key is not valid (revoked?)"
+                                         : "an API key is needed in X-API-KEY");
             gbx_http_reply_json(req, 401,
                                 json_pack("{s:{s:s,s:s}}", "error", "kind", "permission", "message",
                                           key ? "this API key is not valid (revoked?)"
@@ -1195,8 +1213,18 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
         s->actor = s->key_name;
     }
     gbx_reqmetrics_track(req, path ? path : "", s->actor ? s->actor : "-");
-    route(s, req);
+    if (e2b)
+        gbx_e2b_control(s, req, path);
+    else
+        route(s, req);
     s->actor = NULL;
+}
+
+void gbx_server_act_as(struct gbx_server *s, const char *owner)
+{
+    s->admin = owner[0] == '\0';
+    snprintf(s->key_name, sizeof(s->key_name), "%s", owner);
+    s->actor = s->admin ? "admin" : s->key_name;
 }
 
 /* The prefix "/name" of sub, followed by nothing or by '/': returns what follows, or NULL. */

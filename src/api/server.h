@@ -37,6 +37,8 @@ void gbx_server_audit(struct gbx_server *s, const char *kind, const char *sandbo
 /* The same on behalf of a named actor (for records written after the request's turn). */
 void gbx_server_audit_as(struct gbx_server *s, const char *actor, const char *kind,
                          const char *sandbox, struct json_t *detail);
+/* Act, for the rest of this request's turn, as a sandbox's owner ("" for the admin). */
+void gbx_server_act_as(struct gbx_server *s, const char *owner);
 /* Who the request being handled acts as: "admin" or an API key's name. */
 const char *gbx_server_actor(const struct gbx_server *s);
 /* Metrics hooks for the exec streams. */

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/* The E2B-compatible surface (shared/protocols/e2b.md), served on the TCP listener beside the
+ * native API. e2b.c routes and holds what every E2B handler shares; the services live in
+ *
+ *   e2b_control.c   the control plane: /v2/sandboxes, /sandboxes/{id}/..., /snapshots, ...
+ *   e2b_process.c   envd process.Process over Connect (Start, Connect, List, SendInput, ...)
+ *   e2b_fs.c        envd filesystem.Filesystem over Connect (Stat, ListDir, ..., WatchDir)
+ *   e2b_files.c     envd plain HTTP: GET/POST /files (with signed URLs)
+ *
+ * Routing: a request with an E2b-Sandbox-Id header is for that sandbox's envd (or, with
+ * E2b-Sandbox-Port: 49999, its code interpreter); authenticated by the sandbox's access token
+ * (X-Access-Token), so it acts as the sandbox's owner. Other E2B paths are the control plane,
+ * authenticated by a Glovebox API key in X-API-KEY. */
+#ifndef GBX_API_E2B_H
+#define GBX_API_E2B_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+struct event_base;
+struct evhttp_request;
+struct gbx_live;
+struct gbx_server;
+
+/* The envd version reported at create and connect: every SDK feature gate is open. */
+#define GBX_E2B_ENVD_VERSION "0.6.4"
+/* The sandbox's default user and the timeout when create gives none (seconds). */
+#define GBX_E2B_DEFAULT_USER "user"
+#define GBX_E2B_DEFAULT_TIMEOUT 300
+
+/* ---- routing (e2b.c; called by server.c) ---------------------------------------------------- */
+
+/* Is path one of the control plane's (/v2/..., /sandboxes..., /snapshots..., /templates/...)? */
+int gbx_e2b_is_control_path(const char *path);
+/* A request carrying E2b-Sandbox-Id: find the sandbox (502 as E2B's edge does when it is
+ * unknown, killed or paused), check its access token, dispatch. */
+void gbx_e2b_data(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
+                  const char *sandbox_id);
+
+/* ---- the services ---------------------------------------------------------------------------- */
+
+/* e2b_control.c: the caller is authenticated; path is the request's path. */
+void gbx_e2b_control(struct gbx_server *s, struct evhttp_request *req, const char *path);
+/* e2b_process.c: method is what follows "/process.Process/" ("Start", ...). */
+void gbx_e2b_process(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
+                     struct gbx_live *l, const char *method);
+/* e2b_fs.c: method is what follows "/filesystem.Filesystem/". */
+void gbx_e2b_filesystem(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
+                        struct gbx_live *l, const char *method);
+/* e2b_files.c: GET or POST /files; the token or a URL signature is checked there. */
+void gbx_e2b_files(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
+                   struct gbx_live *l);
+
+/* ---- shared helpers (e2b.c) ------------------------------------------------------------------ */
+
+/* Control plane and envd REST errors: {"code": status, "message": "..."}. */
+void gbx_e2b_error(struct evhttp_request *req, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A unary Connect error: {"code": "not_found", "message": "..."} with the code's status. */
+void gbx_e2b_rpc_error(struct evhttp_request *req, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A unary Connect success: the message (stolen) as application/json. */
+void gbx_e2b_rpc_reply(struct evhttp_request *req, json_t *msg);
+/* The request message of a Connect call: the JSON body of a unary call, or the single
+ * envelope of a server-streaming one (Content-Type application/connect+json). On failure
+ * replies invalid_argument and returns NULL. Unknown fields are the handler's to ignore. */
+json_t *gbx_e2b_rpc_request(struct evhttp_request *req);
+/* Is the request's Content-Type application/connect+json (a streaming call)? */
+int gbx_e2b_is_stream(struct evhttp_request *req);
+
+/* Server streams: start the 200 application/connect+json reply; send one message envelope
+ * (msg stolen); end with the end-of-stream envelope ({} or {"error":{code,message}} when code
+ * is non-NULL) and finish the reply. The caller owns backpressure (the connection's output
+ * buffer is evhttp's; see exec.c). */
+void gbx_e2b_stream_start(struct evhttp_request *req);
+void gbx_e2b_stream_send(struct evhttp_request *req, json_t *msg);
+void gbx_e2b_stream_end(struct evhttp_request *req, const char *code, const char *message);
+/* Bytes waiting in the client connection's output buffer. */
+size_t gbx_e2b_stream_pending(struct evhttp_request *req);
+/* Connect-Timeout-Ms, in ms (0: none or invalid). */
+unsigned long gbx_e2b_timeout_ms(struct evhttp_request *req);
+
+/* The user an envd request acts as: "Authorization: Basic base64(user:)" on RPCs, or the
+ * username query parameter on /files (pass it as query_user); else the default user. Writes
+ * at most usersz bytes; returns 0, or -1 after replying 401/unauthenticated (rpc selects
+ * the error form) for a malformed header or an unknown user. */
+int gbx_e2b_user(struct evhttp_request *req, const char *query_user, int rpc, char *user,
+                 size_t usersz);
+/* The user's home directory ("/root" for root, else "/home/<user>"). */
+void gbx_e2b_home(const char *user, char *out, size_t outsz);
+/* Resolve an envd path for user: "~" and "~/x" are under the home, a relative path is
+ * relative to the home, an absolute path is kept. malloc'ed; NULL for an empty path or one
+ * with a NUL byte. */
+char *gbx_e2b_path(const char *user, const char *path);
+
+/* Does the request carry the sandbox's access token (X-Access-Token)? */
+int gbx_e2b_token_ok(struct evhttp_request *req, const struct gbx_live *l);
+
+#endif
