@@ -116,7 +116,8 @@ int gbx_connect_int(json_t *v, int64_t min, int64_t max, int64_t *out)
     } else if (json_is_string(v)) {
         const char *s = json_string_value(v);
         char *end = NULL;
-        if (*s == '\0' || strlen(s) != json_string_length(v))
+        if (!((s[0] >= '0' && s[0] <= '9') || (s[0] == '-' && s[1] >= '0' && s[1] <= '9')) ||
+            strlen(s) != json_string_length(v))
             return -EINVAL;
         errno = 0;
         x = strtoll(s, &end, 10);
