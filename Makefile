@@ -1,6 +1,7 @@
 # Glovebox: one non-recursive GNU Makefile.
 #   make                 library, glovebox-init, glovebox (CLI)
-#   make test            unit + integration tests (as root; sandbox tests need namespaces)
+#   make test            unit + integration tests (as root; sandbox tests need namespaces),
+#                        then the E2B SDK suite (tests/e2b/run.sh; npm ci in tests/e2b first)
 #   make test SANITIZE=address,undefined   the everyday loop (leak detection on)
 #   make bench           benchmarks side by side with peers (bwrap, unshare)
 #   make fuzz            build and run the libFuzzer targets for a short while
@@ -154,7 +155,8 @@ $(PROBE): tests/probe/probe.c
 	$(CC) -std=gnu11 -O2 -Wall -static -o $@ $<
 
 test: all $(UNIT_BINS) $(INTEG_BINS) $(PROBE)
-	@BUILD=$(BUILD) ./tests/run-tests.sh $(UNIT_BINS) $(INTEG_BINS) tests/integration/t*.sh
+	@BUILD=$(BUILD) ./tests/run-tests.sh $(UNIT_BINS) $(INTEG_BINS) tests/integration/t*.sh \
+	    tests/e2b/run.sh
 
 unit: $(UNIT_BINS)
 	@BUILD=$(BUILD) ./tests/run-tests.sh $(UNIT_BINS)

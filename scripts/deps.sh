@@ -16,6 +16,16 @@ for p in $PKGS; do
     fi
 done
 
+# node (>= 18) and npm for the E2B SDK tests (tests/e2b). A Node.js from elsewhere (NodeSource
+# ships npm inside its nodejs) is kept as it is; Debian's are installed only when either is absent.
+if ! command -v node >/dev/null 2>&1; then
+    missing="$missing nodejs npm"
+elif ! command -v npm >/dev/null 2>&1; then
+    missing="$missing npm"
+elif [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" -lt 18 ]; then
+    echo "deps: node $(node --version) is older than 18: the E2B SDK tests need 18 or later" >&2
+fi
+
 if [ -z "$missing" ]; then
     [ "${1:-}" = "-q" ] || echo "deps: all packages present"
     exit 0
