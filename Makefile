@@ -51,7 +51,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o $(BUIL
 LIB := $(BUILD)/libglovebox.a
 
 DAEMON_SRCS := $(wildcard src/api/*.c src/daemon/*.c)
-DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o)
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/api/interp_blob.o
 DAEMON_LIBS := $(shell pkg-config --libs libevent jansson)
 CLI_LIBS := $(shell pkg-config --libs jansson)
 CLI_SRCS := $(wildcard src/cli/*.c)
@@ -125,6 +125,10 @@ $(BUILD)/gen/seccomp_bpf.o: $(BUILD)/gen/seccomp_bpf.c
 $(BUILD)/src/sandbox/init_blob.o: src/sandbox/init_blob.S $(BUILD)/glovebox-init
 	@mkdir -p $(@D)
 	$(CC) -c -DGBX_INIT_PATH='"$(BUILD)/glovebox-init"' $< -o $@
+
+$(BUILD)/src/api/interp_blob.o: src/api/interp_blob.S src/api/interp_kernel.py
+	@mkdir -p $(@D)
+	$(CC) -c -DGBX_INTERP_KERNEL='"src/api/interp_kernel.py"' $< -o $@
 
 $(LIB): $(LIB_OBJS)
 	rm -f $@

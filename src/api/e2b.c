@@ -277,9 +277,7 @@ void gbx_e2b_data(struct gbx_server *s, struct event_base *base, struct evhttp_r
     const char *port =
         evhttp_find_header(evhttp_request_get_input_headers(req), "E2b-Sandbox-Port");
     if (port && strcmp(port, "49999") == 0)
-        return gbx_e2b_error(req, 501,
-                             "the code interpreter is not available in this Glovebox (see "
-                             "docs/e2b.md)");
+        return gbx_e2b_interp(s, base, req, l, path);
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     if (strcmp(path, "/health") == 0) {
         if (m != EVHTTP_REQ_GET)

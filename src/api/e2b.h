@@ -6,6 +6,7 @@
  *   e2b_process.c   envd process.Process over Connect (Start, Connect, List, SendInput, ...)
  *   e2b_fs.c        envd filesystem.Filesystem over Connect (Stat, ListDir, ..., WatchDir)
  *   e2b_files.c     envd plain HTTP: GET/POST /files (with signed URLs)
+ *   e2b_interp.c    the code interpreter: /execute, /contexts (a Python kernel per context)
  *
  * Routing: a request with an E2b-Sandbox-Id header is for that sandbox's envd (or, with
  * E2b-Sandbox-Port: 49999, its code interpreter); authenticated by the sandbox's access token
@@ -50,6 +51,12 @@ void gbx_e2b_filesystem(struct gbx_server *s, struct event_base *base, struct ev
 /* e2b_files.c: GET or POST /files; the token or a URL signature is checked there. */
 void gbx_e2b_files(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
                    struct gbx_live *l);
+
+/* e2b_interp.c: the code interpreter (E2b-Sandbox-Port: 49999); path is the request's. */
+void gbx_e2b_interp(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
+                    struct gbx_live *l, const char *path);
+/* Forget every interpreter context (the daemon is stopping). */
+void gbx_e2b_interp_shutdown(void);
 
 /* ---- shared helpers (e2b.c) ------------------------------------------------------------------ */
 

@@ -1654,6 +1654,7 @@ void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
         s->http_tcp = NULL;
     }
     gbx_api_exec_shutdown(); /* streams kept only to enforce a timeout after their client left */
+    gbx_e2b_interp_shutdown();
     if (s->sock_path)
         (void)unlink(s->sock_path);
     if (s->pool_ev) {
