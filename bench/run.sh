@@ -10,6 +10,8 @@ RT_RUNS="${BENCH_API_RT_RUNS:-200}"       # create + exec + delete, and as many 
 IDLE="${GBX_BENCH_IDLE:-1000}"            # live idle sandboxes; 0 skips that step
 RATE_SECS="${GBX_BENCH_RATE_SECS:-10}"    # per line of the sustained-create loop
 POOL="${GBX_BENCH_POOL:-8}"
+E2B_RUNS="${BENCH_E2B_RUNS:-200}"        # E2B SDK: create + run + kill, and as many execs
+ONLY="${GBX_BENCH_ONLY:-}"                # "e2b": only the E2B SDK section
 T=$(mktemp -d /tmp/gbx-bench-XXXXXX)
 chmod 711 "$T"
 DPID=
@@ -33,9 +35,10 @@ trap 'stop_daemon; rm -rf "$T" ${R:+"$R"}' EXIT
 export GLOVEBOX_RUNTIME_DIR="${R:-$T}/run"
 export GLOVEBOX_STATE_DIR="${GLOVEBOX_STATE_DIR:-$T/state}"
 
+BWRAP='bwrap --ro-bind /usr /usr --symlink usr/lib /lib --symlink usr/lib64 /lib64 --symlink usr/bin /bin --proc /proc --dev /dev --unshare-all --die-with-parent /bin/true'
+if [ "$ONLY" != e2b ]; then
 echo "== glovebox run true vs bwrap vs unshare (hyperfine, $HF_RUNS runs each)"
 "$BUILD/glovebox" run -- true   # generate the host template outside the measurement
-BWRAP='bwrap --ro-bind /usr /usr --symlink usr/lib /lib --symlink usr/lib64 /lib64 --symlink usr/bin /bin --proc /proc --dev /dev --unshare-all --die-with-parent /bin/true'
 UNSHARE='unshare --user --map-root-user --pid --mount --net --uts --ipc --fork /bin/true'
 hyperfine -N --warmup 10 --runs "$HF_RUNS" --export-json "$T/hf.json" \
     -n 'glovebox run true' "$BUILD/glovebox run -- true" \
@@ -51,9 +54,12 @@ ratio = g["median"] / b["median"]
 print("glovebox/bwrap   %.2fx (target <= 1.5x: %s)" % (ratio, "met" if ratio <= 1.5 else "MISSED"))
 print("glovebox/unshare %.2fx" % (g["median"] / u["median"]))
 PY
+fi
+if [ "$ONLY" != e2b ]; then
 echo
 echo "== library: create->ready and exec round trip ($RUNS runs each)"
 "$BUILD/bench/bench_sandbox" "$RUNS"
+fi
 
 # A private gloveboxd (its own state and runtime dirs, like tests/lib/daemon.sh), driven over
 # its admin socket by bench_api. The library peers in bench_api use the same dirs, so both
@@ -74,6 +80,7 @@ bench_api() {
         { echo "bench_api failed; the daemon's log ends:"; tail -n 20 "$T/daemon.log"; exit 1; }
 }
 
+if [ "$ONLY" != e2b ]; then
 echo
 echo "== daemon: gloveboxd over its admin socket (bench/bench_api.c: libcurl, one keep-alive connection)"
 start_daemon
@@ -88,4 +95,29 @@ if "$BUILD/gloveboxd" --help 2>&1 | grep -q -- '--pool'; then
     stop_daemon
 else
     echo "== API create->ready, pooled: skipped: --pool not available (gloveboxd --help)"
+fi
+fi
+
+# The E2B SDK (e2b from tests/e2b's lockfile) against a private gloveboxd on a TCP port with a
+# fresh API key, beside the native API on the same listener and bwrap (bench/e2b_bench.mjs).
+echo
+if ! command -v node >/dev/null || [ ! -d "$(dirname "$0")/../tests/e2b/node_modules/e2b" ]; then
+    echo "== E2B SDK: skipped: needs node and tests/e2b/node_modules (npm ci in tests/e2b)"
+else
+    e2b_bench() {
+        port=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+        start_daemon --listen "127.0.0.1:$port" "$@"
+        key=$("$BUILD/glovebox" apikey create "bench-$port" --json |
+            python3 -c "import json, sys; print(json.load(sys.stdin)['key'])")
+        E2B_API_URL="http://127.0.0.1:$port" E2B_SANDBOX_URL="http://127.0.0.1:$port" E2B_API_KEY="$key" \
+            node "$(dirname "$0")/e2b_bench.mjs" --runs "$E2B_RUNS" --exec-runs "$E2B_RUNS" --bwrap "$BWRAP" \
+            --label "gloveboxd${*:+ $*}" ||
+            { echo "e2b_bench failed; the daemon's log ends:"; tail -n 20 "$T/daemon.log"; exit 1; }
+        stop_daemon
+    }
+    e2b_bench
+    if "$BUILD/gloveboxd" --help 2>&1 | grep -q -- '--pool'; then
+        echo
+        e2b_bench --pool "$POOL"
+    fi
 fi
