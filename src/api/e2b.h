@@ -55,8 +55,10 @@ void gbx_e2b_files(struct gbx_server *s, struct event_base *base, struct evhttp_
 /* e2b_interp.c: the code interpreter (E2b-Sandbox-Port: 49999); path is the request's. */
 void gbx_e2b_interp(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
                     struct gbx_live *l, const char *path);
-/* Forget every interpreter context (the daemon is stopping). */
-void gbx_e2b_interp_shutdown(void);
+/* Forget every interpreter context (the daemon is stopping): executions in progress end with
+ * an error event. Returns how many replies were ended. The kernels stay in their sandboxes;
+ * a restarted daemon starts new ones. */
+size_t gbx_e2b_interp_shutdown(void);
 
 /* ---- shared helpers (e2b.c) ------------------------------------------------------------------ */
 

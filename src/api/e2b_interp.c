@@ -541,8 +541,13 @@ void gbx_e2b_interp(struct gbx_server *s, struct event_base *base, struct evhttp
     gbx_e2b_error(req, 404, "no code interpreter route '%s'", path);
 }
 
-void gbx_e2b_interp_shutdown(void)
+size_t gbx_e2b_interp_shutdown(void)
 {
-    while (contexts)
+    size_t n = 0;
+    while (contexts) {
+        for (struct run *r = contexts->queue; r; r = r->next)
+            n += r->req != NULL;
         ctx_die(contexts, "the daemon is stopping");
+    }
+    return n;
 }

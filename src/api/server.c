@@ -1633,7 +1633,7 @@ int gbx_server_drain(struct gbx_server *s)
         evhttp_del_accept_socket(s->http_tcp, s->tcp_bound);
         s->tcp_bound = NULL;
     }
-    size_t n = gbx_api_exec_drain(why) + gbx_api_files_drain(why);
+    size_t n = gbx_api_exec_drain(why) + gbx_api_files_drain(why) + gbx_e2b_interp_shutdown();
     if (n)
         gbx_log_info("ended %zu open streams", n);
     return n > 0;
