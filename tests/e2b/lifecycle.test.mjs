@@ -292,7 +292,7 @@ describe('list: filters and pagination', () => {
 describe('pause and connect', () => {
     test('a paused sandbox keeps its files and processes and comes back on connect', async () => {
         const sbx = await newSandbox();
-        await sbx.files.write('/home/user/before-pause.txt', 'kept\n');
+        await sbx.commands.run('echo kept > /home/user/before-pause.txt');
         const bg = await sbx.commands.run('exec sleep 1000', { background: true });
         await bg.disconnect();
 
@@ -305,7 +305,7 @@ describe('pause and connect', () => {
         assert.equal(back.sandboxId, sbx.sandboxId);
         assert.equal((await back.getInfo()).state, 'running');
         assert.equal(await back.isRunning(), true);
-        assert.equal(await back.files.read('/home/user/before-pause.txt'), 'kept\n');
+        assert.equal((await back.commands.run('cat /home/user/before-pause.txt')).stdout, 'kept\n');
         assert.ok((await back.commands.list()).some((p) => p.pid === bg.pid), 'the process was frozen, not killed');
         const r = await back.commands.run('echo alive');
         assert.equal(r.stdout, 'alive\n');
