@@ -84,7 +84,11 @@ struct stream {
     uint64_t out_bytes, err_bytes;
     struct evhttp_request *req; /* NULL once the client is gone */
     struct gbx_aconn *agent;
-    struct event *timer; /* the "timeout" of the process, while it runs */
+    struct event *timer;            /* the "timeout" of the process, while it runs */
+    const struct gbx_exec_ops *ops; /* another front end's event form (NULL: NDJSON or SSE) */
+    struct event *keepalive;        /* ops->keepalive when idle for keepalive_ms */
+    uint64_t keepalive_ms;
+    int64_t last_send_ns;
     uint32_t proc, pid;
     uint64_t timeout_ms;
     size_t max_output;
@@ -93,6 +97,7 @@ struct stream {
     int started;
     int paused; /* not reading the agent until the client drains */
     int timed_out;
+    int pty;
 };
 
 /* Every live stream, so that an attach can end the stream it takes a process from. */
@@ -108,6 +113,8 @@ static void stream_free(struct stream *st)
     }
     if (st->timer)
         event_free(st->timer);
+    if (st->keepalive)
+        event_free(st->keepalive);
     gbx_aconn_free(st->agent);
     json_decref(st->what);
     free(st->out.buf);
@@ -222,20 +229,10 @@ static void drained(struct evhttp_connection *conn, void *arg)
     gbx_aconn_pause(st->agent, 0); /* may deliver frames, and end st: nothing after this */
 }
 
-/* Send one event: an NDJSON line, or an SSE event named by its type. */
-static void send_event(struct stream *st, json_t *ev)
+/* Send the bytes of b (emptied) to the client. */
+static void send_buf(struct stream *st, struct evbuffer *b)
 {
-    char *text = json_dumps(ev, JSON_COMPACT);
-    GBX_BUG_ON(text == NULL);
-    struct evbuffer *b = evbuffer_new();
-    GBX_BUG_ON(b == NULL);
-    if (st->sse)
-        evbuffer_add_printf(b, "event: %s\ndata: %s\n\n",
-                            json_string_value(json_object_get(ev, "type")), text);
-    else
-        evbuffer_add_printf(b, "%s\n", text);
-    free(text);
-    json_decref(ev);
+    st->last_send_ns = gbx_monotonic_ns();
     /* Backpressure: once the client's connection holds more than the cap, stop reading the
      * agent until it has written everything out. evhttp keeps one "written" callback per
      * connection, replaced by each chunk sent with one (and by the end of the reply): it is
@@ -250,11 +247,74 @@ static void send_event(struct stream *st, json_t *ev)
     } else {
         evhttp_send_reply_chunk(st->req, b);
     }
+}
+
+static struct evbuffer *buf_new(void)
+{
+    struct evbuffer *b = evbuffer_new();
+    GBX_BUG_ON(b == NULL);
+    return b;
+}
+
+/* Send one event: an NDJSON line, or an SSE event named by its type. */
+static void send_event(struct stream *st, json_t *ev)
+{
+    char *text = json_dumps(ev, JSON_COMPACT);
+    GBX_BUG_ON(text == NULL);
+    struct evbuffer *b = buf_new();
+    if (st->sse)
+        evbuffer_add_printf(b, "event: %s\ndata: %s\n\n",
+                            json_string_value(json_object_get(ev, "type")), text);
+    else
+        evbuffer_add_printf(b, "%s\n", text);
+    free(text);
+    json_decref(ev);
+    send_buf(st, b);
     evbuffer_free(b);
+}
+
+/* The other front end's events: ops_begin() gives the buffer to fill, ops_send() sends it. */
+static void ops_send(struct stream *st, struct evbuffer *b)
+{
+    if (evbuffer_get_length(b))
+        send_buf(st, b);
+    evbuffer_free(b);
+}
+
+/* Nothing went out for keepalive_ms: send a keepalive (unless the client is not reading:
+ * then output is on its way anyway). Re-armed for when the interval would next pass. */
+static void on_keepalive(evutil_socket_t fd, short what, void *arg)
+{
+    struct stream *st = arg;
+    if (st->req == NULL)
+        return;
+    int64_t idle_ms = (gbx_monotonic_ns() - st->last_send_ns) / 1000000;
+    uint64_t next = st->keepalive_ms;
+    if (idle_ms >= 0 && (uint64_t)idle_ms < st->keepalive_ms) {
+        next = st->keepalive_ms - (uint64_t)idle_ms;
+    } else if (!st->paused) {
+        struct evbuffer *b = buf_new();
+        st->ops->keepalive(b);
+        ops_send(st, b);
+    }
+    struct timeval tv = {(time_t)(next / 1000), (suseconds_t)(next % 1000) * 1000};
+    event_add(st->keepalive, &tv);
 }
 
 static void start_reply(struct stream *st)
 {
+    if (st->ops) {
+        st->ops->begin(st->req);
+        st->last_send_ns = gbx_monotonic_ns();
+        if (st->keepalive_ms && st->ops->keepalive) {
+            st->keepalive = event_new(st->base, -1, 0, on_keepalive, st);
+            GBX_BUG_ON(st->keepalive == NULL);
+            struct timeval tv = {(time_t)(st->keepalive_ms / 1000),
+                                 (suseconds_t)(st->keepalive_ms % 1000) * 1000};
+            event_add(st->keepalive, &tv);
+        }
+        return;
+    }
     struct evkeyvalq *hdrs = evhttp_request_get_output_headers(st->req);
     evhttp_add_header(hdrs, "Content-Type", st->sse ? "text/event-stream" : "application/x-ndjson");
     if (st->sse)
@@ -272,15 +332,26 @@ static void finish(struct stream *st)
     stream_free(st);
 }
 
-/* Reply with an error before anything was sent, and end. */
-static void fail_early(struct stream *st, enum gbx_err_kind kind, const char *msg)
+/* Reply with an error before anything was sent, and end (errnum: the agent's, or 0). */
+static void fail_early(struct stream *st, enum gbx_err_kind kind, int errnum, const char *msg)
 {
     if (st->req) {
         detach_client(st);
-        gbx_http_reply_error(st->req, kind, "%s", msg);
+        if (st->ops)
+            st->ops->fail(st->req, st->pid, kind, errnum, msg);
+        else
+            gbx_http_reply_error(st->req, kind, "%s", msg);
         st->req = NULL;
     }
     stream_free(st);
+}
+
+/* End a started stream of another front end with an error. */
+static void ops_error(struct stream *st, enum gbx_err_kind kind, const char *msg)
+{
+    struct evbuffer *b = buf_new();
+    st->ops->error(b, kind, msg);
+    ops_send(st, b);
 }
 
 static void fail_stream(struct stream *st, const char *msg)
@@ -290,10 +361,13 @@ static void fail_stream(struct stream *st, const char *msg)
         return;
     }
     if (!st->started || st->mode == MODE_WAIT) {
-        fail_early(st, GBX_ERR_UNAVAILABLE, msg);
+        fail_early(st, GBX_ERR_UNAVAILABLE, 0, msg);
         return;
     }
-    send_event(st, json_pack("{s:s,s:s}", "type", "error", "message", msg));
+    if (st->ops)
+        ops_error(st, GBX_ERR_UNAVAILABLE, msg);
+    else
+        send_event(st, json_pack("{s:s,s:s}", "type", "error", "message", msg));
     finish(st);
 }
 
@@ -418,6 +492,10 @@ static void on_exit_event(struct stream *st, const struct gbx_frame_hdr *h, cons
         detach_client(st);
         gbx_http_reply_json(st->req, 200, r);
         st->req = NULL;
+    } else if (st->req && st->ops) {
+        struct evbuffer *b = buf_new();
+        st->ops->exited(b, have_sig, have_sig ? sig : code, st->timed_out);
+        ops_send(st, b);
     } else if (st->req) {
         json_t *line = json_pack("{s:s}", "type", "exit");
         json_object_update(line, how);
@@ -445,6 +523,12 @@ static void on_frame_event(void *arg, const struct gbx_frame_hdr *h, const uint8
             return;
         if (st->mode == MODE_WAIT) {
             capture_add(is_out ? &st->out : &st->err, st->max_output, a.data, a.len);
+            return;
+        }
+        if (st->ops) {
+            struct evbuffer *b = buf_new();
+            st->ops->output(b, is_out, st->pty, a.data, a.len);
+            ops_send(st, b);
             return;
         }
         gbx_autofree char *enc = b64(a.data, a.len);
@@ -479,17 +563,17 @@ static void on_spawn_reply(void *arg, const struct gbx_frame_hdr *h, const uint8
     if (!final)
         return;
     if (h == NULL) {
-        fail_early(st, GBX_ERR_UNAVAILABLE, "the sandbox went away");
+        fail_early(st, GBX_ERR_UNAVAILABLE, 0, "the sandbox went away");
         return;
     }
     if (h->type != GBX_MSG_OK) {
         char msg[512];
-        (void)gbx_aconn_error_text(p, h->len, msg, sizeof(msg));
-        fail_early(st, GBX_ERR_INVALID, msg);
+        int e = gbx_aconn_error_text(p, h->len, msg, sizeof(msg));
+        fail_early(st, GBX_ERR_INVALID, e, msg);
         return;
     }
     if (gbx_attrs_get_u32(p, h->len, GBX_A_PROC, &st->proc) != 1) {
-        fail_early(st, GBX_ERR_INTERNAL, "the sandbox's agent sent a malformed reply");
+        fail_early(st, GBX_ERR_INTERNAL, 0, "the sandbox's agent sent a malformed reply");
         return;
     }
     (void)!gbx_attrs_get_u32(p, h->len, GBX_A_PID, &st->pid);
@@ -503,6 +587,12 @@ static void on_spawn_reply(void *arg, const struct gbx_frame_hdr *h, const uint8
     if (st->req == NULL || st->mode == MODE_WAIT)
         return;
     start_reply(st);
+    if (st->ops) {
+        struct evbuffer *b = buf_new();
+        st->ops->started(b, st->pid);
+        ops_send(st, b);
+        return;
+    }
     send_event(st, json_pack("{s:s,s:i,s:i}", "type", "start", "process", (json_int_t)st->proc,
                              "pid", (json_int_t)st->pid));
 }
@@ -523,6 +613,9 @@ static void take_over(struct stream *st)
         detach_client(o);
         if (o->mode == MODE_WAIT) {
             gbx_http_reply_error(o->req, GBX_ERR_CONFLICT, "%s", msg);
+        } else if (o->ops) {
+            ops_error(o, GBX_ERR_CONFLICT, msg);
+            evhttp_send_reply_end(o->req);
         } else {
             send_event(o, json_pack("{s:s,s:s}", "type", "detached", "message", msg));
             evhttp_send_reply_end(o->req);
@@ -537,7 +630,7 @@ static void on_attach_reply(void *arg, const struct gbx_frame_hdr *h, const uint
     if (!final)
         return;
     if (h == NULL) {
-        fail_early(st, GBX_ERR_UNAVAILABLE, "the sandbox went away");
+        fail_early(st, GBX_ERR_UNAVAILABLE, 0, "the sandbox went away");
         return;
     }
     if (h->type != GBX_MSG_OK) {
@@ -546,7 +639,7 @@ static void on_attach_reply(void *arg, const struct gbx_frame_hdr *h, const uint
         if (e == ESRCH)
             snprintf(msg, sizeof(msg), "process %u not found (it never ran, or it has finished)",
                      st->proc);
-        fail_early(st, gbx_err_kind_from_errno(e), msg);
+        fail_early(st, gbx_err_kind_from_errno(e), e, msg);
         return;
     }
     st->started = 1;
@@ -556,6 +649,12 @@ static void on_attach_reply(void *arg, const struct gbx_frame_hdr *h, const uint
     if (st->req == NULL)
         return;
     start_reply(st);
+    if (st->ops) {
+        struct evbuffer *b = buf_new();
+        st->ops->started(b, st->pid);
+        ops_send(st, b);
+        return;
+    }
     send_event(st, json_pack("{s:s,s:i}", "type", "attached", "process", (json_int_t)st->proc));
 }
 
@@ -564,7 +663,10 @@ static int stream_connect(struct stream *st, struct event_base *base, struct gbx
 {
     struct gbx_err *err = NULL;
     if (gbx_aconn_open(base, sb, on_frame_event, on_agent_close, st, &st->agent, &err) < 0) {
-        gbx_http_reply_err(st->req, err);
+        if (st->ops)
+            st->ops->fail(st->req, st->pid, err->kind, err->errnum, err->msg);
+        else
+            gbx_http_reply_err(st->req, err);
         gbx_err_free(err);
         st->req = NULL;
         stream_free(st);
@@ -579,9 +681,9 @@ static int stream_send(struct stream *st, gbx_aconn_reply_fn fn)
     long r = gbx_aconn_send(st->agent, fn, st);
     if (r < 0) {
         if (r == -EMSGSIZE)
-            fail_early(st, GBX_ERR_LIMIT, "the command and its environment are too large");
+            fail_early(st, GBX_ERR_LIMIT, 0, "the command and its environment are too large");
         else
-            fail_early(st, GBX_ERR_UNAVAILABLE, "the sandbox went away");
+            fail_early(st, GBX_ERR_UNAVAILABLE, 0, "the sandbox went away");
         return -1;
     }
     evhttp_connection_set_closecb(evhttp_request_get_connection(st->req), on_client_close, st);
@@ -596,14 +698,17 @@ size_t gbx_api_exec_drain(const char *why)
         if (st->req == NULL)
             continue;
         if (!st->started || st->mode == MODE_WAIT) {
-            fail_early(st, GBX_ERR_UNAVAILABLE, why);
+            fail_early(st, GBX_ERR_UNAVAILABLE, 0, why);
             n++;
             continue;
         }
         /* the process goes on: a client can attach to it again once the daemon is back */
         audit_end(st, "exec.detach", json_pack("{s:s}", "reason", why));
-        send_event(st, json_pack("{s:s,s:s,s:i}", "type", "error", "message", why, "process",
-                                 (json_int_t)st->proc));
+        if (st->ops)
+            ops_error(st, GBX_ERR_UNAVAILABLE, why);
+        else
+            send_event(st, json_pack("{s:s,s:s,s:i}", "type", "error", "message", why, "process",
+                                     (json_int_t)st->proc));
         finish(st);
         n++;
     }
@@ -917,4 +1022,44 @@ void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp
     build_spawn(gbx_aconn_begin(st->agent, GBX_MSG_SPAWN), &o);
     json_decref(body);
     (void)stream_send(st, on_spawn_reply);
+}
+
+/* ---- other front ends ----------------------------------------------------------------- */
+
+static struct stream *stream_new_ops(struct gbx_server *srv, struct event_base *base,
+                                     struct evhttp_request *req, const struct gbx_sandbox *sb,
+                                     enum mode mode, const struct gbx_exec_stream_opts *o)
+{
+    struct stream *st = stream_new(srv, base, req, sb, mode, o->what);
+    st->sse = 0;
+    st->ops = o->ops;
+    st->timeout_ms = o->timeout_ms;
+    st->keepalive_ms = o->keepalive_ms;
+    st->pty = o->pty;
+    return st;
+}
+
+void gbx_api_exec_spawn(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
+                        struct gbx_sandbox *sb, const struct gbx_exec_stream_opts *o,
+                        void (*build)(struct gbx_msg *m, void *arg), void *arg)
+{
+    struct stream *st = stream_new_ops(srv, base, req, sb, MODE_STREAM, o);
+    if (stream_connect(st, base, sb) < 0)
+        return;
+    build(gbx_aconn_begin(st->agent, GBX_MSG_SPAWN), arg);
+    (void)stream_send(st, on_spawn_reply);
+}
+
+void gbx_api_exec_attach_ops(struct gbx_server *srv, struct event_base *base,
+                             struct evhttp_request *req, struct gbx_sandbox *sb,
+                             const struct gbx_exec_stream_opts *o, uint32_t proc, uint32_t pid)
+{
+    struct stream *st = stream_new_ops(srv, base, req, sb, MODE_ATTACH, o);
+    st->proc = proc;
+    st->pid = pid;
+    if (stream_connect(st, base, sb) < 0)
+        return;
+    struct gbx_msg *m = gbx_aconn_begin(st->agent, GBX_MSG_ATTACH);
+    gbx_msg_put_u32(m, GBX_A_PROC, proc);
+    (void)stream_send(st, on_attach_reply);
 }

@@ -5,12 +5,16 @@
 #ifndef GBX_API_EXEC_H
 #define GBX_API_EXEC_H
 
+#include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include <stddef.h>
+#include "base/err.h"
 
 struct event_base;
+struct evbuffer;
 struct evhttp_request;
+struct gbx_msg;
 struct gbx_sandbox;
 struct gbx_server;
 
@@ -33,5 +37,50 @@ void gbx_api_exec_shutdown(void);
 /* The daemon is stopping: end every stream cleanly with an error event saying why (and the
  * process handle to attach to later); requests still waiting get a 503. */
 size_t gbx_api_exec_drain(const char *why);
+
+/* ---- the same streams for another front end (E2B's process.Process, e2b_process.c) ---------- */
+
+/* How a stream's events go out when not as the native NDJSON or SSE. Each event callback
+ * appends the bytes of one event to b; exec.c sends them (with its backpressure) and ends
+ * the reply after exited and error. */
+struct gbx_exec_ops {
+    /* Start the 200 reply (headers, status). */
+    void (*begin)(struct evhttp_request *req);
+    /* The process was spawned or attached; pid is its pid in the sandbox. */
+    void (*started)(struct evbuffer *b, uint32_t pid);
+    /* Output (on a PTY, everything is stdout). */
+    void (*output)(struct evbuffer *b, int is_stdout, int pty, const uint8_t *data, size_t len);
+    /* The process ended: by a signal (signaled, code = the signal) or with an exit code;
+     * timed_out when it was killed for running past its timeout. The reply's last bytes. */
+    void (*exited)(struct evbuffer *b, int signaled, uint32_t code, int timed_out);
+    /* The stream ends for another reason after begin: CONFLICT when another client took
+     * the process over, UNAVAILABLE when the sandbox or the daemon goes away. Last bytes. */
+    void (*error)(struct evbuffer *b, enum gbx_err_kind kind, const char *msg);
+    /* Nothing was sent yet: reply with the error (errnum: the agent's errno, or 0; pid:
+     * the process attached to, or 0). */
+    void (*fail)(struct evhttp_request *req, uint32_t pid, enum gbx_err_kind kind, int errnum,
+                 const char *msg);
+    /* Nothing was sent for keepalive_ms. */
+    void (*keepalive)(struct evbuffer *b);
+};
+
+struct gbx_exec_stream_opts {
+    const struct gbx_exec_ops *ops;
+    json_t *what;          /* what ran, for the audit records (stolen) */
+    uint64_t timeout_ms;   /* kill the process group after this, client or not (0: never) */
+    uint64_t keepalive_ms; /* 0: no keepalives */
+    int pty;               /* the process has a terminal */
+};
+
+/* Spawn a process and stream its events through o->ops; build fills the SPAWN request
+ * (ARGV, ENV, ...) on the stream's own agent connection. Audited like gbx_api_exec. */
+void gbx_api_exec_spawn(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
+                        struct gbx_sandbox *sb, const struct gbx_exec_stream_opts *o,
+                        void (*build)(struct gbx_msg *m, void *arg), void *arg);
+/* Attach to process proc (pid in the sandbox) and stream its events through o->ops: a
+ * takeover, as gbx_api_exec_attach. */
+void gbx_api_exec_attach_ops(struct gbx_server *srv, struct event_base *base,
+                             struct evhttp_request *req, struct gbx_sandbox *sb,
+                             const struct gbx_exec_stream_opts *o, uint32_t proc, uint32_t pid);
 
 #endif
