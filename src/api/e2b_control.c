@@ -1,9 +1,1012 @@
 /* SPDX-License-Identifier: MIT */
-/* E2B control plane (stub until implemented). */
+/* The E2B control plane (shared/protocols/e2b.md §2), on the daemon's sandboxes core
+ * (sandboxes.h). Every request acts as the caller's API key: it sees and touches only the
+ * sandboxes that key created. Errors are {"code": status, "message": ...} (gbx_e2b_error).
+ *
+ *   POST   /v2/sandboxes                 create                      201 Sandbox
+ *   GET    /v2/sandboxes                 list (filters, X-Next-Token) 200 [ListedSandbox]
+ *   POST   /v2/sandboxes/{id}/connect    resume a paused one (201) or connect (200)
+ *   GET    /sandboxes/{id}               info                        200 SandboxDetail
+ *   DELETE /sandboxes/{id}               kill                        204
+ *   POST   /sandboxes/{id}/timeout       expiry = now + timeout      204
+ *   GET    /sandboxes/{id}/metrics       one sample, now             200 [SandboxMetric]
+ *   POST   /sandboxes/{id}/pause         freeze                      204; 409 when paused
+ *   PUT    /sandboxes/{id}/network       501 until the egress issue
+ *   POST   /sandboxes/{id}/snapshots     501 until the state issue (as fork)
+ *   GET    /snapshots                    200 [] (none exist)
+ *   DELETE /templates/{snapshotID}       404 (none exist)
+ *
+ * Timeouts are whole seconds; 0 means "no timeout" everywhere (create, connect, timeout), as
+ * in the native API. A token bucket per API key bounds the request rate: 429 with an integer
+ * Retry-After, which the SDK honours (GLOVEBOX_E2B_RATE, see rate_init). */
 #include "api/e2b.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/http.h"
+#include "api/sandboxes.h"
+#include "api/server.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/parse.h"
+
+#define CLIENT_ID "glovebox"
+#define DEFAULT_TEMPLATE_ID "base"   /* what the SDK sends by default */
+#define MAX_TIMEOUT (30 * 24 * 3600) /* seconds, as the native API */
+#define MAX_BODY (1u << 20)          /* control-plane bodies are small */
+#define LIST_DEFAULT_LIMIT 100
+#define LIST_MAX_LIMIT 1000               /* larger limits are clamped to this */
+#define LIST_MAX_FILTERS 64               /* metadata pairs in one list query */
+#define NO_END "9999-12-31T23:59:59.999Z" /* endAt of a sandbox without a timeout */
+#define NS 1000000000LL
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+static void reply_json(struct evhttp_request *req, int status, json_t *body)
+{
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    GBX_BUG_ON(text == NULL);
+    struct evbuffer *b = evbuffer_new();
+    GBX_BUG_ON(b == NULL);
+    evbuffer_add(b, text, strlen(text));
+    free(text);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+    evhttp_send_reply(req, status, gbx_http_reason(status), b);
+    evbuffer_free(b);
+}
+
+/* A success without a body: 204, which carries neither a body nor a length. */
+static void reply_none(struct evhttp_request *req)
+{
+    evhttp_send_reply(req, 204, "No Content", NULL);
+}
+
+static void reply_gbx_err(struct evhttp_request *req, const struct gbx_err *err)
+{
+    gbx_e2b_error(req, gbx_http_status_for(err->kind), "%s", err->msg);
+}
+
+static void method_not_allowed(struct evhttp_request *req, const char *allow)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+    gbx_e2b_error(req, 405, "method not allowed (use %s)", allow);
+}
+
+/* The request body as a JSON object ({} when empty); replies 400 or 413 and returns NULL.
+ * Unknown fields are the handler's to ignore. */
+static json_t *body_object(struct evhttp_request *req)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t n = evbuffer_get_length(in);
+    if (n == 0)
+        return json_object();
+    if (n > MAX_BODY) {
+        gbx_e2b_error(req, 413, "request body larger than %u bytes", MAX_BODY);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *v = json_loadb((const char *)evbuffer_pullup(in, -1), n, JSON_REJECT_DUPLICATES, &jerr);
+    if (v == NULL || !json_is_object(v)) {
+        json_decref(v);
+        gbx_e2b_error(req, 400, "request body must be a JSON object");
+        return NULL;
+    }
+    return v;
+}
+
+/* An optional whole number of seconds, 0 to MAX_TIMEOUT: 1 and *out when present, 0 when
+ * absent or null, -1 (after replying 400) otherwise. */
+static int body_timeout(struct evhttp_request *req, json_t *body, json_int_t *out)
+{
+    json_t *v = json_object_get(body, "timeout");
+    if (v == NULL || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > MAX_TIMEOUT) {
+        gbx_e2b_error(req, 400,
+                      "'timeout' must be whole seconds from 0 (no timeout) to %d (30 days)",
+                      MAX_TIMEOUT);
+        return -1;
+    }
+    *out = json_integer_value(v);
+    return 1;
+}
+
+static char *rfc3339(int64_t ns)
+{
+    time_t t = (time_t)(ns / NS);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char buf[40];
+    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+    return gbx_asprintf("%s.%03dZ", buf, (int)((ns / 1000000) % 1000));
+}
+
+/* "2023-11-14T22:13:20.000Z" or with an offset ("+02:00"): 0 and *ns, or -1. */
+static int parse_rfc3339(const char *s, int64_t *ns)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    int n = 0;
+    if (sscanf(s, "%4d-%2d-%2d%*1[Tt ]%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 ||
+        n == 0)
+        return -1;
+    const char *p = s + n;
+    int64_t frac = 0, scale = NS;
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9')
+            return -1;
+        for (; *p >= '0' && *p <= '9'; p++)
+            if (scale > 1) {
+                scale /= 10;
+                frac += (*p - '0') * scale;
+            }
+    }
+    int64_t offset = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh = 0, om = 0, m = 0;
+        if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &m) != 2 || m != 5)
+            return -1;
+        offset = (int64_t)(oh * 3600 + om * 60) * (*p == '-' ? -1 : 1);
+        p += 1 + m;
+    } else {
+        return -1;
+    }
+    if (*p != '\0' || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 ||
+        tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60)
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    time_t t = timegm(&tm);
+    if (t == (time_t)-1)
+        return -1;
+    t -= offset;
+    /* beyond what nanoseconds since 1970 hold (year 2262): as late as can be */
+    *ns = t < 0 ? 0 : t >= INT64_MAX / NS ? INT64_MAX : (int64_t)t * NS + frac;
+    return 0;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decode s[0..n) into a new string ('+' is a space when plus is set). NULL for a
+ * malformed escape or a NUL byte. */
+static char *pct_decode(const char *s, size_t n, int plus)
+{
+    char *out = gbx_xmalloc(n + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '%') {
+            int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
+            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+                free(out);
+                return NULL;
+            }
+            out[o++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else if (c == '+' && plus) {
+            out[o++] = ' ';
+        } else if (c == '\0') {
+            free(out);
+            return NULL;
+        } else {
+            out[o++] = c;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* ---- what the daemon reports of itself ---------------------------------------------------- */
+
+static long host_cpus(void)
+{
+    static long n;
+    if (n == 0) {
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+        if (n < 1)
+            n = 1;
+    }
+    return n;
+}
+
+static uint64_t host_mem_bytes(void)
+{
+    static uint64_t total;
+    if (total == 0) {
+        FILE *f = fopen("/proc/meminfo", "re");
+        unsigned long long kb = 0;
+        char line[256];
+        while (f && fgets(line, sizeof(line), f))
+            if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+                break;
+        if (f)
+            fclose(f);
+        total = kb ? (uint64_t)kb * 1024 : (1ull << 30);
+    }
+    return total;
+}
+
+/* CPUs the sandbox may use: its limit (at least 1 when reported as a count), or the host's. */
+static double sandbox_cpus(const struct gbx_live *l)
+{
+    return l->limits.cpu_millis ? (double)l->limits.cpu_millis / 1000.0 : (double)host_cpus();
+}
+
+static json_int_t cpu_count(const struct gbx_live *l)
+{
+    if (l->limits.cpu_millis == 0)
+        return host_cpus();
+    json_int_t n = (l->limits.cpu_millis + 999) / 1000;
+    return n < 1 ? 1 : n;
+}
+
+static uint64_t mem_limit(const struct gbx_live *l)
+{
+    return l->limits.memory_bytes ? l->limits.memory_bytes : host_mem_bytes();
+}
+
+/* ---- the template a client named ---------------------------------------------------------- */
+
+/* The native core keeps the Glovebox template; the E2B template ID is derived from it (the
+ * default template is "base"), except when the client named the default template another
+ * way ("code-interpreter-v1", "host"): that name is remembered here, for as long as the
+ * daemon runs, in a ring of TEMPLATE_MEMO entries (an entry is matched by id and creation
+ * time, so a stale one never applies to a later sandbox with the same id). */
+#define TEMPLATE_MEMO 1024
+static struct template_memo {
+    char id[GBX_ID_MAX + 1];
+    int64_t created_ns;
+    char name[GBX_ID_MAX + 1];
+} memo[TEMPLATE_MEMO];
+static size_t memo_next;
+
+static const char *derived_template(const struct gbx_live *l)
+{
+    return strcmp(l->template_name, GBX_DEFAULT_TEMPLATE) == 0 ? DEFAULT_TEMPLATE_ID
+                                                               : l->template_name;
+}
+
+static const char *client_template(const struct gbx_live *l)
+{
+    for (size_t i = 0; i < TEMPLATE_MEMO; i++)
+        if (memo[i].created_ns == l->created_ns && strcmp(memo[i].id, l->sb->id) == 0)
+            return memo[i].name;
+    return derived_template(l);
+}
+
+static void remember_template(const struct gbx_live *l, const char *name)
+{
+    if (strcmp(name, derived_template(l)) == 0 || strlen(name) > GBX_ID_MAX)
+        return;
+    struct template_memo *m = &memo[memo_next++ % TEMPLATE_MEMO];
+    snprintf(m->id, sizeof(m->id), "%s", l->sb->id);
+    snprintf(m->name, sizeof(m->name), "%s", name);
+    m->created_ns = l->created_ns;
+}
+
+/* ---- rate limiting ------------------------------------------------------------------------ */
+
+/* A token bucket per API key over every control-plane request. GLOVEBOX_E2B_RATE, read
+ * once: "RATE[/s][:BURST]" (requests per second, and how many may come at once; the burst
+ * defaults to twice the rate), or "0"/"off" for no limit. Default 100/s, burst 200. The
+ * buckets of the RATE_KEYS most recently active keys are kept; a key beyond that starts
+ * with a full bucket. */
+#define RATE_KEYS 256
+static struct {
+    int ready;
+    double rate, burst;
+} rate_cfg;
+static struct bucket {
+    char key[128];
+    double tokens;
+    int64_t at_ns;
+} buckets[RATE_KEYS];
+
+static void rate_init(void)
+{
+    rate_cfg.ready = 1;
+    rate_cfg.rate = 100;
+    rate_cfg.burst = 200;
+    const char *v = getenv("GLOVEBOX_E2B_RATE");
+    if (v == NULL || *v == '\0')
+        return;
+    if (strcmp(v, "off") == 0) {
+        rate_cfg.rate = 0;
+        return;
+    }
+    char *end = NULL;
+    errno = 0;
+    double rate = strtod(v, &end), burst = 0;
+    int ok = errno == 0 && end != v && rate >= 0 && rate <= 1e9;
+    if (ok && strncmp(end, "/s", 2) == 0)
+        end += 2;
+    if (ok && *end == ':') {
+        const char *b = end + 1;
+        burst = strtod(b, &end);
+        ok = errno == 0 && end != b && burst >= 1 && burst <= 1e9;
+    }
+    if (!ok || *end != '\0') {
+        gbx_log_warn("GLOVEBOX_E2B_RATE '%s': use RATE[/s][:BURST], e.g. 100/s:200, or off; "
+                     "keeping 100/s:200",
+                     v);
+        return;
+    }
+    rate_cfg.rate = rate;
+    rate_cfg.burst = burst ? burst : (rate * 2 < 1 ? 1 : rate * 2);
+    if (rate == 0)
+        gbx_log_info("E2B API: no request rate limit");
+    else
+        gbx_log_info("E2B API: at most %g requests/s per API key (burst %g)", rate_cfg.rate,
+                     rate_cfg.burst);
+}
+
+/* Take a token for key: 0, or -1 with the whole seconds to wait in *retry. */
+static int rate_take(const char *key, unsigned *retry)
+{
+    if (!rate_cfg.ready)
+        rate_init();
+    if (rate_cfg.rate == 0)
+        return 0;
+    int64_t now = gbx_monotonic_ns();
+    struct bucket *b = NULL, *oldest = &buckets[0];
+    for (size_t i = 0; i < RATE_KEYS && b == NULL; i++) {
+        if (buckets[i].at_ns && strcmp(buckets[i].key, key) == 0)
+            b = &buckets[i];
+        else if (buckets[i].at_ns < oldest->at_ns)
+            oldest = &buckets[i];
+    }
+    if (b == NULL) {
+        b = oldest;
+        snprintf(b->key, sizeof(b->key), "%s", key);
+        b->tokens = rate_cfg.burst;
+        b->at_ns = now;
+    }
+    b->tokens += (double)(now - b->at_ns) / 1e9 * rate_cfg.rate;
+    if (b->tokens > rate_cfg.burst)
+        b->tokens = rate_cfg.burst;
+    b->at_ns = now;
+    if (b->tokens >= 1) {
+        b->tokens -= 1;
+        return 0;
+    }
+    double wait = (1 - b->tokens) / rate_cfg.rate;
+    *retry = wait > 3600 ? 3600 : (unsigned)wait + ((double)(unsigned)wait < wait);
+    if (*retry < 1)
+        *retry = 1;
+    return -1;
+}
+
+/* ---- response bodies ---------------------------------------------------------------------- */
+
+/* Sandbox: what create and connect return. */
+static json_t *sandbox_obj(const struct gbx_live *l)
+{
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:n,s:n}", "sandboxID", l->sb->id, "templateID",
+                     client_template(l), "clientID", CLIENT_ID, "envdVersion", GBX_E2B_ENVD_VERSION,
+                     "envdAccessToken", l->token, "trafficAccessToken", "domain");
+}
+
+/* ListedSandbox. */
+static json_t *listed_obj(const struct gbx_live *l)
+{
+    gbx_autofree char *started = rfc3339(l->created_ns);
+    gbx_autofree char *end = l->expires_ns ? rfc3339(l->expires_ns) : gbx_xstrdup(NO_END);
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:s,s:o}", "sandboxID", l->sb->id,
+                     "templateID", client_template(l), "clientID", CLIENT_ID, "startedAt", started,
+                     "endAt", end, "state", l->paused ? "paused" : "running", "cpuCount",
+                     cpu_count(l), "memoryMB", (json_int_t)(mem_limit(l) >> 20), "diskSizeMB",
+                     (json_int_t)(l->disk_bytes >> 20), "envdVersion", GBX_E2B_ENVD_VERSION,
+                     "metadata", l->metadata ? json_incref(l->metadata) : json_object());
+}
+
+/* SandboxDetail: a ListedSandbox and what only the owner may know. */
+static json_t *detail_obj(const struct gbx_live *l)
+{
+    json_t *j = listed_obj(l);
+    json_object_set_new(j, "envdAccessToken", json_string(l->token));
+    json_object_set_new(j, "domain", json_null());
+    /* a sandbox's network namespace holds only loopback until the egress issue */
+    json_object_set_new(j, "allowInternetAccess", json_false());
+    json_object_set_new(j, "lifecycle",
+                        json_pack("{s:s,s:b}", "onTimeout", "kill", "autoResume", 0));
+    return j;
+}
+
+/* ---- handlers ----------------------------------------------------------------------------- */
+
+static struct gbx_live *find_or_404(struct gbx_server *s, struct evhttp_request *req,
+                                    const char *id)
+{
+    struct gbx_live *l = gbx_sandbox_id_valid(id) == 0 ? gbx_sandboxes_find(s, id) : NULL;
+    if (l == NULL) {
+        if (gbx_sandbox_id_valid(id) == 0)
+            gbx_e2b_error(req, 404, "sandbox '%s' not found", id);
+        else
+            gbx_e2b_error(req, 404, "sandbox not found");
+    }
+    return l;
+}
+
+/* POST /v2/sandboxes: NewSandboxV2 -> the native create body. */
+static void handle_create(struct gbx_server *s, struct evhttp_request *req)
+{
+    json_t *body = body_object(req);
+    if (body == NULL)
+        return;
+    json_t *native = NULL;
+    struct gbx_live *l = NULL;
+    gbx_autoerr struct gbx_err *err = NULL; /* declared before the first goto */
+    const char *tid = DEFAULT_TEMPLATE_ID, *tmpl;
+    json_t *v = json_object_get(body, "templateID");
+    if (v && !json_is_null(v)) {
+        if (!json_is_string(v)) {
+            gbx_e2b_error(req, 400, "'templateID' must be a string");
+            goto out;
+        }
+        tid = json_string_value(v);
+    }
+    if (strcmp(tid, DEFAULT_TEMPLATE_ID) == 0 || strcmp(tid, "code-interpreter-v1") == 0)
+        tmpl = GBX_DEFAULT_TEMPLATE;
+    else if (gbx_name_valid(tid) == 0)
+        tmpl = tid;
+    else {
+        gbx_e2b_error(req, 400, "template not found");
+        goto out;
+    }
+    json_int_t timeout = GBX_E2B_DEFAULT_TIMEOUT;
+    if (body_timeout(req, body, &timeout) < 0)
+        goto out;
+    native = json_pack("{s:s,s:I}", "template", tmpl, "timeout", timeout);
+    if ((v = json_object_get(body, "metadata")) && !json_is_null(v))
+        json_object_set(native, "metadata", v); /* checked by the core: string values */
+    if ((v = json_object_get(body, "envVars")) && !json_is_null(v))
+        json_object_set(native, "env", v);
+    if ((v = json_object_get(body, "volumeMounts")) && json_array_size(v) > 0) {
+        gbx_e2b_error(req, 400, "volume mounts are not supported by Glovebox");
+        goto out;
+    }
+    /* Accepted and not enforced yet (egress and lifecycle arrive with later issues): the
+     * network is loopback only whatever is asked, which is at least as strict as any
+     * policy; a timeout always kills. */
+    if (json_is_true(json_object_get(body, "allow_internet_access")) ||
+        json_object_get(body, "network") || json_is_true(json_object_get(body, "autoPause")) ||
+        json_object_get(body, "autoResume") || json_object_get(body, "mcp") ||
+        json_object_get(body, "iam"))
+        gbx_log_info("E2B create: network, lifecycle, mcp and iam options are accepted but not "
+                     "applied (the sandbox has no network; a timeout kills it)");
+
+    if (gbx_sandboxes_create(s, native, &l, &err) < 0) {
+        if (err->kind == GBX_ERR_NOT_FOUND)
+            gbx_e2b_error(req, 400, "template not found");
+        else
+            reply_gbx_err(req, err);
+        goto out;
+    }
+    remember_template(l, tid);
+    reply_json(req, 201, sandbox_obj(l));
+out:
+    json_decref(native);
+    json_decref(body);
+}
+
+/* POST /v2/sandboxes/{id}/connect {timeout?, memory?}: thaw a paused sandbox (201) or just
+ * hand out a running one (200); a timeout only ever extends. memory:false (reboot instead
+ * of resuming) is not distinguished: the processes are thawed as they were. */
+static void handle_connect(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+{
+    json_t *body = body_object(req);
+    if (body == NULL)
+        return;
+    json_int_t timeout = 0;
+    int has_timeout = body_timeout(req, body, &timeout);
+    json_decref(body);
+    if (has_timeout < 0)
+        return;
+    int status = 200;
+    if (l->paused) {
+        gbx_autoerr struct gbx_err *err = NULL;
+        if (gbx_sandboxes_pause(s, l, 0, &err) < 0)
+            return reply_gbx_err(req, err);
+        status = 201;
+    }
+    if (has_timeout && l->expires_ns) {
+        int64_t want = timeout ? gbx_realtime_ns() + (int64_t)timeout * NS : 0;
+        if (want == 0 || want > l->expires_ns)
+            gbx_sandboxes_set_expiry(
+                s, l, want, json_pack("{s:I,s:s}", "timeout", timeout, "via", "e2b.connect"));
+    }
+    reply_json(req, status, sandbox_obj(l));
+}
+
+static void handle_kill(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+{
+    gbx_autoerr struct gbx_err *err = NULL;
+    /* the sandbox is gone either way; what could not be cleaned up is logged by the core */
+    (void)gbx_sandboxes_destroy(s, l, "sandbox.delete", NULL, &err);
+    reply_none(req);
+}
+
+static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+{
+    json_t *body = body_object(req);
+    if (body == NULL)
+        return;
+    json_int_t timeout = 0;
+    int r = body_timeout(req, body, &timeout);
+    json_decref(body);
+    if (r < 0)
+        return;
+    if (r == 0)
+        return gbx_e2b_error(req, 400, "expected {\"timeout\": seconds}");
+    gbx_sandboxes_set_expiry(s, l, timeout ? gbx_realtime_ns() + (int64_t)timeout * NS : 0,
+                             json_pack("{s:I,s:s}", "timeout", timeout, "via", "e2b"));
+    reply_none(req);
+}
+
+static void handle_pause(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+{
+    json_t *body = body_object(req); /* {} or {"memory": false}: the memory is always kept */
+    if (body == NULL)
+        return;
+    json_decref(body);
+    if (l->paused)
+        return gbx_e2b_error(req, 409, "sandbox '%s' is already paused", l->sb->id);
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (gbx_sandboxes_pause(s, l, 1, &err) < 0)
+        return reply_gbx_err(req, err);
+    reply_none(req);
+}
+
+/* cpuUsedPct needs two samples of the sandbox's CPU time: the last one per sandbox is kept
+ * (CPU_SAMPLES of them, the least recently sampled replaced first). The first request for
+ * a sandbox gets the average since it was created; a request within 100 ms of the previous
+ * sample gets that sample's figure again. */
+#define CPU_SAMPLES 1024
+static struct cpu_sample {
+    char id[GBX_ID_MAX + 1];
+    int64_t created_ns, at_ns;
+    uint64_t cpu_ns;
+    double pct;
+} samples[CPU_SAMPLES];
+
+static double cpu_pct(const struct gbx_live *l, uint64_t cpu_ns, int64_t now)
+{
+    struct cpu_sample *c = NULL, *oldest = &samples[0];
+    for (size_t i = 0; i < CPU_SAMPLES && c == NULL; i++) {
+        if (samples[i].created_ns == l->created_ns && strcmp(samples[i].id, l->sb->id) == 0)
+            c = &samples[i];
+        else if (samples[i].at_ns < oldest->at_ns)
+            oldest = &samples[i];
+    }
+    int64_t wall;
+    uint64_t used;
+    if (c && now - c->at_ns < NS / 10)
+        return c->pct;
+    if (c && cpu_ns >= c->cpu_ns) {
+        wall = now - c->at_ns;
+        used = cpu_ns - c->cpu_ns;
+    } else {
+        c = oldest;
+        snprintf(c->id, sizeof(c->id), "%s", l->sb->id);
+        c->created_ns = l->created_ns;
+        wall = now - l->created_ns;
+        used = cpu_ns;
+    }
+    double pct = wall > 0 ? (double)used / ((double)wall * sandbox_cpus(l)) * 100.0 : 0;
+    pct = pct < 0 ? 0 : pct > 100 ? 100 : (double)(int64_t)(pct * 100 + 0.5) / 100;
+    c->at_ns = now;
+    c->cpu_ns = cpu_ns;
+    c->pct = pct;
+    return pct;
+}
+
+/* A query parameter's value (percent-decoded, malloc'ed), or NULL. */
+static char *query_param(struct evhttp_request *req, const char *name)
+{
+    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    size_t nlen = strlen(name);
+    for (const char *p = q; p && *p;) {
+        const char *amp = strchr(p, '&');
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        if (len > nlen && strncmp(p, name, nlen) == 0 && p[nlen] == '=')
+            return pct_decode(p + nlen + 1, len - nlen - 1, 1);
+        p = amp ? amp + 1 : NULL;
+    }
+    return NULL;
+}
+
+/* GET /sandboxes/{id}/metrics?start=&end= (unix seconds): the current sample, when the
+ * window (if any) holds the present moment; no history is kept. */
+static void handle_metrics(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+{
+    (void)s;
+    int64_t now = gbx_realtime_ns();
+    int64_t now_s = now / NS;
+    json_t *arr = json_array();
+    gbx_autofree char *start = query_param(req, "start");
+    gbx_autofree char *end = query_param(req, "end");
+    uint64_t t;
+    if ((start && gbx_parse_u64(start, 0, UINT32_MAX, &t) == 0 && (int64_t)t > now_s + 5) ||
+        (end && gbx_parse_u64(end, 0, UINT32_MAX, &t) == 0 && (int64_t)t < now_s - 5))
+        return reply_json(req, 200, arr);
+    struct gbx_cg_usage u;
+    memset(&u, 0, sizeof(u));
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (l->sb->ops->usage(l->sb, &u, &err) < 0)
+        gbx_log_warn("metrics of sandbox '%s': %s", l->sb->id, err->msg);
+    /* the writable layer: "/" is an overlay whose statfs reports its upper tmpfs */
+    uint64_t disk_used = 0, disk_total = l->disk_bytes;
+    char root[64];
+    snprintf(root, sizeof(root), "/proc/%d/root/", (int)l->sb->init_pid);
+    struct statvfs st;
+    if (l->sb->init_pid > 0 && statvfs(root, &st) == 0 && st.f_blocks) {
+        disk_total = (uint64_t)st.f_blocks * st.f_frsize;
+        disk_used = (uint64_t)(st.f_blocks - st.f_bfree) * st.f_frsize;
+    }
+    gbx_autofree char *ts = rfc3339(now);
+    json_array_append_new(
+        arr, json_pack("{s:s,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", ts, "timestampUnix",
+                       (json_int_t)now_s, "cpuCount", cpu_count(l), "cpuUsedPct",
+                       cpu_pct(l, u.cpu_usage_ns, now), "memUsed", (json_int_t)u.memory_bytes,
+                       "memTotal", (json_int_t)mem_limit(l), "memCache", (json_int_t)0, "diskUsed",
+                       (json_int_t)disk_used, "diskTotal", (json_int_t)disk_total));
+    reply_json(req, 200, arr);
+}
+
+/* ---- list --------------------------------------------------------------------------------- */
+
+struct list_query {
+    int running, paused; /* states asked for */
+    int64_t started_after;
+    char *template_name;
+    int asc;
+    uint64_t limit;
+    int64_t cur_ns; /* the cursor: the last sandbox of the previous page */
+    char *cur_id;
+    size_t nmeta;
+    char *meta[LIST_MAX_FILTERS][2];
+};
+
+static void list_query_release(struct list_query *q)
+{
+    free(q->template_name);
+    free(q->cur_id);
+    for (size_t i = 0; i < q->nmeta; i++)
+        free(q->meta[i][0]), free(q->meta[i][1]);
+}
+
+/* metadata=...: (1) the parameter value is already URL-decoded; (2) parse it as a form query
+ * ("k=v&k2=v2", form-decoded); (3) percent-decode each key and value once more (§2.5).
+ * NULL on success, else what is wrong. */
+static const char *parse_metadata(struct list_query *q, const char *v)
+{
+    for (const char *p = v; *p;) {
+        const char *amp = strchr(p, '&');
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        size_t klen = eq ? (size_t)(eq - p) : len;
+        if (len > 0) {
+            if (q->nmeta == LIST_MAX_FILTERS)
+                return "at most 64 metadata filters";
+            gbx_autofree char *k1 = pct_decode(p, klen, 1);
+            gbx_autofree char *v1 = pct_decode(eq ? eq + 1 : p + len, eq ? len - klen - 1 : 0, 1);
+            char *k2 = k1 ? pct_decode(k1, strlen(k1), 0) : NULL;
+            char *v2 = v1 ? pct_decode(v1, strlen(v1), 0) : NULL;
+            if (k2 == NULL || v2 == NULL || *k2 == '\0') {
+                free(k2);
+                free(v2);
+                return "'metadata' must be an encoded query of key=value pairs";
+            }
+            q->meta[q->nmeta][0] = k2;
+            q->meta[q->nmeta][1] = v2;
+            q->nmeta++;
+        }
+        p = amp ? amp + 1 : p + len;
+    }
+    return NULL;
+}
+
+static const char *parse_state(struct list_query *q, const char *v)
+{
+    for (const char *p = v; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 7 && strncmp(p, "running", 7) == 0)
+            q->running = 1;
+        else if (len == 6 && strncmp(p, "paused", 6) == 0)
+            q->paused = 1;
+        else if (len > 0)
+            return "'state' must be a comma list of running and paused";
+        p = comma ? comma + 1 : p + len;
+    }
+    return NULL;
+}
+
+/* Parse one decoded query parameter. NULL, or what is wrong. */
+static const char *list_param(struct list_query *q, const char *key, const char *val)
+{
+    if (strcmp(key, "metadata") == 0)
+        return parse_metadata(q, val);
+    if (strcmp(key, "state") == 0)
+        return parse_state(q, val);
+    if (strcmp(key, "startedAfter") == 0)
+        return parse_rfc3339(val, &q->started_after) == 0 ? NULL
+                                                          : "'startedAfter' must be RFC 3339";
+    if (strcmp(key, "template") == 0) {
+        free(q->template_name);
+        q->template_name = gbx_xstrdup(val);
+        return NULL;
+    }
+    if (strcmp(key, "order") == 0) {
+        if (strcmp(val, "asc") != 0 && strcmp(val, "desc") != 0)
+            return "'order' must be asc or desc";
+        q->asc = strcmp(val, "asc") == 0;
+        return NULL;
+    }
+    if (strcmp(key, "limit") == 0) {
+        if (gbx_parse_u64(val, 1, UINT64_MAX, &q->limit) < 0)
+            return "'limit' must be a positive integer";
+        if (q->limit > LIST_MAX_LIMIT)
+            q->limit = LIST_MAX_LIMIT;
+        return NULL;
+    }
+    if (strcmp(key, "nextToken") == 0) {
+        char *end = NULL;
+        errno = 0;
+        long long ns = strtoll(val, &end, 10);
+        if (errno || end == val || *end != '.' || ns < 0 || gbx_sandbox_id_valid(end + 1) < 0)
+            return "'nextToken' is not one this server gave (use X-Next-Token)";
+        q->cur_ns = ns;
+        free(q->cur_id);
+        q->cur_id = gbx_xstrdup(end + 1);
+        return NULL;
+    }
+    return NULL; /* other parameters are ignored, as unknown JSON fields are */
+}
+
+static int list_match(const struct list_query *q, const struct gbx_live *l)
+{
+    if (!(l->paused ? q->paused : q->running))
+        return 0;
+    if (q->started_after && l->created_ns <= q->started_after)
+        return 0;
+    if (q->template_name && strcmp(q->template_name, client_template(l)) != 0 &&
+        strcmp(q->template_name, l->template_name) != 0)
+        return 0;
+    for (size_t i = 0; i < q->nmeta; i++) {
+        json_t *v = json_object_get(l->metadata, q->meta[i][0]);
+        if (!json_is_string(v) || strcmp(json_string_value(v), q->meta[i][1]) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* Does l come after the cursor in the list's order? desc: newest first, ties by id; asc:
+ * the exact reverse. */
+static int after_cursor(const struct list_query *q, const struct gbx_live *l)
+{
+    int c = l->created_ns != q->cur_ns ? (l->created_ns < q->cur_ns ? 1 : -1)
+                                       : strcmp(l->sb->id, q->cur_id);
+    return q->asc ? c < 0 : c > 0;
+}
+
+struct list_acc {
+    struct list_query *q;
+    struct gbx_live **v;
+    size_t n, cap;
+};
+
+static int list_collect(void *arg, struct gbx_live *l)
+{
+    struct list_acc *a = arg;
+    if (!list_match(a->q, l))
+        return 0;
+    if (a->n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 64;
+        a->v = gbx_xrealloc(a->v, a->cap * sizeof(*a->v));
+    }
+    a->v[a->n++] = l;
+    return 0;
+}
+
+/* GET /v2/sandboxes?metadata=&state=&startedAfter=&template=&order=&limit=&nextToken= */
+static void handle_list(struct gbx_server *s, struct evhttp_request *req)
+{
+    struct list_query q;
+    memset(&q, 0, sizeof(q));
+    q.limit = LIST_DEFAULT_LIMIT;
+    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    const char *bad = NULL;
+    for (const char *p = query; p && *p && bad == NULL;) {
+        const char *amp = strchr(p, '&');
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        if (len > 0) {
+            gbx_autofree char *k = pct_decode(p, eq ? (size_t)(eq - p) : len, 1);
+            gbx_autofree char *v =
+                pct_decode(eq ? eq + 1 : p + len, eq ? len - (size_t)(eq - p) - 1 : 0, 1);
+            bad = k && v ? list_param(&q, k, v) : "malformed query string";
+        }
+        p = amp ? amp + 1 : p + len;
+    }
+    if (bad) {
+        gbx_e2b_error(req, 400, "%s", bad);
+        return list_query_release(&q);
+    }
+    if (!q.running && !q.paused)
+        q.running = q.paused = 1;
+    struct list_acc a = {.q = &q};
+    gbx_sandboxes_each(s, list_collect, &a); /* newest first, ties by id */
+    if (q.asc)
+        for (size_t i = 0; i < a.n / 2; i++) {
+            struct gbx_live *t = a.v[i];
+            a.v[i] = a.v[a.n - 1 - i];
+            a.v[a.n - 1 - i] = t;
+        }
+    size_t i = 0;
+    if (q.cur_id)
+        while (i < a.n && !after_cursor(&q, a.v[i]))
+            i++;
+    json_t *arr = json_array();
+    size_t first = i;
+    for (; i < a.n && i - first < q.limit; i++)
+        json_array_append_new(arr, listed_obj(a.v[i]));
+    if (i < a.n && i > first) {
+        char token[GBX_ID_MAX + 32];
+        snprintf(token, sizeof(token), "%lld.%s", (long long)a.v[i - 1]->created_ns,
+                 a.v[i - 1]->sb->id);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "X-Next-Token", token);
+    }
+    free(a.v);
+    list_query_release(&q);
+    reply_json(req, 200, arr);
+}
+
+/* ---- routing ------------------------------------------------------------------------------ */
+
+enum action { A_CONNECT, A_TIMEOUT, A_METRICS, A_PAUSE, A_NETWORK, A_SNAPSHOTS, A_FORK, A_LOGS };
+
+static const struct sub_route {
+    const char *name;
+    enum evhttp_cmd_type method;
+    const char *allow;
+    enum action action;
+} sandbox_subs[] =
+    {
+        {"timeout", EVHTTP_REQ_POST, "POST", A_TIMEOUT},
+        {"metrics", EVHTTP_REQ_GET, "GET", A_METRICS},
+        {"pause", EVHTTP_REQ_POST, "POST", A_PAUSE},
+        {"network", EVHTTP_REQ_PUT, "PUT", A_NETWORK},
+        {"snapshots", EVHTTP_REQ_POST, "POST", A_SNAPSHOTS},
+        {"fork", EVHTTP_REQ_POST, "POST", A_FORK},
+        {"logs", EVHTTP_REQ_GET, "GET", A_LOGS},
+},
+  v2_subs[] = {
+      {"connect", EVHTTP_REQ_POST, "POST", A_CONNECT},
+      {"logs", EVHTTP_REQ_GET, "GET", A_LOGS},
+};
+
+static void sandbox_action(struct gbx_server *s, struct evhttp_request *req,
+                           const struct sub_route *r, const char *id)
+{
+    if (evhttp_request_get_command(req) != r->method)
+        return method_not_allowed(req, r->allow);
+    struct gbx_live *l = find_or_404(s, req, id);
+    if (l == NULL)
+        return;
+    switch (r->action) {
+    case A_CONNECT:
+        return handle_connect(s, req, l);
+    case A_TIMEOUT:
+        return handle_timeout(s, req, l);
+    case A_METRICS:
+        return handle_metrics(s, req, l);
+    case A_PAUSE:
+        return handle_pause(s, req, l);
+    case A_NETWORK:
+        return gbx_e2b_error(req, 501,
+                             "network policy updates arrive with the egress issue; the "
+                             "sandbox's network is loopback only");
+    case A_SNAPSHOTS:
+        return gbx_e2b_error(req, 501, "snapshots are not implemented yet in Glovebox");
+    case A_FORK:
+        return gbx_e2b_error(req, 501, "fork is not implemented yet in Glovebox");
+    case A_LOGS:
+        return gbx_e2b_error(req, 501, "sandbox logs are not available in Glovebox");
+    }
+}
+
+#define MAX_SEGS 5
 
 void gbx_e2b_control(struct gbx_server *s, struct evhttp_request *req, const char *path)
 {
-    (void)s;
-    gbx_e2b_error(req, 501, "'%s' is not implemented yet", path);
+    unsigned retry = 0;
+    if (rate_take(gbx_server_actor(s), &retry) < 0) {
+        char v[16];
+        snprintf(v, sizeof(v), "%u", retry);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", v);
+        return gbx_e2b_error(req, 429,
+                             "too many requests for this API key (at most %g/s, burst %g); "
+                             "retry in %u s",
+                             rate_cfg.rate, rate_cfg.burst, retry);
+    }
+    if (strlen(path) > 1024)
+        return gbx_e2b_error(req, 404, "no route for this path");
+    /* split "/a/b/c" into segments; an empty one (a doubled or final '/') matches nothing */
+    char buf[1025];
+    snprintf(buf, sizeof(buf), "%s", path + 1);
+    const char *seg[MAX_SEGS + 1];
+    size_t n = 0;
+    for (char *p = buf; p && n <= MAX_SEGS;) {
+        seg[n++] = p;
+        p = strchr(p, '/');
+        if (p)
+            *p++ = '\0';
+    }
+    for (size_t i = 0; i < n; i++)
+        if (*seg[i] == '\0')
+            return gbx_e2b_error(req, 404, "no route for '%s'", path);
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+
+    if (n >= 2 && strcmp(seg[0], "v2") == 0 && strcmp(seg[1], "sandboxes") == 0) {
+        if (n == 2) {
+            if (m == EVHTTP_REQ_POST)
+                return handle_create(s, req);
+            if (m == EVHTTP_REQ_GET)
+                return handle_list(s, req);
+            return method_not_allowed(req, "GET, POST");
+        }
+        if (n == 4)
+            for (size_t i = 0; i < GBX_ARRAY_SIZE(v2_subs); i++)
+                if (strcmp(seg[3], v2_subs[i].name) == 0)
+                    return sandbox_action(s, req, &v2_subs[i], seg[2]);
+    } else if (strcmp(seg[0], "sandboxes") == 0 && n == 2) {
+        if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_DELETE)
+            return method_not_allowed(req, "GET, DELETE");
+        struct gbx_live *l = find_or_404(s, req, seg[1]);
+        if (l == NULL)
+            return;
+        if (m == EVHTTP_REQ_DELETE)
+            return handle_kill(s, req, l);
+        return reply_json(req, 200, detail_obj(l));
+    } else if (strcmp(seg[0], "sandboxes") == 0 && n == 3) {
+        for (size_t i = 0; i < GBX_ARRAY_SIZE(sandbox_subs); i++)
+            if (strcmp(seg[2], sandbox_subs[i].name) == 0)
+                return sandbox_action(s, req, &sandbox_subs[i], seg[1]);
+    } else if (strcmp(seg[0], "snapshots") == 0 && n == 1) {
+        if (m != EVHTTP_REQ_GET)
+            return method_not_allowed(req, "GET");
+        return reply_json(req, 200, json_array()); /* no snapshots exist yet */
+    } else if (strcmp(seg[0], "templates") == 0 && n == 2) {
+        if (m != EVHTTP_REQ_DELETE)
+            return method_not_allowed(req, "DELETE");
+        return gbx_e2b_error(req, 404, "snapshot not found");
+    }
+    gbx_e2b_error(req, 404, "no route for '%s'", path);
 }
