@@ -229,4 +229,12 @@ check "a tag selector: invalid_argument" [ "$code" = 400 ]
 check "exec.start and exec.end audited with argv, user and exit" \
     q "import sys; rows = [(k, json.loads(d)) for k, d in c.execute(\"select kind, detail from audit where sandbox = '$SB' and kind in ('exec.start', 'exec.end')\")]; sys.exit(0 if any(k == 'exec.start' and d['cmd'] == ['/bin/bash', '-l', '-c', 'echo hi; echo oops >&2'] and d['user'] == 'user' for k, d in rows) and any(k == 'exec.end' and d.get('exit_code') == 3 for k, d in rows) else 1)"
 
+# ---- the daemon stops: open streams end cleanly, the process goes on --------------------------
+bgstream drain Start "$(run 'sleep 600')" -H 'Connect-Timeout-Ms: 0'
+until_ "the last stream to start" started drain
+kill -TERM "$DPID"; wait "$DPID"; rc=$?; DPID=
+check "the daemon stops cleanly on SIGTERM with a stream open" [ $rc -eq 0 ]
+wait $bgpid
+check "the open stream ended with unavailable in its end-of-stream frame" is drain "(len(end), end[0]['error']['code'], rest)" "(1, 'unavailable', 0)"
+
 summary
