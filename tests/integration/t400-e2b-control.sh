@@ -281,4 +281,29 @@ e2b "$A" GET /v2/sandboxes
 check "after Retry-After seconds the key is served again" [ "$code" = 200 ]
 check "the daemon logs the configured limit" grep -q "at most 2 requests/s per API key (burst 3)" "$T/daemon.log"
 
+# the SDK honours Retry-After: a burst beyond the limit succeeds after retries; with
+# retries off it is a RateLimitError
+E2BDIR="$(cd "$(dirname "$0")/../e2b" && pwd)"
+if command -v node >/dev/null && [ -d "$E2BDIR/node_modules/e2b" ]; then
+    sleep 2
+    cat > "$T/retry.mjs" <<JS
+import { Sandbox, RateLimitError } from '$E2BDIR/node_modules/e2b/dist/index.mjs';
+const t0 = Date.now();
+const ok = await Promise.all([1, 2, 3, 4, 5].map(() => Sandbox.list().nextItems()));
+const retried = Date.now() - t0;
+let last = 'none';
+try {
+    for (let i = 0; i < 5; i++) await Sandbox.list({ retries: 0 }).nextItems();
+} catch (e) {
+    last = e instanceof RateLimitError ? 'RateLimitError' : String(e);
+}
+console.log(ok.length, retried >= 900 ? 'waited' : \`did not wait (\${retried} ms)\`, last);
+JS
+    out=$(E2B_API_KEY="$A" E2B_API_URL="$U" E2B_SANDBOX_URL="$U" node "$T/retry.mjs" 2>&1)
+    check "the SDK retries 429s after Retry-After, else RateLimitError ($out)" \
+        [ "$out" = "5 waited RateLimitError" ]
+else
+    echo "# skip: the SDK retry check needs node and tests/e2b/node_modules (npm ci)"
+fi
+
 summary
