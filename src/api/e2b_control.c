@@ -829,7 +829,7 @@ static int list_collect(void *arg, struct gbx_live *l)
         return 0;
     if (a->n == a->cap) {
         a->cap = a->cap ? 2 * a->cap : 64;
-        a->v = gbx_xrealloc(a->v, a->cap * sizeof(*a->v));
+        a->v = gbx_xrealloc(a->v, a->cap * sizeof(struct gbx_live *));
     }
     a->v[a->n++] = l;
     return 0;
@@ -961,7 +961,7 @@ void gbx_e2b_control(struct gbx_server *s, struct evhttp_request *req, const cha
     /* split "/a/b/c" into segments; an empty one (a doubled or final '/') matches nothing */
     char buf[1025];
     snprintf(buf, sizeof(buf), "%s", path + 1);
-    const char *seg[MAX_SEGS + 1];
+    const char *seg[MAX_SEGS + 1] = {buf};
     size_t n = 0;
     for (char *p = buf; p && n <= MAX_SEGS;) {
         seg[n++] = p;
