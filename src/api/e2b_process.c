@@ -9,7 +9,8 @@
  *
  * The streams are exec.c's (one agent connection each, backpressure, a Connect-Timeout-Ms
  * that kills the process group even after the client left, a client disconnect that leaves
- * the process running, takeover, the daemon's drain); this file gives them E2B's event form
+ * the process running and its output read and dropped as envd does, takeover, the daemon's
+ * drain); this file gives them E2B's event form
  * (struct gbx_exec_ops). The agent addresses a process by its handle; E2B by its pid in the
  * sandbox: every call that names a pid asks the agent's PS first. Processes are selected by
  * pid only (the JS SDK never uses tag).
@@ -393,6 +394,7 @@ static void do_start(struct gbx_server *s, struct event_base *base, struct evhtt
         .timeout_ms = timeout,
         .keepalive_ms = keepalive_ms(req),
         .pty = o.pty,
+        .keep_reading = 1,
     };
     gbx_api_exec_spawn(s, base, req, l->sb, &so, build_spawn, &o);
     json_decref(o.argv);
@@ -581,6 +583,7 @@ static void call_act(struct call *c, const struct procinfo *pi)
             .what = what,
             .keepalive_ms = c->keepalive_ms,
             .pty = pi->pty != 0,
+            .keep_reading = 1,
         };
         gbx_api_exec_attach_ops(c->srv, c->base, c->req, l->sb, &so, pi->proc, pi->pid);
         call_free(c);

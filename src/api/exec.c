@@ -98,6 +98,7 @@ struct stream {
     int paused; /* not reading the agent until the client drains */
     int timed_out;
     int pty;
+    int keep_reading; /* after the client left, read and drop the output (ops streams) */
 };
 
 /* Every live stream, so that an attach can end the stream it takes a process from. */
@@ -193,10 +194,18 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 
 /* A stream whose client is gone or was taken over: keep it only while its timeout still has
  * to be enforced (not reading the agent meanwhile: the process blocks on its output as it
- * would without a client), else end it. */
+ * would without a client), else end it. A keep_reading stream instead goes on reading and
+ * dropping the output until the process exits (or another client attaches to it). */
 static void let_go(struct stream *st)
 {
     st->req = NULL;
+    if (st->started && st->keep_reading) {
+        if (st->paused) {
+            st->paused = 0;
+            gbx_aconn_pause(st->agent, 0); /* may deliver frames, and end st */
+        }
+        return;
+    }
     if (st->started && st->timer && evtimer_pending(st->timer, NULL)) {
         gbx_aconn_pause(st->agent, 1);
         return;
@@ -604,9 +613,13 @@ static void take_over(struct stream *st)
     struct stream *next;
     for (struct stream *o = streams; o; o = next) {
         next = o->next;
-        if (o == st || !o->started || o->req == NULL || o->proc != st->proc ||
-            strcmp(o->sandbox, st->sandbox) != 0)
+        if (o == st || !o->started || o->proc != st->proc || strcmp(o->sandbox, st->sandbox) != 0)
             continue;
+        o->keep_reading = 0; /* it gets nothing more from the agent */
+        if (o->req == NULL) {
+            let_go(o);
+            continue;
+        }
         char msg[96];
         snprintf(msg, sizeof(msg), "another client attached to process %u", o->proc);
         audit_end(o, "exec.detach", json_pack("{s:s}", "reason", msg));
@@ -1036,6 +1049,7 @@ static struct stream *stream_new_ops(struct gbx_server *srv, struct event_base *
     st->timeout_ms = o->timeout_ms;
     st->keepalive_ms = o->keepalive_ms;
     st->pty = o->pty;
+    st->keep_reading = o->keep_reading;
     return st;
 }
 

@@ -70,6 +70,8 @@ struct gbx_exec_stream_opts {
     uint64_t timeout_ms;   /* kill the process group after this, client or not (0: never) */
     uint64_t keepalive_ms; /* 0: no keepalives */
     int pty;               /* the process has a terminal */
+    int keep_reading;      /* when the client leaves, read and drop the output (as envd does) until
+                            * the process exits, so it never blocks on a full pipe */
 };
 
 /* Spawn a process and stream its events through o->ops; build fills the SPAWN request

@@ -175,6 +175,14 @@ until_ "the ticker to start" started sl
 P=$(pid_of sl)
 kill $bgpid; wait $bgpid 2>/dev/null
 check "a disconnect leaves the process running" listed "$P"
+bgstream chatty Start "$(run 'sleep 0.5; head -c 3000000 /dev/zero; echo written > /tmp/chatty')" -H 'Connect-Timeout-Ms: 0'
+until_ "the chatty process to start" started chatty
+Q=$(pid_of chatty)
+kill $bgpid; wait $bgpid 2>/dev/null
+check "after a disconnect the output is read and dropped: a chatty process does not block" \
+    until_ "pid $Q to finish" gone "$Q"
+stream chatty2 Start "$(run 'cat /tmp/chatty')"
+check "and it ran to its end" eval '[ "$(c out "$T/chatty2.out" stdout)" = written ]'
 bgstream con Connect "{\"process\":{\"pid\":$P}}"
 until_ "Connect's start" started con
 check "Connect: start{pid} first" is con "msgs[0]['event']" "{'start': {'pid': $P}}"
