@@ -78,6 +78,16 @@ static void reply_gbx_err(struct evhttp_request *req, const struct gbx_err *err)
     gbx_e2b_error(req, gbx_http_status_for(err->kind), "%s", err->msg);
 }
 
+/* Text from the request that may go into a message: JSON strings must be UTF-8, and a
+ * path may hold any byte, so only printable ASCII is echoed. */
+static const char *printable(const char *s)
+{
+    for (const char *p = s; *p; p++)
+        if (*p < 0x20 || *p > 0x7e)
+            return "(a path with bytes that are not printable ASCII)";
+    return s;
+}
+
 static void method_not_allowed(struct evhttp_request *req, const char *allow)
 {
     evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
@@ -971,7 +981,7 @@ void gbx_e2b_control(struct gbx_server *s, struct evhttp_request *req, const cha
     }
     for (size_t i = 0; i < n; i++)
         if (*seg[i] == '\0')
-            return gbx_e2b_error(req, 404, "no route for '%s'", path);
+            return gbx_e2b_error(req, 404, "no route for '%s'", printable(path));
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
 
     if (n >= 2 && strcmp(seg[0], "v2") == 0 && strcmp(seg[1], "sandboxes") == 0) {
@@ -1008,5 +1018,5 @@ void gbx_e2b_control(struct gbx_server *s, struct evhttp_request *req, const cha
             return method_not_allowed(req, "DELETE");
         return gbx_e2b_error(req, 404, "snapshot not found");
     }
-    gbx_e2b_error(req, 404, "no route for '%s'", path);
+    gbx_e2b_error(req, 404, "no route for '%s'", printable(path));
 }

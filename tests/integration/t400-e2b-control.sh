@@ -247,6 +247,16 @@ e2b "$A" GET "/v2/sandboxes/$S1/nothing"
 check "an unknown route: 404 with code 404" is_err 404
 e2b "$A" GET /sandboxes/
 check "an empty id: 404" is_err 404
+raw=$(python3 - "$A" "$PORT" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+s.sendall(b"GET /v2/sandboxes/\xff\xfe/x HTTP/1.1\r\nHost: x\r\nX-API-KEY: " + sys.argv[1].encode() +
+          b"\r\nConnection: close\r\n\r\n")
+print(s.recv(4096).split(b"\r\n")[0].decode())
+PY
+)
+e2b "$A" GET /v2/sandboxes
+check "a path with bytes that are not UTF-8: 404, and the daemon lives on" [ "$raw $code" = "HTTP/1.1 404 Not Found 200" ]
 e2b "$A" PATCH /v2/sandboxes '{}'
 check "a wrong method: 405 with code 405 and Allow" eval 'is_err 405 && [ -n "$(hdr Allow)" ]'
 
