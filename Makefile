@@ -52,7 +52,7 @@ LIB := $(BUILD)/libglovebox.a
 
 DAEMON_SRCS := $(wildcard src/api/*.c src/daemon/*.c)
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/api/interp_blob.o
-DAEMON_LIBS := $(shell pkg-config --libs libevent jansson)
+DAEMON_LIBS := $(shell pkg-config --libs libevent jansson zlib)
 CLI_LIBS := $(shell pkg-config --libs jansson)
 CLI_SRCS := $(wildcard src/cli/*.c)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)

@@ -48,9 +48,14 @@ void gbx_e2b_process(struct gbx_server *s, struct event_base *base, struct evhtt
 /* e2b_fs.c: method is what follows "/filesystem.Filesystem/". */
 void gbx_e2b_filesystem(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
                         struct gbx_live *l, const char *method);
-/* e2b_files.c: GET or POST /files; the token or a URL signature is checked there. */
+/* e2b_files.c: GET or POST /files; the token or a URL signature is checked there. l is NULL
+ * for a request without E2b-Sandbox-Id (a signed URL): the sandbox is the one whose token
+ * made the signature (the caller acts as admin until then). */
 void gbx_e2b_files(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
                    struct gbx_live *l);
+/* e2b_fs.c: the daemon is stopping; end every WatchDir stream with an end-of-stream error
+ * (unavailable) saying why. Returns how many. */
+size_t gbx_e2b_fs_drain(const char *why);
 
 /* e2b_interp.c: the code interpreter (E2b-Sandbox-Port: 49999); path is the request's. */
 void gbx_e2b_interp(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,

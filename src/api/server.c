@@ -80,6 +80,7 @@ struct gbx_server {
     struct event *reaper;    /* destroys sandboxes whose timeout passed */
     struct evhttp *http_tcp; /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
+    size_t max_upload; /* the largest upload body (--max-upload) */
     const char *actor; /* the request being handled: "admin" or a key's name */
     int admin;
     char key_name[128];
@@ -1191,6 +1192,16 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
         s->actor = NULL;
         return;
     }
+    /* a signed envd URL (sbx.downloadUrl()/uploadUrl()) carries no sandbox id: e2b_files.c
+     * finds the sandbox whose token made the signature */
+    if (path && strcmp(path, "/files") == 0) {
+        s->admin = 1;
+        s->actor = "e2b";
+        gbx_reqmetrics_track(req, path, "e2b");
+        gbx_e2b_files(s, s->base, req, NULL);
+        s->actor = NULL;
+        return;
+    }
     int e2b = path && gbx_e2b_is_control_path(path);
     s->admin = 0;
     if (path == NULL || strcmp(path, "/healthz") != 0) {
@@ -1589,6 +1600,7 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
         event_new(base, gbx_store_writer_fd(s->writer), EV_READ | EV_PERSIST, on_writer, s);
     event_add(s->writer_ev, NULL);
     s->pool_target = cfg->pool_size;
+    s->max_upload = cfg->max_upload ? cfg->max_upload : GBX_DEFAULT_MAX_UPLOAD;
     if (adopt_all(s, err) < 0)
         goto fail;
     s->http = new_http(s, cfg, dispatch_admin);
@@ -1615,6 +1627,11 @@ fail:
     return gbx_err_wrap(err, "start gloveboxd");
 }
 
+size_t gbx_server_max_upload(const struct gbx_server *s)
+{
+    return s->max_upload;
+}
+
 const char *gbx_server_socket_path(const struct gbx_server *s)
 {
     return s->sock_path;
@@ -1633,7 +1650,8 @@ int gbx_server_drain(struct gbx_server *s)
         evhttp_del_accept_socket(s->http_tcp, s->tcp_bound);
         s->tcp_bound = NULL;
     }
-    size_t n = gbx_api_exec_drain(why) + gbx_api_files_drain(why) + gbx_e2b_interp_shutdown();
+    size_t n = gbx_api_exec_drain(why) + gbx_api_files_drain(why) + gbx_e2b_interp_shutdown() +
+               gbx_e2b_fs_drain(why);
     if (n)
         gbx_log_info("ended %zu open streams", n);
     return n > 0;

@@ -48,6 +48,8 @@ void gbx_server_exec_bytes(struct gbx_server *s, unsigned long long out, unsigne
 /* The environment a sandbox's processes start with ({"NAME": "value"}, set at create), or
  * NULL. Borrowed: valid while the sandbox lives. Exec puts the request's own env on top. */
 struct json_t *gbx_server_sandbox_env(struct gbx_server *s, const char *id);
+/* The largest upload body, bytes (--max-upload): also the bound of a decompressed upload. */
+size_t gbx_server_max_upload(const struct gbx_server *s);
 /* The admin socket's path (owned by the server). */
 const char *gbx_server_socket_path(const struct gbx_server *s);
 
