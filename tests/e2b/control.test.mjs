@@ -140,8 +140,8 @@ describe('list', () => {
         assert.deepEqual(none.flat(), []);
     });
 
-    test('keys and values with spaces, &, = and non-ASCII survive the encoding', async () => {
-        const weird = { 'a b': 'c&d=é', user: randomName('x') };
+    test('keys and values with spaces, &, =, +, % and non-ASCII survive the encoding', async () => {
+        const weird = { 'a b': 'c&d=é', 'p+q': '1+1 = 2%', user: randomName('x') };
         const s = await newSandbox({ metadata: weird, timeoutMs: 60_000 });
         const found = (await listAll({ query: { metadata: weird } })).flat();
         assert.deepEqual(found.map((x) => x.sandboxId), [s.sandboxId]);
