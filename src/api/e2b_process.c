@@ -419,9 +419,7 @@ struct call {
     uint32_t signo; /* SendSignal */
     int resize;     /* Update with a size */
     uint32_t rows, cols;
-    uint64_t keepalive_ms; /* Connect */
     char sandbox[GBX_ID_MAX + 1];
-    char *owner;
     char actor[128];
 };
 
@@ -429,11 +427,10 @@ static void call_free(struct call *c)
 {
     gbx_aconn_free(c->agent);
     free(c->data);
-    free(c->owner);
     free(c);
 }
 
-/* Reply with an error (a Connect stream fails in its end-of-stream frame) and end the call. */
+/* Reply with an error and end the call. */
 static void call_fail(struct call *c, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void call_fail(struct call *c, const char *code, const char *fmt, ...)
@@ -442,10 +439,7 @@ static void call_fail(struct call *c, const char *code, const char *fmt, ...)
     va_start(ap, fmt);
     char *msg = gbx_vasprintf(fmt, ap);
     va_end(ap);
-    if (c->op == OP_CONNECT)
-        stream_fail(c->req, code, msg);
-    else
-        gbx_e2b_rpc_error(c->req, code, "%s", msg);
+    gbx_e2b_rpc_error(c->req, code, "%s", msg);
     free(msg);
     call_free(c);
 }
@@ -570,25 +564,6 @@ static void call_act(struct call *c, const struct procinfo *pi)
     struct gbx_msg *m;
     c->proc = pi->proc;
     switch (c->op) {
-    case OP_CONNECT: {
-        /* the stream opens its own connection to the agent; this one is done */
-        gbx_server_act_as(c->srv, c->owner);
-        struct gbx_live *l = gbx_sandboxes_find(c->srv, c->sandbox);
-        if (l == NULL || l->paused)
-            return call_fail(c, "unavailable", "the sandbox is not running");
-        json_t *what =
-            json_pack("{s:b,s:I,s:s}", "attached", 1, "pid", (json_int_t)pi->pid, "via", "e2b");
-        struct gbx_exec_stream_opts so = {
-            .ops = &e2b_ops,
-            .what = what,
-            .keepalive_ms = c->keepalive_ms,
-            .pty = pi->pty != 0,
-            .keep_reading = 1,
-        };
-        gbx_api_exec_attach_ops(c->srv, c->base, c->req, l->sb, &so, pi->proc, pi->pid);
-        call_free(c);
-        return;
-    }
     case OP_INPUT: {
         /* in frames of at most GBX_FRAME_CHUNK bytes, all queued at once (the body is bounded
          * by the server's body limit); an empty input still asks the agent */
@@ -629,6 +604,7 @@ static void call_act(struct call *c, const struct procinfo *pi)
         (void)call_send(c);
         return;
     case OP_LIST:
+    case OP_CONNECT: /* not a call: see do_connect */
         break;
     }
 }
@@ -726,7 +702,7 @@ static int parse_call(struct call *c, json_t *body)
 {
     if (c->op == OP_LIST)
         return 0;
-    if (selector(c->req, body, c->op == OP_CONNECT, &c->pid) < 0)
+    if (selector(c->req, body, 0, &c->pid) < 0)
         return -1;
     if (c->op == OP_INPUT) {
         json_t *in = json_object_get(body, "input");
@@ -762,6 +738,22 @@ static int parse_call(struct call *c, json_t *body)
     return 0;
 }
 
+/* Connect: the exec stream finds the process by its pid and attaches to it. */
+static void do_connect(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
+                       struct gbx_live *l, json_t *body)
+{
+    uint32_t pid;
+    if (selector(req, body, 1, &pid) < 0)
+        return;
+    struct gbx_exec_stream_opts so = {
+        .ops = &e2b_ops,
+        .what = json_pack("{s:b,s:I,s:s}", "attached", 1, "pid", (json_int_t)pid, "via", "e2b"),
+        .keepalive_ms = keepalive_ms(req),
+        .keep_reading = 1,
+    };
+    gbx_api_exec_attach_ops(s, base, req, l->sb, &so, pid);
+}
+
 /* ---- routing ------------------------------------------------------------------------------ */
 
 void gbx_e2b_process(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
@@ -789,8 +781,11 @@ void gbx_e2b_process(struct gbx_server *s, struct event_base *base, struct evhtt
     json_t *body = gbx_e2b_rpc_request(req);
     if (body == NULL)
         return;
-    if (start) {
-        do_start(s, base, req, l, body);
+    if (start || op == OP_CONNECT) {
+        if (start)
+            do_start(s, base, req, l, body);
+        else
+            do_connect(s, base, req, l, body);
         json_decref(body);
         return;
     }
@@ -799,11 +794,8 @@ void gbx_e2b_process(struct gbx_server *s, struct event_base *base, struct evhtt
     c->base = base;
     c->req = req;
     c->op = op;
-    c->owner = gbx_xstrdup(l->owner ? l->owner : "");
     snprintf(c->sandbox, sizeof(c->sandbox), "%s", l->sb->id);
     snprintf(c->actor, sizeof(c->actor), "%s", gbx_server_actor(s));
-    if (op == OP_CONNECT)
-        c->keepalive_ms = keepalive_ms(req);
     int r = parse_call(c, body);
     json_decref(body);
     if (r < 0) {

@@ -1064,16 +1064,56 @@ void gbx_api_exec_spawn(struct gbx_server *srv, struct event_base *base, struct 
     (void)stream_send(st, on_spawn_reply);
 }
 
+/* The agent's PS: find the process whose pid is st->pid, then attach to it. */
+static void on_ps_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
+{
+    struct stream *st = arg;
+    if (!final)
+        return;
+    if (h == NULL) {
+        fail_early(st, GBX_ERR_UNAVAILABLE, 0, "the sandbox went away");
+        return;
+    }
+    if (h->type != GBX_MSG_OK) {
+        char msg[512];
+        int e = gbx_aconn_error_text(p, h->len, msg, sizeof(msg));
+        fail_early(st, gbx_err_kind_from_errno(e), e, msg);
+        return;
+    }
+    struct gbx_attr_iter it;
+    struct gbx_attr a;
+    int found = 0;
+    gbx_attr_iter_init(&it, p, h->len);
+    while (!found && gbx_attr_next(&it, &a) == 1) {
+        uint32_t pid = 0, proc = 0, pty = 0;
+        if (a.tag != GBX_A_PROCINFO || gbx_attrs_get_u32(a.data, a.len, GBX_A_PID, &pid) != 1 ||
+            pid != st->pid || gbx_attrs_get_u32(a.data, a.len, GBX_A_PROC, &proc) != 1)
+            continue;
+        (void)!gbx_attrs_get_u32(a.data, a.len, GBX_A_PTY, &pty);
+        st->proc = proc;
+        st->pty = pty != 0;
+        found = 1;
+    }
+    if (!found) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "no process with pid %u in the sandbox", st->pid);
+        fail_early(st, GBX_ERR_NOT_FOUND, ESRCH, msg);
+        return;
+    }
+    struct gbx_msg *m = gbx_aconn_begin(st->agent, GBX_MSG_ATTACH);
+    gbx_msg_put_u32(m, GBX_A_PROC, st->proc);
+    if (gbx_aconn_send(st->agent, on_attach_reply, st) < 0)
+        fail_early(st, GBX_ERR_UNAVAILABLE, 0, "the sandbox went away");
+}
+
 void gbx_api_exec_attach_ops(struct gbx_server *srv, struct event_base *base,
                              struct evhttp_request *req, struct gbx_sandbox *sb,
-                             const struct gbx_exec_stream_opts *o, uint32_t proc, uint32_t pid)
+                             const struct gbx_exec_stream_opts *o, uint32_t pid)
 {
     struct stream *st = stream_new_ops(srv, base, req, sb, MODE_ATTACH, o);
-    st->proc = proc;
     st->pid = pid;
     if (stream_connect(st, base, sb) < 0)
         return;
-    struct gbx_msg *m = gbx_aconn_begin(st->agent, GBX_MSG_ATTACH);
-    gbx_msg_put_u32(m, GBX_A_PROC, proc);
-    (void)stream_send(st, on_attach_reply);
+    (void)gbx_aconn_begin(st->agent, GBX_MSG_PS);
+    (void)stream_send(st, on_ps_reply);
 }
