@@ -35,6 +35,9 @@ int gbx_e2b_is_control_path(const char *path)
 
 static void reply_json_status(struct evhttp_request *req, int status, json_t *body)
 {
+    if (body == NULL) /* a message that is not UTF-8 (it quoted the client's bytes) */
+        body = json_pack("{s:i,s:s}", "code", status, "message",
+                         "the request was refused (its details are not valid UTF-8)");
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     GBX_BUG_ON(text == NULL);
@@ -267,8 +270,9 @@ void gbx_e2b_data(struct gbx_server *s, struct event_base *base, struct evhttp_r
     if (l == NULL || l->paused) {
         /* what E2B's edge answers for an unknown, killed or paused sandbox */
         reply_json_status(req, 502,
-                          json_pack("{s:s,s:s,s:i}", "sandboxId", sandbox_id, "message",
-                                    "The sandbox was not found", "code", 502));
+                          json_pack("{s:s,s:s,s:i}", "sandboxId",
+                                    gbx_sandbox_id_valid(sandbox_id) == 0 ? sandbox_id : "",
+                                    "message", "The sandbox was not found", "code", 502));
         return;
     }
     gbx_server_act_as(s, l->owner);

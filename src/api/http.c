@@ -45,6 +45,8 @@ const char *gbx_http_reason(int status)
         return "Partial Content";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
     case 403:
         return "Forbidden";
     case 404:
@@ -61,6 +63,12 @@ const char *gbx_http_reason(int status)
         return "Too Many Requests";
     case 501:
         return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 504:
+        return "Gateway Timeout";
+    case 507:
+        return "Insufficient Storage";
     case 503:
         return "Service Unavailable";
     default:
