@@ -366,7 +366,9 @@ static void do_start(struct gbx_server *s, struct event_base *base, struct evhtt
     {
         json_array_append(o.argv, a);
     }
-    o.env = json_object();
+    /* Always an explicit environment, so that it does not depend on whether the sandbox has
+     * envVars: the agent then adds HOME, USER, LOGNAME and PATH where missing (envd's base). */
+    o.env = json_pack("{s:s}", "LANG", "C.UTF-8");
     const char *bad = NULL;
     if ((l->env && env_add(o.env, l->env, &bad) < 0) || (envs && env_add(o.env, envs, &bad) < 0)) {
         gbx_autofree char *msg = gbx_asprintf("process.envs: '%.100s' must be a variable name "

@@ -123,6 +123,8 @@ check "default user 'user' in its home; the sandbox's envVars" eval '[ "$(c out 
 stream root Start '{"process":{"cmd":"/bin/bash","args":["-l","-c","id -un; pwd; echo $OVER $MINE"],"envs":{"OVER":"request","MINE":"x y"},"cwd":"/tmp"},"stdin":false}' \
     -H 'Authorization: Basic cm9vdDo='
 check "Authorization Basic root, cwd, request envs win" eval '[ "$(c out "$T/root.out" stdout | tr "\n" " ")" = "root /tmp request x y " ]'
+stream envb Start "$(run 'echo $LANG $HOME $USER $LOGNAME; command -v ls')"
+check "the base environment: LANG, HOME, USER, LOGNAME, PATH" eval '[ "$(c out "$T/envb.out" stdout | tr "\n" " ")" = "C.UTF-8 /home/user user user /usr/bin/ls " ]'
 stream rel Start '{"process":{"cmd":"pwd","cwd":"~"}}'
 check "cwd ~ is the home; cmd without args" eval '[ "$(c out "$T/rel.out" stdout)" = /home/user ]'
 stream nocwd Start '{"process":{"cmd":"pwd","cwd":"/nope/x"}}'
