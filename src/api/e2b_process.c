@@ -283,6 +283,13 @@ static void build_spawn(struct gbx_msg *m, void *arg)
         gbx_msg_put_u32(m, GBX_A_STDIN, 1);
 }
 
+/* A field of a message; an explicit null is the default value, as if absent. */
+static json_t *field(json_t *msg, const char *key)
+{
+    json_t *v = json_object_get(msg, key);
+    return json_is_null(v) ? NULL : v;
+}
+
 static int str_ok(json_t *v)
 {
     return json_is_string(v) && !memchr(json_string_value(v), 0, json_string_length(v));
@@ -310,12 +317,12 @@ static int env_add(json_t *env, json_t *src, const char **bad)
 /* A PTY's size; both within 1..65535 (80x24 when absent). */
 static int pty_size(json_t *pty, uint32_t *rows, uint32_t *cols)
 {
-    json_t *size = json_object_get(pty, "size");
+    json_t *size = field(pty, "size");
     int64_t r = 24, c = 80;
     if (size && !json_is_object(size))
         return -1;
-    if (size && (gbx_connect_int(json_object_get(size, "rows"), 1, PROC_PTY_MAX, &r) < 0 ||
-                 gbx_connect_int(json_object_get(size, "cols"), 1, PROC_PTY_MAX, &c) < 0))
+    if (size && (gbx_connect_int(field(size, "rows"), 1, PROC_PTY_MAX, &r) < 0 ||
+                 gbx_connect_int(field(size, "cols"), 1, PROC_PTY_MAX, &c) < 0))
         return -1;
     *rows = (uint32_t)r;
     *cols = (uint32_t)c;
@@ -328,10 +335,10 @@ static void do_start(struct gbx_server *s, struct event_base *base, struct evhtt
     char user[64];
     if (gbx_e2b_user(req, NULL, 1, user, sizeof(user)) < 0)
         return;
-    json_t *proc = json_object_get(body, "process");
-    json_t *cmd = json_object_get(proc, "cmd"), *args = json_object_get(proc, "args");
-    json_t *envs = json_object_get(proc, "envs"), *cwd = json_object_get(proc, "cwd");
-    json_t *pty = json_object_get(body, "pty"), *in = json_object_get(body, "stdin");
+    json_t *proc = field(body, "process");
+    json_t *cmd = field(proc, "cmd"), *args = field(proc, "args");
+    json_t *envs = field(proc, "envs"), *cwd = field(proc, "cwd");
+    json_t *pty = field(body, "pty"), *in = field(body, "stdin");
     struct start o = {.user = user};
     if (!json_is_object(proc) || !str_ok(cmd) || json_string_length(cmd) == 0)
         return stream_fail(req, "invalid_argument", "process.cmd must be a non-empty string");
@@ -349,12 +356,12 @@ static void do_start(struct gbx_server *s, struct event_base *base, struct evhtt
         return stream_fail(req, "invalid_argument", "process.envs must be a map of strings");
     if (cwd && !str_ok(cwd))
         return stream_fail(req, "invalid_argument", "process.cwd must be a string");
-    if (pty && !json_is_null(pty) && (!json_is_object(pty) || pty_size(pty, &o.rows, &o.cols) < 0))
+    if (pty && (!json_is_object(pty) || pty_size(pty, &o.rows, &o.cols) < 0))
         return stream_fail(req, "invalid_argument",
                            "pty.size must be {cols, rows}, each from 1 to 65535");
     o.pty = pty && json_is_object(pty);
     o.stdin_open = 1;
-    if (in && !json_is_null(in) && gbx_connect_bool(in, &o.stdin_open) < 0)
+    if (in && gbx_connect_bool(in, &o.stdin_open) < 0)
         return stream_fail(req, "invalid_argument", "stdin must be true or false");
 
     gbx_autofree char *dir =
@@ -672,13 +679,13 @@ static void call_start(struct call *c, struct gbx_live *l)
 /* The ProcessSelector in body.process: a pid (tag is not supported). Replies on failure. */
 static int selector(struct evhttp_request *req, json_t *body, int stream, uint32_t *pid)
 {
-    json_t *sel = json_object_get(body, "process");
-    json_t *v = json_object_get(sel, "pid");
+    json_t *sel = field(body, "process");
+    json_t *v = field(sel, "pid");
     int64_t x = 0;
     const char *msg = NULL;
     if (!json_is_object(sel))
         msg = "process must be a selector {pid}";
-    else if (v == NULL && json_object_get(sel, "tag"))
+    else if (v == NULL && field(sel, "tag"))
         msg = "selecting a process by tag is not supported by Glovebox; use its pid";
     else if (gbx_connect_int(v, 0, UINT32_MAX, &x) < 0)
         msg = "process.pid must be a number";
@@ -707,10 +714,10 @@ static int parse_call(struct call *c, json_t *body)
     if (selector(c->req, body, 0, &c->pid) < 0)
         return -1;
     if (c->op == OP_INPUT) {
-        json_t *in = json_object_get(body, "input");
-        json_t *v = json_object_get(in, "stdin");
+        json_t *in = field(body, "input");
+        json_t *v = field(in, "stdin");
         if (v == NULL)
-            v = json_object_get(in, "pty");
+            v = field(in, "pty");
         if (!json_is_object(in) || v == NULL || gbx_connect_bytes(v, &c->data, &c->len) < 0) {
             gbx_e2b_rpc_error(c->req, "invalid_argument",
                               "input must be {stdin: base64} or {pty: base64}");
@@ -718,8 +725,8 @@ static int parse_call(struct call *c, json_t *body)
         }
     } else if (c->op == OP_SIGNAL) {
         int sig = 0;
-        if (gbx_connect_enum(json_object_get(body, "signal"), signal_names,
-                             GBX_ARRAY_SIZE(signal_names), &sig) < 0 ||
+        if (gbx_connect_enum(field(body, "signal"), signal_names, GBX_ARRAY_SIZE(signal_names),
+                             &sig) < 0 ||
             sig == 0) {
             gbx_e2b_rpc_error(c->req, "invalid_argument",
                               "signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM");
@@ -727,14 +734,14 @@ static int parse_call(struct call *c, json_t *body)
         }
         c->signo = (uint32_t)sig;
     } else if (c->op == OP_UPDATE) {
-        json_t *pty = json_object_get(body, "pty");
-        if (pty && !json_is_null(pty)) {
+        json_t *pty = field(body, "pty");
+        if (pty) {
             if (!json_is_object(pty) || pty_size(pty, &c->rows, &c->cols) < 0) {
                 gbx_e2b_rpc_error(c->req, "invalid_argument",
                                   "pty.size must be {cols, rows}, each from 1 to 65535");
                 return -1;
             }
-            c->resize = json_object_get(pty, "size") != NULL;
+            c->resize = field(pty, "size") != NULL;
         }
     }
     return 0;

@@ -131,6 +131,8 @@ stream nocwd Start '{"process":{"cmd":"pwd","cwd":"/nope/x"}}'
 check "a missing cwd: 200, no start, invalid_argument in the end-of-stream frame" is nocwd "(len(fr), end)" "(1, [{'error': {'code': 'invalid_argument', 'message': \"cwd '/nope/x' does not exist\"}}])"
 stream bob Start '{"process":{"cmd":"true"}}' -H 'Authorization: Basic Ym9iOg=='
 check "an unknown user: unauthenticated \"invalid username: 'bob'\"" is bob "end" "[{'error': {'code': 'unauthenticated', 'message': \"invalid username: 'bob'\"}}]"
+stream nulls Start '{"process":{"cmd":"echo","args":["null","is","default"],"envs":null,"cwd":null},"pty":null,"tag":null,"stdin":null}'
+check "explicit nulls are default values" eval '[ "$(c out "$T/nulls.out" stdout)" = "null is default" ]'
 stream nocmd Start '{"process":{"args":["x"]}}'
 check "no cmd: invalid_argument" is nocmd "end[0]['error']['code']" invalid_argument
 
