@@ -265,7 +265,7 @@ import json, sys
 ev = [json.loads(l)['filesystem'] for l in sys.stdin if 'filesystem' in l]
 e = [e for e in ev if e['type'] == 'EVENT_TYPE_CREATE'][0]
 print(e['entry']['path'], e['entry']['type'])")" = "/home/user/w/sub/f3 FILE_TYPE_FILE" ]
-watch '{"path":"/home/user/w"}' "$T/w3" 'Connect-Timeout-Ms: 1500' 'Keepalive-Ping-Interval: 1'
+watch '{"path":"/home/user/w"}' "$T/w3" 'Connect-Timeout-Ms: 3000' 'Keepalive-Ping-Interval: 1'
 wait_for "$T/w3" '^2 '
 wait "$WPID"
 check "WatchDir: keepalives when idle" grep -q '^0 {"keepalive":{}}' "$T/w3"
