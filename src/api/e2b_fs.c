@@ -519,7 +519,7 @@ static int path_field(struct evhttp_request *req, json_t *body, const char *key,
                       char **out)
 {
     json_t *v = json_object_get(body, key);
-    if (v && !json_is_string(v)) {
+    if (v && !json_is_string(v) && !json_is_null(v)) { /* null: the default, "" */
         gbx_e2b_rpc_error(req, "invalid_argument", "'%s' must be a string", key);
         return -1;
     }
@@ -537,9 +537,16 @@ static int path_field(struct evhttp_request *req, json_t *body, const char *key,
     return 0;
 }
 
+/* A field of the request; an explicit null is the field's default, as absent (proto3 JSON). */
+static json_t *field(json_t *body, const char *key)
+{
+    json_t *v = json_object_get(body, key);
+    return json_is_null(v) ? NULL : v;
+}
+
 static int bool_field(struct evhttp_request *req, json_t *body, const char *key, int *out)
 {
-    if (gbx_connect_bool(json_object_get(body, key), out) < 0) {
+    if (gbx_connect_bool(field(body, key), out) < 0) {
         gbx_e2b_rpc_error(req, "invalid_argument", "'%s' must be true or false", key);
         return -1;
     }
@@ -589,7 +596,7 @@ void gbx_e2b_filesystem(struct gbx_server *s, struct event_base *base, struct ev
         break;
     case FS_LIST:
         r = path_field(req, body, "path", user, &path);
-        if (r == 0 && gbx_connect_int(json_object_get(body, "depth"), 0, UINT32_MAX, &depth) < 0) {
+        if (r == 0 && gbx_connect_int(field(body, "depth"), 0, UINT32_MAX, &depth) < 0) {
             gbx_e2b_rpc_error(req, "invalid_argument", "'depth' must be a non-negative integer");
             r = -1;
         }

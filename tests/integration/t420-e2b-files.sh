@@ -150,6 +150,8 @@ check "  saying which" [ "$(j "(j['code'], j['message'])")" = "('unauthenticated
 rpc Stat '{}'
 [ "$code" = 400 ] && [ "$(j "j['code']")" = invalid_argument ]
 check "a missing path is invalid_argument" [ $? = 0 ]
+rpc ListDir '{"path":"/home/user/d1","depth":null}'
+check "an explicit null is the default (proto3 JSON)" [ "$(j "len(j['entries'])")" = 2 ]
 rpc Stat '{"path":7}'
 check "a path that is not a string is invalid_argument" [ "$(j "j['code']")" = invalid_argument ]
 rpc Stat 'not json'
