@@ -123,7 +123,8 @@ static void send_envelope(struct evhttp_request *req, uint8_t flags, json_t *msg
 {
     char *text = json_dumps(msg, JSON_COMPACT);
     json_decref(msg);
-    GBX_BUG_ON(text == NULL);
+    if (text == NULL) /* a message that could not be built (text that is not UTF-8) */
+        text = gbx_xstrdup(flags & GBX_CONNECT_FLAG_END ? "{}" : "{\"event\":{\"keepalive\":{}}}");
     size_t n = strlen(text);
     uint8_t hdr[GBX_CONNECT_HDR];
     gbx_connect_envelope_hdr(hdr, flags, (uint32_t)n);

@@ -99,6 +99,10 @@ struct stream {
     int timed_out;
     int pty;
     int keep_reading; /* after the client left, read and drop the output (ops streams) */
+    /* An ops stream may follow a process that another ops stream reads (its source) instead
+     * of taking it over: the source sends it the events too. A subscriber has no agent. */
+    struct stream *source;
+    struct stream *subs, *sub_next;
 };
 
 /* Every live stream, so that an attach can end the stream it takes a process from. */
@@ -112,6 +116,17 @@ static void stream_free(struct stream *st)
             break;
         }
     }
+    if (st->source) {
+        for (struct stream **pp = &st->source->subs; *pp; pp = &(*pp)->sub_next) {
+            if (*pp == st) {
+                *pp = st->sub_next;
+                break;
+            }
+        }
+    }
+    /* subscribers left behind are ended by whoever ends this stream (they are in streams) */
+    for (struct stream *x = st->subs; x; x = x->sub_next)
+        x->source = NULL;
     if (st->timer)
         event_free(st->timer);
     if (st->keepalive)
@@ -184,7 +199,7 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
     long r = gbx_aconn_send(st->agent, NULL, NULL);
     gbx_log_info("sandbox '%s': process %u ran past its timeout; killing it", st->sandbox,
                  st->proc);
-    if (st->req)
+    if (st->req || st->subs)
         return; /* the exit event follows */
     if (r < 0 || gbx_aconn_out_pending(st->agent) == 0)
         stream_free(st);
@@ -213,6 +228,18 @@ static void let_go(struct stream *st)
     stream_free(st);
 }
 
+/* Read src's agent again unless src or one of its subscribers still waits for its client.
+ * Resuming may deliver frames, and end src and its subscribers: nothing after this. */
+static void resume_readers(struct stream *src)
+{
+    if (src->paused)
+        return;
+    for (const struct stream *x = src->subs; x; x = x->sub_next)
+        if (x->paused)
+            return;
+    gbx_aconn_pause(src->agent, 0);
+}
+
 static void on_client_close(struct evhttp_connection *conn, void *arg)
 {
     struct stream *st = arg;
@@ -224,18 +251,21 @@ static void on_client_close(struct evhttp_connection *conn, void *arg)
     st->req = NULL;
     if (st->started)
         audit_end(st, "exec.detach", json_pack("{s:s}", "reason", "the client went away"));
+    struct stream *src = st->paused ? st->source : NULL;
     let_go(st);
+    if (src)
+        resume_readers(src); /* may deliver frames, and end src */
 }
 
 static void on_frame_event(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p);
 
 /* The client's connection has written out everything we gave it: read the agent again,
- * starting with what it already sent. */
+ * starting with what it already sent (once every reader of the process has drained). */
 static void drained(struct evhttp_connection *conn, void *arg)
 {
     struct stream *st = arg;
     st->paused = 0;
-    gbx_aconn_pause(st->agent, 0); /* may deliver frames, and end st: nothing after this */
+    resume_readers(st->source ? st->source : st); /* may end st: nothing after this */
 }
 
 /* Send the bytes of b (emptied) to the client. */
@@ -251,7 +281,9 @@ static void send_buf(struct stream *st, struct evbuffer *b)
     size_t pending = evbuffer_get_length(bufferevent_get_output(out)) + evbuffer_get_length(b);
     if (!st->paused && pending > EXEC_OUT_CAP) {
         st->paused = 1;
-        gbx_aconn_pause(st->agent, 1);
+        struct gbx_aconn *agent = st->source ? st->source->agent : st->agent;
+        if (agent) /* NULL: a subscriber whose source is gone, ending */
+            gbx_aconn_pause(agent, 1);
         evhttp_send_reply_chunk_with_cb(st->req, b, drained, st);
     } else {
         evhttp_send_reply_chunk(st->req, b);
@@ -269,7 +301,10 @@ static struct evbuffer *buf_new(void)
 static void send_event(struct stream *st, json_t *ev)
 {
     char *text = json_dumps(ev, JSON_COMPACT);
-    GBX_BUG_ON(text == NULL);
+    if (text == NULL) { /* an event that could not be built (text that is not UTF-8) */
+        json_decref(ev);
+        return;
+    }
     struct evbuffer *b = buf_new();
     if (st->sse)
         evbuffer_add_printf(b, "event: %s\ndata: %s\n\n",
@@ -365,6 +400,8 @@ static void ops_error(struct stream *st, enum gbx_err_kind kind, const char *msg
 
 static void fail_stream(struct stream *st, const char *msg)
 {
+    while (st->subs)
+        fail_stream(st->subs, msg);
     if (st->req == NULL) {
         stream_free(st);
         return;
@@ -486,6 +523,16 @@ static void on_exit_event(struct stream *st, const struct gbx_frame_hdr *h, cons
                            : json_pack("{s:i}", "exit_code", (json_int_t)code);
     if (st->timed_out)
         json_object_set_new(how, "timed_out", json_true());
+    for (struct stream *x = st->subs, *next; x; x = next) {
+        next = x->sub_next;
+        audit_end(x, "exec.end", json_deep_copy(how));
+        if (x->req) {
+            struct evbuffer *b = buf_new();
+            x->ops->exited(b, have_sig, have_sig ? sig : code, 0);
+            ops_send(x, b);
+        }
+        finish(x);
+    }
     audit_end(st, "exec.end", json_deep_copy(how));
     if (st->req && st->mode == MODE_WAIT) {
         json_t *r =
@@ -528,6 +575,13 @@ static void on_frame_event(void *arg, const struct gbx_frame_hdr *h, const uint8
             st->out_bytes += a.len;
         else
             st->err_bytes += a.len;
+        for (struct stream *x = st->subs; x; x = x->sub_next) {
+            if (x->req == NULL)
+                continue;
+            struct evbuffer *b = buf_new();
+            x->ops->output(b, is_out, x->pty, a.data, a.len);
+            ops_send(x, b);
+        }
         if (st->req == NULL)
             return;
         if (st->mode == MODE_WAIT) {
@@ -610,30 +664,32 @@ static void on_spawn_reply(void *arg, const struct gbx_frame_hdr *h, const uint8
  * agent, so end them, saying why. */
 static void take_over(struct stream *st)
 {
-    struct stream *next;
-    for (struct stream *o = streams; o; o = next) {
-        next = o->next;
-        if (o == st || !o->started || o->proc != st->proc || strcmp(o->sandbox, st->sandbox) != 0)
+    for (struct stream *o = streams; o;) {
+        if (o == st || !o->started || o->proc != st->proc ||
+            strcmp(o->sandbox, st->sandbox) != 0 || (o->req == NULL && !o->keep_reading)) {
+            o = o->next;
             continue;
+        }
         o->keep_reading = 0; /* it gets nothing more from the agent */
-        if (o->req == NULL) {
-            let_go(o);
-            continue;
+        if (o->req) {
+            char msg[96];
+            snprintf(msg, sizeof(msg), "another client attached to process %u", o->proc);
+            audit_end(o, "exec.detach", json_pack("{s:s}", "reason", msg));
+            detach_client(o);
+            if (o->mode == MODE_WAIT) {
+                gbx_http_reply_error(o->req, GBX_ERR_CONFLICT, "%s", msg);
+            } else if (o->ops) {
+                ops_error(o, GBX_ERR_CONFLICT, msg);
+                evhttp_send_reply_end(o->req);
+            } else {
+                send_event(o, json_pack("{s:s,s:s}", "type", "detached", "message", msg));
+                evhttp_send_reply_end(o->req);
+            }
         }
-        char msg[96];
-        snprintf(msg, sizeof(msg), "another client attached to process %u", o->proc);
-        audit_end(o, "exec.detach", json_pack("{s:s}", "reason", msg));
-        detach_client(o);
-        if (o->mode == MODE_WAIT) {
-            gbx_http_reply_error(o->req, GBX_ERR_CONFLICT, "%s", msg);
-        } else if (o->ops) {
-            ops_error(o, GBX_ERR_CONFLICT, msg);
-            evhttp_send_reply_end(o->req);
-        } else {
-            send_event(o, json_pack("{s:s,s:s}", "type", "detached", "message", msg));
-            evhttp_send_reply_end(o->req);
-        }
+        /* o is freed, or kept without a client only to enforce its timeout (then skipped
+         * above); its subscribers are ended in turn. Start over: the list changed. */
         let_go(o);
+        o = streams;
     }
 }
 

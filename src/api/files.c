@@ -295,19 +295,21 @@ static json_t *stat_json(const uint8_t *p, size_t len, const char *name, const c
     char octal[16];
     snprintf(octal, sizeof(octal), "%04o", mode & 07777);
     gbx_autofree char *when = rfc3339_ns(mtime);
-    json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:s,s:s,s:I,s:I}", "name", name, "path", path, "type",
-                          type_name(ftype), "size", (json_int_t)size, "mode", octal, "mtime", when,
-                          "uid", (json_int_t)uid, "gid", (json_int_t)gid);
+    /* names come from the sandbox: any bytes (gbx_json_text) */
+    json_t *j =
+        json_pack("{s:o,s:o,s:s,s:I,s:s,s:s,s:I,s:I}", "name", gbx_json_text(name), "path",
+                  gbx_json_text(path), "type", type_name(ftype), "size", (json_int_t)size, "mode",
+                  octal, "mtime", when, "uid", (json_int_t)uid, "gid", (json_int_t)gid);
     GBX_BUG_ON(j == NULL);
     gbx_autofree char *link = attr_dup(p, len, GBX_A_LINK);
     gbx_autofree char *owner = attr_dup(p, len, GBX_A_OWNER);
     gbx_autofree char *group = attr_dup(p, len, GBX_A_GROUPNAME);
     if (link)
-        json_object_set_new(j, "link", json_string(link));
+        json_object_set_new(j, "link", gbx_json_text(link));
     if (owner)
-        json_object_set_new(j, "owner", json_string(owner));
+        json_object_set_new(j, "owner", gbx_json_text(owner));
     if (group)
-        json_object_set_new(j, "group", json_string(group));
+        json_object_set_new(j, "group", gbx_json_text(group));
     return j;
 }
 
@@ -987,7 +989,8 @@ static void watch_send(struct op *op, const char *type, json_t *ev)
 {
     char *text = json_dumps(ev, JSON_COMPACT);
     json_decref(ev);
-    GBX_BUG_ON(text == NULL);
+    if (text == NULL) /* an event that could not be built (text that is not UTF-8) */
+        return;
     struct evbuffer *b = evbuffer_new();
     GBX_BUG_ON(b == NULL);
     if (op->sse)
@@ -1018,7 +1021,8 @@ static void on_watch_event(void *arg, const struct gbx_frame_hdr *h, const uint8
     for (size_t i = 0; i < GBX_ARRAY_SIZE(kinds) && op->req; i++) {
         if (!(bits & kinds[i].bit))
             continue;
-        json_t *ev = json_pack("{s:s,s:s}", "type", kinds[i].name, "name", name ? name : "");
+        json_t *ev =
+            json_pack("{s:s,s:o}", "type", kinds[i].name, "name", gbx_json_text(name ? name : ""));
         watch_send(op, kinds[i].name, ev);
     }
     op_leave(op);

@@ -23,6 +23,9 @@ void gbx_http_reply_err(struct evhttp_request *req, const struct gbx_err *err);
 /* The same with an explicit status (413, 416, ...) for cases the kind does not say. */
 void gbx_http_reply_error_status(struct evhttp_request *req, int status, enum gbx_err_kind kind,
                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* A JSON string of s, which may come from a sandbox (file names, link targets, users): bytes
+ * that are not UTF-8 become U+FFFD, so the value always exists. */
+json_t *gbx_json_text(const char *s);
 /* The largest JSON request body gbx_http_body_object accepts (413 beyond). */
 void gbx_http_set_json_limit(size_t bytes);
 /* Parse the request body as a JSON object (an empty body is {}). On failure replies 400

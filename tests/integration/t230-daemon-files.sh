@@ -298,6 +298,13 @@ check "two local paths is a usage error (2)" [ $? = 2 ]
 [ $? = 1 ] && grep -q "larger than the daemon accepts" "$T/err"
 check "too large an upload exits 1 saying so" [ $? = 0 ]
 
+# names that are not UTF-8 come from the sandbox: the daemon shows them mangled, never fails
+sh_in 'mkdir -p /tmp/odd && touch "/tmp/odd/$(printf "a\377b")" && ln -sf "$(printf "\376")" /tmp/odd/l' > /dev/null
+req GET "$F/list?path=/tmp/odd"
+check "a directory with names that are not UTF-8 lists" [ "$code" = 200 ]
+check "with the bytes shown as U+FFFD" [ "$(field 'sorted(e["name"] for e in j["entries"]) == ["a\ufffdb", "l"] and j["entries"][1]["link"] == "\ufffd"')" = True ]
+req GET /healthz
+check "and the daemon stays up" [ "$code" = 200 ]
 kill -TERM "$DPID"; wait "$DPID"; rc=$?; DPID=
 check "the daemon stops cleanly (no leaks under ASan)" [ $rc -eq 0 ]
 
