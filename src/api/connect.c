@@ -109,7 +109,7 @@ int gbx_connect_http_status(const char *code)
 int gbx_connect_int(json_t *v, int64_t min, int64_t max, int64_t *out)
 {
     long long x = 0;
-    if (v == NULL) {
+    if (v == NULL || json_is_null(v)) { /* proto3 JSON: null is the default */
         x = 0;
     } else if (json_is_integer(v)) {
         x = json_integer_value(v);
@@ -139,7 +139,7 @@ int gbx_connect_int(json_t *v, int64_t min, int64_t max, int64_t *out)
 
 int gbx_connect_bool(json_t *v, int *out)
 {
-    if (v == NULL) {
+    if (v == NULL || json_is_null(v)) {
         *out = 0;
         return 0;
     }
@@ -153,7 +153,7 @@ int gbx_connect_bytes(json_t *v, uint8_t **out, size_t *len)
 {
     *out = NULL;
     *len = 0;
-    if (v == NULL)
+    if (v == NULL || json_is_null(v))
         return 0;
     if (!json_is_string(v))
         return -EINVAL;
@@ -200,7 +200,7 @@ int gbx_connect_bytes(json_t *v, uint8_t **out, size_t *len)
 
 int gbx_connect_enum(json_t *v, const char *const *names, size_t n, int *out)
 {
-    if (v == NULL) {
+    if (v == NULL || json_is_null(v)) {
         *out = 0;
         return 0;
     }

@@ -29,7 +29,7 @@ const char *gbx_connect_code_for_errno(int errnum);
 int gbx_connect_http_status(const char *code);
 
 /* Protobuf-JSON values. Each returns 0, or -EINVAL when v has the wrong form. A NULL v (the
- * field is absent) gives the default (0, "", false) and returns 0. */
+ * field is absent) or a JSON null gives the default (0, "", false) and returns 0. */
 /* integers: a JSON number or a decimal string ("3"), within [min, max] */
 int gbx_connect_int(json_t *v, int64_t min, int64_t max, int64_t *out);
 int gbx_connect_bool(json_t *v, int *out);

@@ -88,6 +88,14 @@ static void test_ints(void **state)
     }
     assert_int_equal(gbx_connect_int(NULL, 0, 10, &v), 0); /* absent: the default */
     assert_int_equal(v, 0);
+    v = 5;
+    j = json_null();
+    assert_int_equal(gbx_connect_int(j, 0, 10, &v), 0); /* null: the default too */
+    assert_int_equal(v, 0);
+    int b = 1;
+    assert_int_equal(gbx_connect_bool(j, &b), 0);
+    assert_int_equal(b, 0);
+    json_decref(j);
     j = json_true();
     assert_int_equal(gbx_connect_int(j, 0, 10, &v), -EINVAL);
     json_decref(j);
