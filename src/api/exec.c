@@ -24,6 +24,10 @@
  * reading the process, and the process blocks), and a client that goes away leaves the
  * process running. The same stream code serves GET .../processes/{proc}/stream (attach),
  * which takes the process's output over from whichever connection had it.
+ *
+ * Another front end (E2B's process.Process, e2b_process.c) uses the same streams with its
+ * own event form (struct gbx_exec_ops); its streams keep reading after their client left,
+ * and its attaches follow a stream that already reads the process instead of taking over.
  */
 #include "base/clock.h"
 #include "api/exec.h"
@@ -665,8 +669,8 @@ static void on_spawn_reply(void *arg, const struct gbx_frame_hdr *h, const uint8
 static void take_over(struct stream *st)
 {
     for (struct stream *o = streams; o;) {
-        if (o == st || !o->started || o->proc != st->proc ||
-            strcmp(o->sandbox, st->sandbox) != 0 || (o->req == NULL && !o->keep_reading)) {
+        if (o == st || !o->started || o->proc != st->proc || strcmp(o->sandbox, st->sandbox) != 0 ||
+            (o->req == NULL && !o->keep_reading)) {
             o = o->next;
             continue;
         }
@@ -1120,6 +1124,25 @@ void gbx_api_exec_spawn(struct gbx_server *srv, struct event_base *base, struct 
     (void)stream_send(st, on_spawn_reply);
 }
 
+/* st follows src's process: src sends it the events from here on. Called in a callback of
+ * st's agent connection, which it no longer needs. */
+static void subscribe(struct stream *st, struct stream *src)
+{
+    gbx_aconn_free(st->agent); /* deferred until the callback returns */
+    st->agent = NULL;
+    st->source = src;
+    st->sub_next = src->subs;
+    src->subs = st;
+    st->started = 1;
+    st->keep_reading = 0;
+    gbx_server_audit_as(st->srv, st->actor, "process.attach", st->sandbox,
+                        json_pack("{s:i,s:b}", "process", (json_int_t)st->proc, "shared", 1));
+    start_reply(st);
+    struct evbuffer *b = buf_new();
+    st->ops->started(b, st->pid);
+    ops_send(st, b);
+}
+
 /* The agent's PS: find the process whose pid is st->pid, then attach to it. */
 static void on_ps_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
 {
@@ -1155,6 +1178,16 @@ static void on_ps_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t 
         snprintf(msg, sizeof(msg), "no process with pid %u in the sandbox", st->pid);
         fail_early(st, GBX_ERR_NOT_FOUND, ESRCH, msg);
         return;
+    }
+    /* Another ops stream reads the process: follow it along (envd lets every client that
+     * connects see the output), rather than take the process over. */
+    for (struct stream *o = streams; o; o = o->next) {
+        if (o != st && o->ops && o->started && o->source == NULL && o->mode != MODE_WAIT &&
+            o->proc == st->proc && strcmp(o->sandbox, st->sandbox) == 0 &&
+            (o->req || o->keep_reading) && !gbx_aconn_lost(o->agent)) {
+            subscribe(st, o);
+            return;
+        }
     }
     struct gbx_msg *m = gbx_aconn_begin(st->agent, GBX_MSG_ATTACH);
     gbx_msg_put_u32(m, GBX_A_PROC, st->proc);

@@ -80,8 +80,10 @@ void gbx_api_exec_spawn(struct gbx_server *srv, struct event_base *base, struct 
                         struct gbx_sandbox *sb, const struct gbx_exec_stream_opts *o,
                         void (*build)(struct gbx_msg *m, void *arg), void *arg);
 /* Attach to the process whose pid in the sandbox is pid (found with the agent's PS on the
- * stream's own connection; o->pty is taken from there) and stream its events through o->ops:
- * a takeover, as gbx_api_exec_attach. An unknown pid fails with ESRCH. */
+ * stream's own connection; o->pty is taken from there) and stream its events through o->ops.
+ * When another ops stream already reads the process (its client there or gone, with
+ * keep_reading), follow it along: both get the events from here on, the slower client holds
+ * both back. Else a takeover, as gbx_api_exec_attach. An unknown pid fails with ESRCH. */
 void gbx_api_exec_attach_ops(struct gbx_server *srv, struct event_base *base,
                              struct evhttp_request *req, struct gbx_sandbox *sb,
                              const struct gbx_exec_stream_opts *o, uint32_t pid);

@@ -115,7 +115,7 @@ describe('process.Process', () => {
         });
     });
 
-    test('commands.connect from another SDK object receives later output', async () => {
+    test('commands.connect from another SDK object receives later output; the first handle too', async () => {
         const h = await sbx.commands.run('for i in $(seq 1 600); do echo tick $i; sleep 0.1; done', {
             background: true,
             timeoutMs: 0,
@@ -125,8 +125,12 @@ describe('process.Process', () => {
         const c = await other.commands.connect(h.pid, { onStdout: (d) => seen.push(d), timeoutMs: 0 });
         assert.equal(c.pid, h.pid);
         await waitFor(() => seen.join('').includes('tick'), { what: 'output after connect' });
+        // the first handle follows along too (envd lets every client that connects see it)
+        const before = h.stdout.length;
+        await waitFor(() => h.stdout.length > before, { what: 'more output on the first handle' });
         assert.equal(await other.commands.kill(h.pid), true);
         await assert.rejects(c.wait(), (e) => e instanceof CommandExitError && e.error === 'signal: killed');
+        await assert.rejects(h.wait(), (e) => e instanceof CommandExitError && e.error === 'signal: killed');
     });
 
     test('disconnect leaves the command running', async () => {

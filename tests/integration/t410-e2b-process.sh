@@ -100,6 +100,9 @@ has_output() { c out "$T/$1.out" "$2" 2>/dev/null | grep -q "$3"; }
 listed() { unary List '{}'; [ "$(j "any(p['pid'] == $1 for p in j['processes'])")" = True ]; }
 gone() { ! listed "$1"; }
 ended() { [ "$(ev "$1" "len(end) == 1")" = True ]; }
+lines() { c out "$T/$1.out" stdout | wc -l; }
+more_than() { [ "$(lines "$1")" -gt "$2" ]; }
+killed_end() { is "$1" "(msgs[-1]['event']['end'], end)" "({'exitCode': -1, 'exited': False, 'status': 'signal: killed', 'error': 'signal: killed'}, [{}])"; }
 
 # ---- Start: the framing ------------------------------------------------------------------------
 stream hi Start "$(run 'echo hi; echo oops >&2')" -H 'Connect-Timeout-Ms: 60000' -H 'Keepalive-Ping-Interval: 50'
@@ -188,23 +191,54 @@ check "after a disconnect the output is read and dropped: a chatty process does 
 stream chatty2 Start "$(run 'cat /tmp/chatty')"
 check "and it ran to its end" eval '[ "$(c out "$T/chatty2.out" stdout)" = written ]'
 bgstream con Connect "{\"process\":{\"pid\":$P}}"
+conpid=$bgpid
 until_ "Connect's start" started con
 check "Connect: start{pid} first" is con "msgs[0]['event']" "{'start': {'pid': $P}}"
 check "then later output" until_ "output after connect" has_output con stdout "tick"
 stream con404 Connect '{"process":{"pid":999999}}'
 check "Connect to an unknown pid: not_found in the end-of-stream frame" is con404 "end" "[{'error': {'code': 'not_found', 'message': 'process with pid 999999 not found'}}]"
 bgstream con2 Connect "{\"process\":{\"pid\":$P}}"
+con2pid=$bgpid
 until_ "the second Connect" started con2
-check "a second Connect takes the process over: the first ends (aborted)" until_ "the first to end" ended con
-check "with aborted in its end-of-stream frame" is con "end[0]['error']['code']" aborted
+check "a second Connect follows along: it gets later output" until_ "output on the second" has_output con2 stdout "tick"
+n=$(lines con)
+check "and so does the first, still open" until_ "more output on the first" more_than con "$n"
 unary SendSignal "{\"process\":{\"pid\":$P},\"signal\":\"SIGNAL_SIGKILL\"}"
 check "SendSignal SIGKILL: 200 {}" eval '[ "$code" = 200 ] && [ "$(cat "$T/body")" = "{}" ]'
-wait $bgpid
-check "the attached stream ends with 'signal: killed'" is con2 "(msgs[-1]['event']['end'], end)" "({'exitCode': -1, 'exited': False, 'status': 'signal: killed', 'error': 'signal: killed'}, [{}])"
+wait $conpid $con2pid
+check "both Connect streams end with 'signal: killed'" eval 'killed_end con && killed_end con2'
+check "the pid is gone" gone "$P"
 unary SendSignal "{\"process\":{\"pid\":$P},\"signal\":\"SIGNAL_SIGKILL\"}"
 check "SendSignal to a finished pid: 404 not_found" eval '[ "$code" = 404 ] && [ "$(j "j['\''code'\'']")" = not_found ]'
 unary SendSignal '{"process":{"pid":1},"signal":"SIGNAL_UNSPECIFIED"}'
 check "SendSignal without a signal: 400 invalid_argument" [ "$code" = 400 ]
+bgstream src2 Start "$(run 'for i in $(seq 1 600); do echo tock $i; sleep 0.1; done')" -H 'Connect-Timeout-Ms: 0'
+srcpid=$bgpid
+until_ "the second ticker to start" started src2
+P=$(pid_of src2)
+bgstream sub2 Connect "{\"process\":{\"pid\":$P}}"
+until_ "the follower to start" started sub2
+kill $srcpid; wait $srcpid 2>/dev/null
+n=$(lines sub2)
+check "the Start client leaves: a follower still gets the output" until_ "more on the follower" more_than sub2 "$n"
+kill $bgpid; wait $bgpid 2>/dev/null
+bgstream sub3 Connect "{\"process\":{\"pid\":$P}}"
+until_ "another follower to start" started sub3
+check "both gone, a new Connect still gets the output" until_ "output on sub3" has_output sub3 stdout tock
+unary SendSignal "{\"process\":{\"pid\":$P},\"signal\":\"SIGNAL_SIGTERM\"}"
+wait $bgpid
+check "and the end" is sub3 "(msgs[-1]['event']['end']['status'], end)" "('signal: terminated', [{}])"
+G="/tmp/go-$(basename "$T")"
+bgstream fast Start "$(run "head -c 8000000 /dev/urandom > /tmp/r; until [ -e $G ]; do sleep 0.05; done; cat /tmp/r")" -H 'Connect-Timeout-Ms: 0'
+fastpid=$bgpid
+until_ "the big writer to start" started fast
+bgstream slow Connect "{\"process\":{\"pid\":$(pid_of fast)}}" --limit-rate 3M
+until_ "the slow follower to start" started slow
+stream go Start "$(run "touch $G")"
+wait $fastpid $bgpid
+stream rsum Start "$(run 'sha256sum < /tmp/r')"
+check "8 MB to a fast and a slow (rate-limited) reader: both intact" \
+    eval '[ "$(c out "$T/fast.out" stdout | sha256sum)" = "$(c out "$T/rsum.out" stdout)" ] && [ "$(c out "$T/slow.out" stdout | sha256sum)" = "$(c out "$T/rsum.out" stdout)" ]'
 bgstream term Start "$(run 'sleep 30')"
 until_ "sleep to start" started term
 unary SendSignal "{\"process\":{\"pid\":$(pid_of term)},\"signal\":15}"
