@@ -3,8 +3,10 @@
 # the exact framing of Start (start first, data, end, the 0x02 end-of-stream frame), errors in
 # the end-of-stream frame, keepalives under a small Keepalive-Ping-Interval, Connect-Timeout-Ms
 # as the process lifetime (even after the client left), a disconnect that leaves the process
-# running, Connect (attach) to it, List with config, SendInput, CloseStdin, SendSignal, Update
-# on a PTY, users, cwd, envs, big and binary output, and the audit records.
+# running (its output read and dropped), Connect to it (several clients follow one process, a
+# slow one holds the others back), List with config, SendInput, CloseStdin, SendSignal, Update
+# on a PTY, users, cwd, envs, big and binary output, the audit records, and SIGTERM with a
+# stream open.
 NAME=e2bproc
 . "$(dirname "$0")/../lib/daemon.sh"
 GB="$BUILD/glovebox"
