@@ -31,6 +31,7 @@
 #include "api/aconn.h"
 #include "api/connect.h"
 #include "api/exec.h"
+#include "api/http.h"
 #include "api/sandboxes.h"
 #include "api/server.h"
 #include "base/log.h"
@@ -52,9 +53,10 @@
 /* Append one Connect envelope (msg stolen). */
 static void put_envelope(struct evbuffer *b, uint8_t flags, json_t *msg)
 {
-    char *text = json_dumps(msg, JSON_COMPACT);
+    char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
     json_decref(msg);
-    GBX_BUG_ON(text == NULL);
+    if (text == NULL) /* cannot happen: every string in it is valid UTF-8 (gbx_json_text) */
+        text = gbx_xstrdup(flags & GBX_CONNECT_FLAG_END ? "{}" : "{\"event\":{\"keepalive\":{}}}");
     size_t n = strlen(text);
     uint8_t hdr[GBX_CONNECT_HDR];
     gbx_connect_envelope_hdr(hdr, flags, (uint32_t)n);
@@ -70,9 +72,10 @@ static void put_event(struct evbuffer *b, const char *name, json_t *ev)
 
 static void put_trailer(struct evbuffer *b, const char *code, const char *msg)
 {
-    put_envelope(b, GBX_CONNECT_FLAG_END,
-                 code ? json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg)
-                      : json_object());
+    put_envelope(
+        b, GBX_CONNECT_FLAG_END,
+        code ? json_pack("{s:{s:s,s:o}}", "error", "code", code, "message", gbx_json_text(msg))
+             : json_object());
 }
 
 static void ev_begin(struct evhttp_request *req)
@@ -197,8 +200,10 @@ static void ev_keepalive(struct evbuffer *b)
  * alone). */
 static void stream_fail(struct evhttp_request *req, const char *code, const char *msg)
 {
+    json_t *text = gbx_json_text(msg); /* an agent's message cut short may end mid-character */
     gbx_e2b_stream_start(req);
-    gbx_e2b_stream_end(req, code, msg);
+    gbx_e2b_stream_end(req, code, json_string_value(text));
+    json_decref(text);
 }
 
 /* The agent's words for a failed SPAWN or ATTACH, in envd's. */
@@ -448,7 +453,9 @@ static void call_fail(struct call *c, const char *code, const char *fmt, ...)
     va_start(ap, fmt);
     char *msg = gbx_vasprintf(fmt, ap);
     va_end(ap);
-    gbx_e2b_rpc_error(c->req, code, "%s", msg);
+    json_t *text = gbx_json_text(msg); /* an agent's message cut short may end mid-character */
+    gbx_e2b_rpc_error(c->req, code, "%s", json_string_value(text));
+    json_decref(text);
     free(msg);
     call_free(c);
 }
@@ -499,8 +506,8 @@ static void procinfo_parse(const uint8_t *p, size_t len, struct procinfo *pi)
             break;
         case GBX_A_ARGV: {
             /* a string that does not fit or is not UTF-8 is shown mangled, not dropped */
-            json_t *js = gbx_attr_str(&a, s, sizeof(s)) == 0 ? json_string(s) : NULL;
-            json_array_append_new(pi->argv, js ? js : json_string("?"));
+            json_array_append_new(pi->argv,
+                                  gbx_json_text(gbx_attr_str(&a, s, sizeof(s)) == 0 ? s : "?"));
             break;
         }
         case GBX_A_CWD:
@@ -522,7 +529,7 @@ static json_t *procinfo_json(const struct procinfo *pi)
     json_t *config =
         json_pack("{s:s,s:o,s:{}}", "cmd", cmd ? json_string_value(cmd) : "", "args", args, "envs");
     if (pi->cwd[0])
-        json_object_set_new(config, "cwd", json_string(pi->cwd));
+        json_object_set_new(config, "cwd", gbx_json_text(pi->cwd));
     return json_pack("{s:o,s:I}", "config", config, "pid", (json_int_t)pi->pid);
 }
 

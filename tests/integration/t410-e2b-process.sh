@@ -134,6 +134,9 @@ stream rel Start '{"process":{"cmd":"pwd","cwd":"~"}}'
 check "cwd ~ is the home; cmd without args" eval '[ "$(c out "$T/rel.out" stdout)" = /home/user ]'
 stream nocwd Start '{"process":{"cmd":"pwd","cwd":"/nope/x"}}'
 check "a missing cwd: 200, no start, invalid_argument in the end-of-stream frame" is nocwd "(len(fr), end)" "(1, [{'error': {'code': 'invalid_argument', 'message': \"cwd '/nope/x' does not exist\"}}])"
+LONG=$(python3 -c "print('/' + 'é' * 300)")
+stream longcwd Start "{\"process\":{\"cmd\":\"true\",\"cwd\":\"$LONG\"}}"
+check "a missing cwd too long for the agent's message: still invalid_argument, valid UTF-8" is longcwd "end[0]['error']['code']" invalid_argument
 stream bob Start '{"process":{"cmd":"true"}}' -H 'Authorization: Basic Ym9iOg=='
 check "an unknown user: unauthenticated \"invalid username: 'bob'\"" is bob "end" "[{'error': {'code': 'unauthenticated', 'message': \"invalid username: 'bob'\"}}]"
 stream nulls Start '{"process":{"cmd":"echo","args":["null","is","default"],"envs":null,"cwd":null},"pty":null,"tag":null,"stdin":null}'
