@@ -322,6 +322,16 @@ describe('pause and connect', () => {
         assert.equal(await sbx.connect(), sbx, 'instance connect');
     });
 
+    test('an open command stream outlives a pause and finishes after connect', async () => {
+        const sbx = await newSandbox();
+        const h = await sbx.commands.run('read x; echo "after $x"', { background: true, stdin: true });
+        assert.equal(await sbx.pause(), true);
+        await Sandbox.connect(sbx.sandboxId);
+        await h.sendStdin('resume\n');
+        const r = await h.wait();
+        assert.equal(r.stdout, 'after resume\n');
+    });
+
     test('kill a paused sandbox', async () => {
         const sbx = await newSandbox();
         assert.equal(await Sandbox.pause(sbx.sandboxId), true);
@@ -380,6 +390,23 @@ describe('errors', () => {
         await sbx.setTimeout(1000);
         await waitFor(async () => !(await sbx.isRunning()), { timeoutMs: 30000, what: 'the sandbox to expire' });
         await assert.rejects(sbx.getInfo(), SandboxNotFoundError);
+    });
+
+    test('killing a sandbox ends its open streams with an error, none hangs', async () => {
+        const sbx = await newSandbox();
+        const bg = await sbx.commands.run('exec sleep 1000', { background: true });
+        // settled as soon as it fails, so the rejection is never unhandled
+        const fg = sbx.commands.run('echo started; exec sleep 1001').then((r) => r, (e) => e);
+        let watchExit;
+        const exited = new Promise((resolve) => { watchExit = resolve; });
+        await sbx.files.watchDir('/home/user', () => {}, { onExit: (e) => watchExit(e) });
+        await waitFor(async () => (await sbx.commands.list()).length === 2, { what: 'both commands running' });
+        assert.equal(await sbx.kill(), true);
+        await assert.rejects(bg.wait(), TimeoutError);
+        const fgEnd = await fg;
+        assert.ok(fgEnd instanceof TimeoutError, `the foreground run got ${fgEnd?.name}: ${fgEnd?.message}`);
+        const e = await exited;
+        assert.ok(e instanceof TimeoutError, `watchDir onExit got ${e?.name}: ${e?.message}`);
     });
 
     test('a wrong access token is refused by envd', async () => {
