@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -1579,6 +1581,13 @@ static int listen_tcp(struct gbx_server *s, const struct gbx_server_config *cfg,
     if ((s->tcp_bound = evhttp_bind_socket_with_handle(s->http_tcp, addr, (uint16_t)port)) == NULL)
         return gbx_err_sys(err, errno ? errno : EADDRINUSE, "cannot listen on '%s'",
                            cfg->listen_tcp);
+    /* streams write small frames one after another (a Connect stream's end, then its
+     * trailer): without TCP_NODELAY, Nagle holds the second until the client's delayed ACK,
+     * up to 40 ms. Accepted sockets inherit it from the listening one. */
+    int one = 1;
+    if (setsockopt(evhttp_bound_socket_get_fd(s->tcp_bound), IPPROTO_TCP, TCP_NODELAY, &one,
+                   sizeof(one)) < 0)
+        gbx_log_warn("cannot set TCP_NODELAY on '%s': %s", cfg->listen_tcp, strerror(errno));
     gbx_log_info("serving API keys' requests on %s", cfg->listen_tcp);
     return 0;
 }
