@@ -229,8 +229,8 @@ static size_t xfer_write(char *p, size_t size, size_t n, void *arg)
     return size * n;
 }
 
-int gbx_cli_transfer(const char *method, const char *path, int in_fd, long long in_len,
-                     int out_fd, json_t **reply)
+int gbx_cli_transfer(const char *method, const char *path, int in_fd, long long in_len, int out_fd,
+                     json_t **reply)
 {
     if (reply)
         *reply = NULL;

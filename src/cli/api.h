@@ -36,7 +36,7 @@ void gbx_cli_print_error(int status, json_t *reply);
  * -1: no body) and whose 2xx reply body is written to out_fd (-1: parsed into *reply like
  * gbx_cli_call). An error reply's JSON goes to *reply. Returns the status, or -1 when the
  * daemon cannot be reached or out_fd cannot be written (a message has been printed). */
-int gbx_cli_transfer(const char *method, const char *path, int in_fd, long long in_len,
-                     int out_fd, json_t **reply);
+int gbx_cli_transfer(const char *method, const char *path, int in_fd, long long in_len, int out_fd,
+                     json_t **reply);
 
 #endif

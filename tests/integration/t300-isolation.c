@@ -141,9 +141,8 @@ static void devices_not_openable(void **state)
     /* and where the host has a v1 devices controller, the sandbox's group allows only the
      * nodes of its /dev (inherited from the parent group) */
     if (rt->cg.v1[GBX_CG_DEVICES] && !rt->cg.v2_limits) {
-        gbx_autofree char *p =
-            gbx_asprintf("%s/glovebox/%s%s/devices.list", rt->cg.v1[GBX_CG_DEVICES],
-                         rt->cg.scope, t.sb->id);
+        gbx_autofree char *p = gbx_asprintf("%s/glovebox/%s%s/devices.list",
+                                            rt->cg.v1[GBX_CG_DEVICES], rt->cg.scope, t.sb->id);
         gbx_autofree char *list = NULL;
         assert_int_equal(gbx_read_file(p, 65536, &list, NULL), 0);
         assert_null(strstr(list, "a *:*"));
