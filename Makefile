@@ -54,9 +54,12 @@ DAEMON_SRCS := $(wildcard src/api/*.c src/daemon/*.c)
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/api/interp_blob.o
 DAEMON_LIBS := $(shell pkg-config --libs libevent jansson zlib)
 CLI_LIBS := $(shell pkg-config --libs jansson)
-CLI_SRCS := $(wildcard src/cli/*.c)
+CLI_SRCS := $(filter-out src/cli/audit.c src/cli/audit_main.c,$(wildcard src/cli/*.c))
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 CLI_LIB_OBJS := $(filter-out %/main.o,$(CLI_OBJS))
+# glovebox-audit: the one command that reads the store, so glovebox itself links neither
+# SQLite nor libcrypto (--as-needed drops them)
+AUDIT_OBJS := $(BUILD)/src/cli/audit.o $(BUILD)/src/cli/audit_main.o $(BUILD)/src/cli/util.o
 
 # glovebox-init: static, no library dependencies, never sanitized (it runs inside sandboxes).
 INIT_SRCS := $(wildcard src/init/*.c) src/agent/frame.c src/base/path.c
@@ -86,7 +89,7 @@ $(shell mkdir -p $(BUILD); if [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" != "$(FLAGS
     echo "$(FLAGS_NOW)" > $(FLAGS_STAMP); fi)
 
 
-all: $(BUILD)/glovebox $(BUILD)/gloveboxd $(BUILD)/glovebox-init $(LIB)
+all: $(BUILD)/glovebox $(BUILD)/glovebox-audit $(BUILD)/gloveboxd $(BUILD)/glovebox-init $(LIB)
 .PHONY: all test unit integration bench fuzz lint format format-check clean deps
 
 deps:
@@ -135,7 +138,10 @@ $(LIB): $(LIB_OBJS)
 	ar rcs $@ $^
 
 $(BUILD)/glovebox: $(CLI_OBJS) $(LIB)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(LIB) $(CLI_LIBS) $(LIBS)
+	$(CC) $(LDFLAGS_ALL) -Wl,--as-needed -o $@ $(CLI_OBJS) $(LIB) $(CLI_LIBS) $(LIBS)
+
+$(BUILD)/glovebox-audit: $(AUDIT_OBJS) $(LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(AUDIT_OBJS) $(LIB) $(CLI_LIBS) $(LIBS)
 
 $(BUILD)/gloveboxd: $(DAEMON_OBJS) $(LIB)
 	$(CC) $(LDFLAGS_ALL) -o $@ $(DAEMON_OBJS) $(LIB) $(DAEMON_LIBS) $(LIBS)

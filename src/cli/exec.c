@@ -11,7 +11,6 @@
  * ^D, ^Z go to the process), restored on every way out. */
 #include <errno.h>
 #include <getopt.h>
-#include <openssl/evp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -23,6 +22,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "base/b64.h"
 #include "base/fileutil.h"
 #include "base/parse.h"
 #include "cli/api.h"
@@ -209,18 +209,11 @@ static void on_line(void *arg, const char *line, size_t len)
     }
     if (strcmp(type, "stdout") == 0 || strcmp(type, "stderr") == 0) {
         const char *b64 = json_string_value(json_object_get(ev, "data"));
-        size_t n = b64 ? strlen(b64) : 0;
-        unsigned char *out = malloc(n / 4 * 3 + 3);
-        int m = out ? EVP_DecodeBlock(out, (const unsigned char *)b64, (int)n) : -1;
-        if (m > 0) {
-            /* EVP_DecodeBlock counts the padding as zero bytes */
-            if (n >= 1 && b64[n - 1] == '=')
-                m--;
-            if (n >= 2 && b64[n - 2] == '=')
-                m--;
+        size_t n = b64 ? strlen(b64) : 0, m = 0;
+        uint8_t *out = malloc(n / 4 * 3 + 3);
+        if (out && gbx_b64_decode(b64 ? b64 : "", n, out, &m) == 0 && m > 0)
             (void)!gbx_write_all(strcmp(type, "stdout") == 0 ? STDOUT_FILENO : STDERR_FILENO, out,
-                                 (size_t)m);
-        }
+                                 m);
         free(out);
     } else if (strcmp(type, "start") == 0) {
         st->proc = (long)json_integer_value(json_object_get(ev, "process"));

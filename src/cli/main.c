@@ -5,6 +5,11 @@
 
 #include "cli/cli.h"
 
+static int run_audit(int argc, char **argv)
+{
+    return gbx_cli_run_helper("glovebox-audit", argc, argv);
+}
+
 static const struct {
     const char *name;
     int (*fn)(int, char **);
@@ -21,7 +26,7 @@ static const struct {
     {"ps", gbx_cmd_ps, "list the running processes of a sandbox of the daemon"},
     {"kill", gbx_cmd_kill, "destroy sandboxes of the daemon"},
     {"apikey", gbx_cmd_apikey, "create, list and revoke API keys for the TCP listener"},
-    {"audit", gbx_cmd_audit, "verify the daemon's hash-chained audit log"},
+    {"audit", run_audit, "verify the daemon's hash-chained audit log"},
     {"version", gbx_cmd_version, "print the version"},
 };
 
