@@ -286,6 +286,17 @@ long gbx_aconn_send(struct gbx_aconn *c, gbx_aconn_reply_fn fn, void *arg)
     return (long)h.id;
 }
 
+void gbx_aconn_put_data(struct gbx_msg *m, const uint8_t *data, struct evbuffer *body, size_t n)
+{
+    uint8_t *dst = gbx_msg_reserve(m, GBX_A_DATA, n);
+    if (dst == NULL)
+        return; /* the overflow is sticky: gbx_aconn_send reports it */
+    if (data)
+        memcpy(dst, data, n);
+    else
+        GBX_BUG_ON(evbuffer_remove(body, dst, n) != (int)n);
+}
+
 void gbx_aconn_cancel(struct gbx_aconn *c, uint32_t id)
 {
     struct pending *p = find_pending(c, id);

@@ -21,6 +21,7 @@
 #include "base/err.h"
 
 struct event_base;
+struct evbuffer;
 struct gbx_aconn;
 struct gbx_sandbox;
 
@@ -50,6 +51,9 @@ struct gbx_msg *gbx_aconn_begin(struct gbx_aconn *c, uint16_t type);
  * Returns the request id (> 0), or -EMSGSIZE when it overflowed (nothing is sent),
  * or -ENOTCONN when the connection is already lost. */
 long gbx_aconn_send(struct gbx_aconn *c, gbx_aconn_reply_fn fn, void *arg);
+/* Put n bytes of file data into the request being built as its DATA attribute: from data
+ * when it is non-NULL, else removed from the front of body (which must hold them). */
+void gbx_aconn_put_data(struct gbx_msg *m, const uint8_t *data, struct evbuffer *body, size_t n);
 /* Forget the callback of a pending request (its reply will be dropped). */
 void gbx_aconn_cancel(struct gbx_aconn *c, uint32_t id);
 

@@ -33,7 +33,7 @@ int gbx_e2b_is_control_path(const char *path)
 
 /* ---- replies -------------------------------------------------------------------------------- */
 
-static void reply_json_status(struct evhttp_request *req, int status, json_t *body)
+void gbx_e2b_reply_json(struct evhttp_request *req, int status, json_t *body)
 {
     if (body == NULL) /* a message that is not UTF-8 (it quoted the client's bytes) */
         body = json_pack("{s:i,s:s}", "code", status, "message",
@@ -56,7 +56,7 @@ void gbx_e2b_error(struct evhttp_request *req, int status, const char *fmt, ...)
     va_start(ap, fmt);
     char *msg = gbx_vasprintf(fmt, ap);
     va_end(ap);
-    reply_json_status(req, status, json_pack("{s:i,s:s}", "code", status, "message", msg));
+    gbx_e2b_reply_json(req, status, json_pack("{s:i,s:s}", "code", status, "message", msg));
     free(msg);
 }
 
@@ -66,14 +66,14 @@ void gbx_e2b_rpc_error(struct evhttp_request *req, const char *code, const char 
     va_start(ap, fmt);
     char *msg = gbx_vasprintf(fmt, ap);
     va_end(ap);
-    reply_json_status(req, gbx_connect_http_status(code),
-                      json_pack("{s:s,s:s}", "code", code, "message", msg));
+    gbx_e2b_reply_json(req, gbx_connect_http_status(code),
+                       json_pack("{s:s,s:s}", "code", code, "message", msg));
     free(msg);
 }
 
 void gbx_e2b_rpc_reply(struct evhttp_request *req, json_t *msg)
 {
-    reply_json_status(req, 200, msg);
+    gbx_e2b_reply_json(req, 200, msg);
 }
 
 int gbx_e2b_is_stream(struct evhttp_request *req)
@@ -270,10 +270,10 @@ void gbx_e2b_data(struct gbx_server *s, struct event_base *base, struct evhttp_r
     struct gbx_live *l = gbx_sandboxes_find(s, sandbox_id);
     if (l == NULL || l->paused) {
         /* what E2B's edge answers for an unknown, killed or paused sandbox */
-        reply_json_status(req, 502,
-                          json_pack("{s:s,s:s,s:i}", "sandboxId",
-                                    gbx_sandbox_id_valid(sandbox_id) == 0 ? sandbox_id : "",
-                                    "message", "The sandbox was not found", "code", 502));
+        gbx_e2b_reply_json(req, 502,
+                           json_pack("{s:s,s:s,s:i}", "sandboxId",
+                                     gbx_sandbox_id_valid(sandbox_id) == 0 ? sandbox_id : "",
+                                     "message", "The sandbox was not found", "code", 502));
         return;
     }
     gbx_server_act_as(s, l->owner);

@@ -67,6 +67,9 @@ size_t gbx_e2b_interp_shutdown(void);
 
 /* ---- shared helpers (e2b.c) ------------------------------------------------------------------ */
 
+/* A JSON reply (body stolen; NULL — a value that could not be built — becomes a generic
+ * error body). */
+void gbx_e2b_reply_json(struct evhttp_request *req, int status, json_t *body);
 /* Control plane and envd REST errors: {"code": status, "message": "..."}. */
 void gbx_e2b_error(struct evhttp_request *req, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

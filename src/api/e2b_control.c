@@ -53,20 +53,6 @@
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
-static void reply_json(struct evhttp_request *req, int status, json_t *body)
-{
-    char *text = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
-    GBX_BUG_ON(text == NULL);
-    struct evbuffer *b = evbuffer_new();
-    GBX_BUG_ON(b == NULL);
-    evbuffer_add(b, text, strlen(text));
-    free(text);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
-    evhttp_send_reply(req, status, gbx_http_reason(status), b);
-    evbuffer_free(b);
-}
-
 /* A success without a body: 204, which carries neither a body nor a length. */
 static void reply_none(struct evhttp_request *req)
 {
@@ -519,7 +505,7 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
         goto out;
     }
     remember_template(l, tid);
-    reply_json(req, 201, sandbox_obj(l));
+    gbx_e2b_reply_json(req, 201, sandbox_obj(l));
 out:
     json_decref(native);
     json_decref(body);
@@ -551,7 +537,7 @@ static void handle_connect(struct gbx_server *s, struct evhttp_request *req, str
             gbx_sandboxes_set_expiry(
                 s, l, want, json_pack("{s:I,s:s}", "timeout", timeout, "via", "e2b.connect"));
     }
-    reply_json(req, status, sandbox_obj(l));
+    gbx_e2b_reply_json(req, status, sandbox_obj(l));
 }
 
 static void handle_kill(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
@@ -664,7 +650,7 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req, str
     uint64_t t;
     if ((start && gbx_parse_u64(start, 0, UINT32_MAX, &t) == 0 && (int64_t)t > now_s + 5) ||
         (end && gbx_parse_u64(end, 0, UINT32_MAX, &t) == 0 && (int64_t)t < now_s - 5))
-        return reply_json(req, 200, arr);
+        return gbx_e2b_reply_json(req, 200, arr);
     struct gbx_cg_usage u;
     memset(&u, 0, sizeof(u));
     gbx_autoerr struct gbx_err *err = NULL;
@@ -686,7 +672,7 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req, str
                        cpu_pct(l, u.cpu_usage_ns, now), "memUsed", (json_int_t)u.memory_bytes,
                        "memTotal", (json_int_t)mem_limit(l), "memCache", (json_int_t)0, "diskUsed",
                        (json_int_t)disk_used, "diskTotal", (json_int_t)disk_total));
-    reply_json(req, 200, arr);
+    gbx_e2b_reply_json(req, 200, arr);
 }
 
 /* ---- list --------------------------------------------------------------------------------- */
@@ -895,7 +881,7 @@ static void handle_list(struct gbx_server *s, struct evhttp_request *req)
     }
     free(a.v);
     list_query_release(&q);
-    reply_json(req, 200, arr);
+    gbx_e2b_reply_json(req, 200, arr);
 }
 
 /* ---- routing ------------------------------------------------------------------------------ */
@@ -1004,7 +990,7 @@ void gbx_e2b_control(struct gbx_server *s, struct evhttp_request *req, const cha
             return;
         if (m == EVHTTP_REQ_DELETE)
             return handle_kill(s, req, l);
-        return reply_json(req, 200, detail_obj(l));
+        return gbx_e2b_reply_json(req, 200, detail_obj(l));
     } else if (strcmp(seg[0], "sandboxes") == 0 && n == 3) {
         for (size_t i = 0; i < GBX_ARRAY_SIZE(sandbox_subs); i++)
             if (strcmp(seg[2], sandbox_subs[i].name) == 0)
@@ -1012,7 +998,7 @@ void gbx_e2b_control(struct gbx_server *s, struct evhttp_request *req, const cha
     } else if (strcmp(seg[0], "snapshots") == 0 && n == 1) {
         if (m != EVHTTP_REQ_GET)
             return method_not_allowed(req, "GET");
-        return reply_json(req, 200, json_array()); /* no snapshots exist yet */
+        return gbx_e2b_reply_json(req, 200, json_array()); /* no snapshots exist yet */
     } else if (strcmp(seg[0], "templates") == 0 && n == 2) {
         if (m != EVHTTP_REQ_DELETE)
             return method_not_allowed(req, "DELETE");

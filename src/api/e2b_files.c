@@ -309,13 +309,7 @@ static void pump(struct gbx_e2b_fsop *op)
             n = GBX_FRAME_CHUNK;
         struct gbx_msg *m = gbx_aconn_begin(op->ac, GBX_MSG_WRITE_DATA);
         gbx_msg_put_u32(m, GBX_A_HANDLE, op->handle);
-        uint8_t *dst = gbx_msg_reserve(m, GBX_A_DATA, n);
-        if (dst) {
-            if (it->data)
-                memcpy(dst, it->data + it->sent, n);
-            else
-                GBX_BUG_ON(evbuffer_remove(op->body, dst, n) != (int)n);
-        }
+        gbx_aconn_put_data(m, it->data ? it->data + it->sent : NULL, op->body, n);
         if (gbx_e2b_fsop_send(op, on_write_data) < 0)
             return;
         it->sent += n;

@@ -14,6 +14,7 @@
 
 #include "api/connect.h"
 #include "api/e2b.h"
+#include "api/http.h"
 #include "api/sandboxes.h"
 #include "api/server.h"
 #include "base/mem.h"
@@ -348,18 +349,7 @@ static void drained(struct evhttp_connection *conn, void *arg)
  * is read from the agent until it fires. */
 void gbx_e2b_fsop_send_chunk(struct gbx_e2b_fsop *op, struct evbuffer *b)
 {
-    struct evhttp_connection *conn = evhttp_request_get_connection(op->req);
-    if (conn == NULL)
-        return;
-    struct bufferevent *out = evhttp_connection_get_bufferevent(conn);
-    size_t pending = evbuffer_get_length(bufferevent_get_output(out)) + evbuffer_get_length(b);
-    if (!op->paused && pending > FSOP_OUT_CAP) {
-        op->paused = 1;
-        gbx_aconn_pause(op->ac, 1);
-        evhttp_send_reply_chunk_with_cb(op->req, b, drained, op);
-    } else {
-        evhttp_send_reply_chunk(op->req, b);
-    }
+    gbx_http_send_chunk(op->req, b, FSOP_OUT_CAP, &op->paused, op->ac, drained, op);
 }
 
 void gbx_e2b_fsop_audit(struct gbx_e2b_fsop *op, const char *kind, json_t *detail)

@@ -126,13 +126,7 @@ static void run_send(struct run *r, const char *line, size_t len)
     GBX_BUG_ON(b == NULL);
     evbuffer_add(b, line, len);
     evbuffer_add(b, "\n", 1);
-    if (!r->paused && gbx_e2b_stream_pending(r->req) + len > OUT_CAP && r->ctx->ac) {
-        r->paused = 1;
-        gbx_aconn_pause(r->ctx->ac, 1);
-        evhttp_send_reply_chunk_with_cb(r->req, b, drained, r);
-    } else {
-        evhttp_send_reply_chunk(r->req, b);
-    }
+    gbx_http_send_chunk(r->req, b, OUT_CAP, &r->paused, r->ctx->ac, drained, r);
     evbuffer_free(b);
 }
 

@@ -280,18 +280,9 @@ static void send_buf(struct stream *st, struct evbuffer *b)
      * agent until it has written everything out. evhttp keeps one "written" callback per
      * connection, replaced by each chunk sent with one (and by the end of the reply): it is
      * set only on the chunk that crosses the cap, and nothing else is sent until it fires. */
-    struct evhttp_connection *conn = evhttp_request_get_connection(st->req);
-    struct bufferevent *out = evhttp_connection_get_bufferevent(conn);
-    size_t pending = evbuffer_get_length(bufferevent_get_output(out)) + evbuffer_get_length(b);
-    if (!st->paused && pending > EXEC_OUT_CAP) {
-        st->paused = 1;
-        struct gbx_aconn *agent = st->source ? st->source->agent : st->agent;
-        if (agent) /* NULL: a subscriber whose source is gone, ending */
-            gbx_aconn_pause(agent, 1);
-        evhttp_send_reply_chunk_with_cb(st->req, b, drained, st);
-    } else {
-        evhttp_send_reply_chunk(st->req, b);
-    }
+    /* (NULL agent: a subscriber whose source is gone, ending) */
+    gbx_http_send_chunk(st->req, b, EXEC_OUT_CAP, &st->paused,
+                        st->source ? st->source->agent : st->agent, drained, st);
 }
 
 static struct evbuffer *buf_new(void)

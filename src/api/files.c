@@ -712,16 +712,7 @@ static void drained(struct evhttp_connection *conn, void *arg)
  * is sent until it fires (the agent is paused meanwhile). */
 static void send_chunk(struct op *op, struct evbuffer *b)
 {
-    struct evhttp_connection *conn = evhttp_request_get_connection(op->req);
-    struct bufferevent *out = evhttp_connection_get_bufferevent(conn);
-    size_t pending = evbuffer_get_length(bufferevent_get_output(out)) + evbuffer_get_length(b);
-    if (!op->paused && pending > FILES_OUT_CAP) {
-        op->paused = 1;
-        gbx_aconn_pause(op->ac, 1);
-        evhttp_send_reply_chunk_with_cb(op->req, b, drained, op);
-    } else {
-        evhttp_send_reply_chunk(op->req, b);
-    }
+    gbx_http_send_chunk(op->req, b, FILES_OUT_CAP, &op->paused, op->ac, drained, op);
 }
 
 static void on_read(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
@@ -912,13 +903,7 @@ static void pump(struct op *op)
             n = GBX_FRAME_CHUNK;
         struct gbx_msg *m = gbx_aconn_begin(op->ac, GBX_MSG_WRITE_DATA);
         gbx_msg_put_u32(m, GBX_A_HANDLE, op->handle);
-        uint8_t *dst = gbx_msg_reserve(m, GBX_A_DATA, n);
-        if (dst) {
-            if (it->data)
-                memcpy(dst, it->data + it->sent, n);
-            else
-                GBX_BUG_ON(evbuffer_remove(op->body, dst, n) != (int)n);
-        }
+        gbx_aconn_put_data(m, it->data ? it->data + it->sent : NULL, op->body, n);
         if (send_req(op, on_write_data) < 0)
             return;
         it->sent += n;

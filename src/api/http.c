@@ -2,11 +2,13 @@
 #include "api/http.h"
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "api/aconn.h"
 #include "base/mem.h"
 
 #define GBX_JSON_MAX_DEPTH 32
@@ -199,6 +201,25 @@ json_t *gbx_json_text(const char *s)
     free(out);
     GBX_BUG_ON(v == NULL);
     return v;
+}
+
+void gbx_http_send_chunk(struct evhttp_request *req, struct evbuffer *b, size_t cap, int *paused,
+                         struct gbx_aconn *ac, void (*drained)(struct evhttp_connection *, void *),
+                         void *arg)
+{
+    struct evhttp_connection *conn = evhttp_request_get_connection(req);
+    if (conn == NULL)
+        return;
+    struct bufferevent *out = evhttp_connection_get_bufferevent(conn);
+    size_t pending = evbuffer_get_length(bufferevent_get_output(out)) + evbuffer_get_length(b);
+    if (!*paused && pending > cap) {
+        *paused = 1;
+        if (ac)
+            gbx_aconn_pause(ac, 1);
+        evhttp_send_reply_chunk_with_cb(req, b, drained, arg);
+    } else {
+        evhttp_send_reply_chunk(req, b);
+    }
 }
 
 static size_t json_limit = 1u << 20;

@@ -8,6 +8,7 @@
 
 #include "base/err.h"
 
+struct evbuffer;
 struct evhttp_request;
 
 /* Map an error kind to its HTTP status (the only place that does). */
@@ -26,6 +27,16 @@ void gbx_http_reply_error_status(struct evhttp_request *req, int status, enum gb
 /* A JSON string of s, which may come from a sandbox (file names, link targets, users): bytes
  * that are not UTF-8 become U+FFFD, so the value always exists. */
 json_t *gbx_json_text(const char *s);
+/* Send one chunk of a streamed reply (b is copied out) with backpressure: when the client's
+ * connection then holds more than cap bytes and *paused is clear, set *paused, pause the
+ * agent connection ac (may be NULL) and have drained(conn, arg) called once everything is
+ * written out — evhttp keeps one "written" callback per connection, so it is set only on
+ * the chunk that crosses the cap, and the caller sends nothing more until it fires. */
+struct gbx_aconn;
+struct evhttp_connection;
+void gbx_http_send_chunk(struct evhttp_request *req, struct evbuffer *b, size_t cap, int *paused,
+                         struct gbx_aconn *ac, void (*drained)(struct evhttp_connection *, void *),
+                         void *arg);
 /* The largest JSON request body gbx_http_body_object accepts (413 beyond). */
 void gbx_http_set_json_limit(size_t bytes);
 /* Parse the request body as a JSON object (an empty body is {}). On failure replies 400
