@@ -15,6 +15,7 @@
 struct gbx_store {
     sqlite3 *db;
     char *path;
+    int relaxed; /* synchronous = NORMAL (see gbx_store_relax) */
 };
 
 /* Schema history. Each entry takes the database from version i to i + 1; never edit one
@@ -489,8 +490,40 @@ static void sha256_hex(const char *text, char out[65])
         snprintf(out + 2 * i, 3, "%02x", d[i]);
 }
 
+static int apikey_create(struct gbx_store *s, const char *name, char key[GBX_APIKEY_LEN + 1],
+                         struct gbx_err **err);
+
+void gbx_store_relax(struct gbx_store *s)
+{
+    if (exec_sql(s, "PRAGMA synchronous = NORMAL", NULL) == 0)
+        s->relaxed = 1;
+}
+
+/* API keys stay durable through a power loss even on a relaxed connection: a revoked key
+ * must not come back. */
+static void strict_begin(struct gbx_store *s)
+{
+    if (s->relaxed)
+        (void)exec_sql(s, "PRAGMA synchronous = FULL", NULL);
+}
+
+static void strict_end(struct gbx_store *s)
+{
+    if (s->relaxed)
+        (void)exec_sql(s, "PRAGMA synchronous = NORMAL", NULL);
+}
+
 int gbx_store_apikey_create(struct gbx_store *s, const char *name, char key[GBX_APIKEY_LEN + 1],
                             struct gbx_err **err)
+{
+    strict_begin(s);
+    int r = apikey_create(s, name, key, err);
+    strict_end(s);
+    return r;
+}
+
+static int apikey_create(struct gbx_store *s, const char *name, char key[GBX_APIKEY_LEN + 1],
+                         struct gbx_err **err)
 {
     unsigned char rnd[32];
     if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
@@ -538,7 +571,17 @@ int gbx_store_apikey_check(struct gbx_store *s, const char *key, char *name, siz
     return found;
 }
 
+static int apikey_revoke(struct gbx_store *s, const char *name, struct gbx_err **err);
+
 int gbx_store_apikey_revoke(struct gbx_store *s, const char *name, struct gbx_err **err)
+{
+    strict_begin(s);
+    int r = apikey_revoke(s, name, err);
+    strict_end(s);
+    return r;
+}
+
+static int apikey_revoke(struct gbx_store *s, const char *name, struct gbx_err **err)
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db,

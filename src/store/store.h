@@ -25,6 +25,11 @@ int gbx_store_exec(struct gbx_store *s, const char *sql, struct gbx_err **err) G
 bool gbx_store_in_transaction(struct gbx_store *s);
 /* The schema version the database is at (PRAGMA user_version). */
 int gbx_store_schema_version(struct gbx_store *s);
+/* Commit with synchronous = NORMAL on this connection (WAL): a commit survives the process
+ * being killed, not a power loss of the host. For the daemon's sandbox rows: a host that
+ * loses power loses its sandboxes too, and the next daemon cleans up whatever a row says.
+ * API key changes stay fully durable. */
+void gbx_store_relax(struct gbx_store *s);
 /* The newest schema version this build knows. */
 int gbx_store_schema_latest(void);
 
