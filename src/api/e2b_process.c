@@ -584,6 +584,7 @@ static void call_act(struct call *c, const struct procinfo *pi)
         /* in frames of at most GBX_FRAME_CHUNK bytes, all queued at once (the body is bounded
          * by the server's body limit); an empty input still asks the agent */
         size_t off = 0;
+        gbx_api_exec_stdin_bytes(c->sandbox, c->proc, c->len);
         do {
             size_t n = c->len - off < GBX_FRAME_CHUNK ? c->len - off : GBX_FRAME_CHUNK;
             m = gbx_aconn_begin(c->agent, GBX_MSG_STDIN);

@@ -86,6 +86,7 @@ struct stream {
     int64_t start_ns;
     int64_t mono_ns; /* when the request arrived, for the start latency */
     uint64_t out_bytes, err_bytes;
+    uint64_t in_bytes;          /* written to its stdin through the process routes */
     struct evhttp_request *req; /* NULL once the client is gone */
     struct gbx_aconn *agent;
     struct event *timer;            /* the "timeout" of the process, while it runs */
@@ -170,6 +171,7 @@ static void audit_end(struct stream *st, const char *kind, json_t *how)
     json_object_set_new(d, "process", json_integer(st->proc));
     json_object_set_new(d, "stdout_bytes", json_integer((json_int_t)st->out_bytes));
     json_object_set_new(d, "stderr_bytes", json_integer((json_int_t)st->err_bytes));
+    json_object_set_new(d, "stdin_bytes", json_integer((json_int_t)st->in_bytes));
     json_object_set_new(d, "duration_ms",
                         json_integer((gbx_realtime_ns() - st->start_ns) / 1000000));
     if (how)
@@ -777,6 +779,16 @@ size_t gbx_api_exec_drain(const char *why)
         n++;
     }
     return n;
+}
+
+void gbx_api_exec_stdin_bytes(const char *sandbox, uint32_t proc, size_t n)
+{
+    /* the stream that started the process (not followers or takers-over) counts them */
+    for (struct stream *st = streams; st; st = st->next)
+        if (st->proc == proc && st->started && strcmp(st->sandbox, sandbox) == 0) {
+            st->in_bytes += n;
+            return;
+        }
 }
 
 void gbx_api_exec_shutdown(void)

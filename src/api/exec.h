@@ -34,6 +34,8 @@ void gbx_api_exec_attach(struct gbx_server *srv, struct event_base *base,
  * client left included (those timeouts are then not enforced). For the daemon's shutdown,
  * after its HTTP servers were freed, before the event base is. */
 void gbx_api_exec_shutdown(void);
+/* n bytes were written to process proc's stdin (for its exec.end audit record). */
+void gbx_api_exec_stdin_bytes(const char *sandbox, uint32_t proc, size_t n);
 /* The daemon is stopping: end every stream cleanly with an error event saying why (and the
  * process handle to attach to later); requests still waiting get a 503. */
 size_t gbx_api_exec_drain(const char *why);

@@ -373,6 +373,7 @@ static void do_stdin(struct gbx_server *srv, struct event_base *base, struct evh
         return;
     c->kind = "process.stdin";
     c->detail = json_pack("{s:i,s:i}", "process", (json_int_t)proc, "bytes", (json_int_t)total);
+    gbx_api_exec_stdin_bytes(sb->id, proc, total);
     /* an empty body still asks the agent, so a process without stdin is reported */
     do {
         size_t n = evbuffer_get_length(in);

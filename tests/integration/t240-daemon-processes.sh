@@ -256,6 +256,7 @@ fi
 kill -TERM "$DPID"; wait "$DPID"; rc=$?; DPID=
 check "the daemon stops cleanly (no leaks under ASan)" [ $rc -eq 0 ]
 n() { q "print(c.execute(\"select count(*) from audit where kind = '$1'\").fetchone()[0])"; }
+check "audit: exec.end counts the bytes written to stdin" [ "$(q "print(json.loads(c.execute(\"select detail from audit where kind = 'exec.end' and detail like '%\\\"cat\\\"%' order by seq limit 1\").fetchone()[0])['stdin_bytes'])")" = 14 ]
 check "audit: process.stdin with the byte count" [ "$(q "print(json.loads(c.execute(\"select detail from audit where kind = 'process.stdin' order by seq limit 1\").fetchone()[0])['bytes'])")" = 14 ]
 check "audit: process.signal" [ "$(n process.signal)" -ge 3 ]
 check "audit: process.close_stdin" [ "$(n process.close_stdin)" -ge 2 ]
