@@ -23,6 +23,12 @@ struct pending {
     void *arg;
 };
 
+/* The request being built, for every connection: the loop builds one request at a time
+ * (begin .. send runs without returning to the loop), so one buffer serves all, allocated
+ * once instead of a frame-sized buffer (an mmap and munmap) per connection. */
+static uint8_t *build_buf;
+static struct gbx_aconn *builder;
+
 struct gbx_aconn {
     struct bufferevent *bev;
     gbx_aconn_event_fn on_event;
@@ -35,7 +41,6 @@ struct gbx_aconn {
     int paused;
     int dispatching; /* inside a callback: free later */
     int doomed;      /* gbx_aconn_free was called while dispatching */
-    uint8_t *out;    /* FRAME_MAX bytes: the request being built */
     struct gbx_msg msg;
     int building;
     size_t drain_low;
@@ -52,7 +57,8 @@ static void destroy(struct gbx_aconn *c)
     }
     if (c->bev)
         bufferevent_free(c->bev);
-    free(c->out);
+    if (builder == c)
+        builder = NULL;
     free(c);
 }
 
@@ -212,7 +218,6 @@ struct gbx_aconn *gbx_aconn_new(struct event_base *base, int fd, gbx_aconn_event
     c->arg = arg;
     c->tail = &c->pending;
     c->next_id = 1;
-    c->out = gbx_xmalloc(FRAME_MAX);
     /* a frame never sits half-read for want of buffer room */
     bufferevent_setwatermark(c->bev, EV_READ, 0, 4 * FRAME_MAX);
     bufferevent_setcb(c->bev, on_read, on_write, on_bev_event, c);
@@ -255,12 +260,15 @@ void gbx_aconn_free(struct gbx_aconn *c)
 
 struct gbx_msg *gbx_aconn_begin(struct gbx_aconn *c, uint16_t type)
 {
-    GBX_BUG_ON(c->building);
+    GBX_BUG_ON(c->building || builder != NULL);
     c->building = 1;
+    builder = c;
+    if (build_buf == NULL)
+        build_buf = gbx_xmalloc(FRAME_MAX);
     uint32_t id = c->next_id++;
     if (c->next_id == 0)
         c->next_id = 1;
-    gbx_msg_start(&c->msg, c->out, FRAME_MAX, type, id);
+    gbx_msg_start(&c->msg, build_buf, FRAME_MAX, type, id);
     return &c->msg;
 }
 
@@ -268,14 +276,15 @@ long gbx_aconn_send(struct gbx_aconn *c, gbx_aconn_reply_fn fn, void *arg)
 {
     GBX_BUG_ON(!c->building);
     c->building = 0;
+    builder = NULL;
     long n = gbx_msg_finish(&c->msg);
     if (n < 0)
         return -EMSGSIZE;
     if (c->lost || c->doomed)
         return -ENOTCONN;
     struct gbx_frame_hdr h;
-    GBX_BUG_ON(gbx_frame_decode_hdr(c->out, (size_t)n, &h) < 0);
-    if (bufferevent_write(c->bev, c->out, (size_t)n) < 0)
+    GBX_BUG_ON(gbx_frame_decode_hdr(build_buf, (size_t)n, &h) < 0);
+    if (bufferevent_write(c->bev, build_buf, (size_t)n) < 0)
         return -ENOTCONN;
     struct pending *p = gbx_xcalloc(1, sizeof(*p));
     p->id = h.id;

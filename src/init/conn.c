@@ -10,8 +10,6 @@
 
 #include "init/init.h"
 
-#define FRAME_MAX (GBX_FRAME_HDR_SIZE + GBX_FRAME_MAX_PAYLOAD)
-
 /* Frames for a connection that is gone are built here and dropped. */
 static uint8_t scratch[FRAME_MAX];
 
@@ -35,6 +33,36 @@ struct gbx_conn *gbx_conn_by_serial(uint64_t serial)
     return NULL;
 }
 
+/* Frame-sized buffers of closed connections, kept for the next ones: connections come and
+ * go with every request of the daemon, and a fresh buffer of this size is an mmap and a
+ * munmap each time. */
+static void *spare[4];
+
+void *gbx_conn_buf_get(void)
+{
+    for (size_t i = 0; i < sizeof(spare) / sizeof(spare[0]); i++) {
+        if (spare[i]) {
+            void *p = spare[i];
+            spare[i] = NULL;
+            return p;
+        }
+    }
+    void *p = malloc(FRAME_MAX);
+    GBX_BUG_ON(p == NULL);
+    return p;
+}
+
+void gbx_conn_buf_put(void *p)
+{
+    for (size_t i = 0; p && i < sizeof(spare) / sizeof(spare[0]); i++) {
+        if (spare[i] == NULL) {
+            spare[i] = p;
+            return;
+        }
+    }
+    free(p);
+}
+
 static void out_reserve(struct gbx_conn *c, size_t need)
 {
     if (c->out_off > 0 && (c->out_off == c->out_len || c->out_cap - c->out_len < need)) {
@@ -47,7 +75,7 @@ static void out_reserve(struct gbx_conn *c, size_t need)
     size_t cap = c->out_cap ? c->out_cap : FRAME_MAX;
     while (cap - c->out_len < need)
         cap *= 2;
-    uint8_t *p = realloc(c->out, cap);
+    uint8_t *p = c->out == NULL && cap == FRAME_MAX ? gbx_conn_buf_get() : realloc(c->out, cap);
     GBX_BUG_ON(p == NULL);
     c->out = p;
     c->out_cap = cap;
@@ -278,8 +306,7 @@ static struct gbx_conn *conn_new(int fd)
         return NULL;
     struct gbx_conn *c = calloc(1, sizeof(*c));
     GBX_BUG_ON(c == NULL);
-    c->in = malloc(FRAME_MAX);
-    GBX_BUG_ON(c->in == NULL);
+    c->in = gbx_conn_buf_get();
     c->serial = ++gbx_g.next_serial;
     c->next_handle = 1;
     gbx_src_init(&c->src, GBX_SRC_CONN, fd, c);

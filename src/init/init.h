@@ -40,6 +40,7 @@ static inline int close_range(unsigned int first, unsigned int last, int flags)
 #endif
 
 #define INIT_MAX_CONNS GBX_AGENT_MAX_CONNS
+#define FRAME_MAX (GBX_FRAME_HDR_SIZE + GBX_FRAME_MAX_PAYLOAD)
 /* A connection whose unsent output reaches the soft cap stops being fed process output
  * and READ/LIST chunks; at the hard cap init also stops reading its requests. */
 #define INIT_OUT_SOFT_CAP (1u << 20)
@@ -138,6 +139,9 @@ int gbx_req_str(struct gbx_req *r, uint16_t tag, const char *name, char *out, si
 int gbx_req_user(struct gbx_req *r, struct gbx_user *u);
 
 /* conn.c */
+/* A FRAME_MAX-byte buffer (a spare one when there is one); give it back with _put. */
+void *gbx_conn_buf_get(void);
+void gbx_conn_buf_put(void *p);
 void gbx_conn_accept(int lfd);
 void gbx_conn_adopt(int fd);
 void gbx_conn_event(struct gbx_conn *c, uint32_t events);

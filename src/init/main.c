@@ -193,8 +193,11 @@ static void loop_tail(void)
     for (int i = 0; i < INIT_MAX_CONNS; i++) {
         struct gbx_conn *c = gbx_g.conns[i];
         if (c != NULL && c->dead) {
-            free(c->in);
-            free(c->out);
+            gbx_conn_buf_put(c->in);
+            if (c->out_cap == FRAME_MAX)
+                gbx_conn_buf_put(c->out);
+            else
+                free(c->out);
             free(c);
             gbx_g.conns[i] = NULL;
         }
