@@ -271,17 +271,8 @@ static uint64_t mem_limit(const struct gbx_live *l)
 
 /* The native core keeps the Glovebox template; the E2B template ID is derived from it (the
  * default template is "base"), except when the client named the default template another
- * way ("code-interpreter-v1", "host"): that name is remembered here, for as long as the
- * daemon runs, in a ring of TEMPLATE_MEMO entries (an entry is matched by id and creation
- * time, so a stale one never applies to a later sandbox with the same id). */
-#define TEMPLATE_MEMO 1024
-static struct template_memo {
-    char id[GBX_ID_MAX + 1];
-    int64_t created_ns;
-    char name[GBX_ID_MAX + 1];
-} memo[TEMPLATE_MEMO];
-static size_t memo_next;
-
+ * way ("code-interpreter-v1", "host"): that name is kept as the sandbox's "e2b.template"
+ * attribute, in its record, so it survives a restart of the daemon. */
 static const char *derived_template(const struct gbx_live *l)
 {
     return strcmp(l->template_name, GBX_DEFAULT_TEMPLATE) == 0 ? DEFAULT_TEMPLATE_ID
@@ -290,20 +281,15 @@ static const char *derived_template(const struct gbx_live *l)
 
 static const char *client_template(const struct gbx_live *l)
 {
-    for (size_t i = 0; i < TEMPLATE_MEMO; i++)
-        if (memo[i].created_ns == l->created_ns && strcmp(memo[i].id, l->sb->id) == 0)
-            return memo[i].name;
-    return derived_template(l);
+    const char *name = json_string_value(json_object_get(l->attrs, "e2b.template"));
+    return name ? name : derived_template(l);
 }
 
-static void remember_template(const struct gbx_live *l, const char *name)
+static void remember_template(struct gbx_server *s, struct gbx_live *l, const char *name)
 {
     if (strcmp(name, derived_template(l)) == 0 || strlen(name) > GBX_ID_MAX)
         return;
-    struct template_memo *m = &memo[memo_next++ % TEMPLATE_MEMO];
-    snprintf(m->id, sizeof(m->id), "%s", l->sb->id);
-    snprintf(m->name, sizeof(m->name), "%s", name);
-    m->created_ns = l->created_ns;
+    gbx_sandboxes_set_attr(s, l, "e2b.template", json_string(name));
 }
 
 /* ---- rate limiting ------------------------------------------------------------------------ */
@@ -504,7 +490,7 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
             reply_gbx_err(req, err);
         goto out;
     }
-    remember_template(l, tid);
+    remember_template(s, l, tid);
     gbx_e2b_reply_json(req, 201, sandbox_obj(l));
 out:
     json_decref(native);

@@ -31,6 +31,7 @@ struct gbx_live {
     char *spec_text;    /* the create request as stored (to compare a retried create) */
     char token[65];     /* a random secret for this sandbox (E2B's envd access token) */
     int paused;         /* frozen (E2B pause); resumed by connect */
+    json_t *attrs;      /* what front ends remember about it ({"e2b.template": ...}), or NULL */
 };
 
 /* A create request, checked (see gbx_sandboxes_parse). Strings borrow from the JSON body. */
@@ -63,6 +64,10 @@ void gbx_sandboxes_set_expiry(struct gbx_server *s, struct gbx_live *l, int64_t 
 /* Freeze or thaw every process of the sandbox (its timeout keeps running). */
 int gbx_sandboxes_pause(struct gbx_server *s, struct gbx_live *l, int paused,
                         struct gbx_err **err) GBX_WUR;
+/* Remember a front end's attribute of the sandbox (value stolen; NULL removes it), in its
+ * record: it survives a restart of the daemon. */
+void gbx_sandboxes_set_attr(struct gbx_server *s, struct gbx_live *l, const char *key,
+                            json_t *value);
 /* Call fn for every sandbox the current actor may see, newest first; a non-zero return
  * stops. fn must not create or destroy sandboxes. */
 void gbx_sandboxes_each(struct gbx_server *s, int (*fn)(void *arg, struct gbx_live *l), void *arg);

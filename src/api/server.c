@@ -430,20 +430,51 @@ static void store_delete(struct gbx_server *s, const char *id)
     gbx_store_writer_sandbox_delete(s->writer, id, write_done, s);
 }
 
+static void live_row(const struct gbx_live *l, struct gbx_store_sandbox *row, char **attrs)
+{
+    *attrs = l->attrs ? json_dumps(l->attrs, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    *row = (struct gbx_store_sandbox){.id = l->sb->id,
+                                      .owner = l->owner,
+                                      .template_name = l->template_name,
+                                      .state = l->paused ? "paused" : "running",
+                                      .spec = l->spec_text ? l->spec_text : "{}",
+                                      .created_ns = l->created_ns,
+                                      .host_uid = l->sb->host_uid,
+                                      .uid_slot = l->sb->uid_slot,
+                                      .init_pid = l->sb->init_pid,
+                                      .expires_ns = l->expires_ns,
+                                      .token = l->token,
+                                      .attrs = *attrs};
+}
+
+static int store_put_live(struct gbx_server *s, const struct gbx_live *l, struct gbx_err **err);
+
+void gbx_sandboxes_set_attr(struct gbx_server *s, struct gbx_live *l, const char *key,
+                            json_t *value)
+{
+    if (l->attrs == NULL)
+        l->attrs = json_object();
+    if (value)
+        json_object_set_new(l->attrs, key, value);
+    else
+        json_object_del(l->attrs, key);
+    /* on the loop's connection, like every other write of a live sandbox's row, so that
+     * rows are written in order (no fsync there: see gbx_store_relax) */
+    struct gbx_err *err = NULL;
+    if (store_put_live(s, l, &err) < 0) {
+        gbx_log_error("sandbox '%s': %s", l->sb->id, err->msg);
+        gbx_err_free(err);
+    }
+}
+
 static int store_put_live(struct gbx_server *s, const struct gbx_live *l, struct gbx_err **err)
 {
-    struct gbx_store_sandbox row = {.id = l->sb->id,
-                                    .owner = l->owner,
-                                    .template_name = l->template_name,
-                                    .state = l->paused ? "paused" : "running",
-                                    .spec = l->spec_text ? l->spec_text : "{}",
-                                    .created_ns = l->created_ns,
-                                    .host_uid = l->sb->host_uid,
-                                    .uid_slot = l->sb->uid_slot,
-                                    .init_pid = l->sb->init_pid,
-                                    .expires_ns = l->expires_ns,
-                                    .token = l->token};
-    return gbx_store_sandbox_put(s->store, &row, err);
+    struct gbx_store_sandbox row;
+    char *attrs = NULL;
+    live_row(l, &row, &attrs);
+    int r = gbx_store_sandbox_put(s->store, &row, err);
+    free(attrs);
+    return r;
 }
 
 /* 64 hex digits from the kernel's random source. */
@@ -847,6 +878,7 @@ static void live_free(struct gbx_live *l)
     json_decref(l->env);
     json_decref(l->metadata);
     json_decref(l->labels);
+    json_decref(l->attrs);
     free(l->idem_key);
     free(l->spec_text);
     free(l->owner);
@@ -1414,6 +1446,13 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
     else
         new_token(l->token); /* a row from before tokens */
     l->paused = row->state && strcmp(row->state, "paused") == 0;
+    if (row->attrs) {
+        l->attrs = json_loads(row->attrs, 0, NULL);
+        if (!json_is_object(l->attrs)) {
+            json_decref(l->attrs);
+            l->attrs = NULL;
+        }
+    }
     json_t *spec = json_loads(l->spec_text, 0, NULL);
     live_set_extras(l, spec);
     json_decref(spec);

@@ -62,6 +62,8 @@ static const char *const migrations[] = {
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);",
     /* 2: a per-sandbox secret (E2B's envd access token) */
     "ALTER TABLE sandboxes ADD COLUMN token TEXT;",
+    /* 3: what a front end remembers about a sandbox (JSON; e.g. the E2B template name) */
+    "ALTER TABLE sandboxes ADD COLUMN attrs TEXT;",
 };
 
 #define GENESIS_HASH "0000000000000000000000000000000000000000000000000000000000000000"
@@ -368,11 +370,12 @@ int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *s
     if (sb->id == NULL || sb->id[0] == '\0')
         return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "save sandbox: the row has no id");
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db,
-                           "INSERT OR REPLACE INTO sandboxes (id, owner, template, state, "
-                           "created_ns, updated_ns, spec, host_uid, uid_slot, init_pid, "
-                           "expires_ns, token) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(
+            s->db,
+            "INSERT OR REPLACE INTO sandboxes (id, owner, template, state, "
+            "created_ns, updated_ns, spec, host_uid, uid_slot, init_pid, "
+            "expires_ns, token, attrs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            -1, &st, NULL) != SQLITE_OK)
         return db_err(s, err, "save sandbox");
     sqlite3_bind_text(st, 1, sb->id, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, str_or_empty(sb->owner), -1, SQLITE_STATIC);
@@ -392,6 +395,10 @@ int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *s
         sqlite3_bind_text(st, 12, sb->token, -1, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, 12);
+    if (sb->attrs)
+        sqlite3_bind_text(st, 13, sb->attrs, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 13);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
@@ -428,11 +435,12 @@ int gbx_store_sandbox_each(struct gbx_store *s, gbx_store_sandbox_fn fn, void *a
                            struct gbx_err **err)
 {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT id, owner, template, state, spec, created_ns, host_uid, "
-                           "uid_slot, init_pid, coalesce(expires_ns, 0), token FROM sandboxes "
-                           "ORDER BY created_ns",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(
+            s->db,
+            "SELECT id, owner, template, state, spec, created_ns, host_uid, "
+            "uid_slot, init_pid, coalesce(expires_ns, 0), token, attrs FROM sandboxes "
+            "ORDER BY created_ns",
+            -1, &st, NULL) != SQLITE_OK)
         return db_err(s, err, "list sandboxes");
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -448,6 +456,7 @@ int gbx_store_sandbox_each(struct gbx_store *s, gbx_store_sandbox_fn fn, void *a
             .init_pid = sqlite3_column_int64(st, 8),
             .expires_ns = sqlite3_column_int64(st, 9),
             .token = (const char *)sqlite3_column_text(st, 10),
+            .attrs = (const char *)sqlite3_column_text(st, 11),
         };
         if (row.id == NULL)
             continue;

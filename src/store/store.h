@@ -44,6 +44,7 @@ struct gbx_store_sandbox {
     int64_t host_uid, uid_slot, init_pid;
     int64_t expires_ns; /* 0: no timeout */
     const char *token;  /* the sandbox's secret, or NULL */
+    const char *attrs;  /* JSON object of front-end attributes, or NULL */
 };
 int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *sb,
                           struct gbx_err **err) GBX_WUR;

@@ -29,7 +29,7 @@ struct job {
     struct gbx_audit_entry audit; /* JOB_AUDIT; likewise */
     const char *id;               /* JOB_SANDBOX_DELETE, JOB_SANDBOX_EXPIRY */
     int64_t expires_ns;
-    char *strs[6]; /* owned copies of every string above */
+    char *strs[7]; /* owned copies of every string above */
     gbx_store_done_fn done;
     void *arg;
     int status;
@@ -272,6 +272,7 @@ void gbx_store_writer_sandbox_put(struct gbx_store_writer *w, const struct gbx_s
     j->row.state = j->strs[3] = dup_or_null(row->state);
     j->row.spec = j->strs[4] = dup_or_null(row->spec);
     j->row.token = j->strs[5] = dup_or_null(row->token);
+    j->row.attrs = j->strs[6] = dup_or_null(row->attrs);
     enqueue(w, j, done, arg);
 }
 

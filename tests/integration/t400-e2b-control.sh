@@ -92,6 +92,11 @@ print(round((p(j['endAt']) - p(j['$1'])).total_seconds()))"; }
 check "info: endAt is startedAt + timeout" [ "$(endgap startedAt)" = 120 ]
 e2b "$A" GET "/sandboxes/$S3"
 check "info: the template the client named comes back" [ "$(j "j['templateID']")" = code-interpreter-v1 ]
+# ... also from a daemon that was killed and restarted (it is in the sandbox's record)
+kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+start_daemon --listen "127.0.0.1:$PORT"
+e2b "$A" GET "/sandboxes/$S3"
+check "and after the daemon is killed and restarted" [ "$(j "j['templateID']")" = code-interpreter-v1 ]
 check "info: timeout 0 means none (endAt far away)" [ "$(j "j['endAt']")" = "9999-12-31T23:59:59.999Z" ]
 e2b "$A" GET "/sandboxes/$S5"
 check "info: non-ASCII metadata round-trips" [ "$(j "j['metadata'] == {'a b': 'c&d=é', 'user': 'x'}")" = True ]
