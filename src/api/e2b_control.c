@@ -522,6 +522,12 @@ static void handle_connect(struct gbx_server *s, struct evhttp_request *req, str
         if (want == 0 || want > l->expires_ns)
             gbx_sandboxes_set_expiry(
                 s, l, want, json_pack("{s:I,s:s}", "timeout", timeout, "via", "e2b.connect"));
+    } else if (status == 201 && l->expires_ns && l->expires_ns <= gbx_realtime_ns()) {
+        /* its time ran out while it was paused (a paused sandbox does not expire): resumed
+         * without a timeout, it gets the default one, as a new sandbox would */
+        gbx_sandboxes_set_expiry(
+            s, l, gbx_realtime_ns() + (int64_t)GBX_E2B_DEFAULT_TIMEOUT * NS,
+            json_pack("{s:i,s:s}", "timeout", GBX_E2B_DEFAULT_TIMEOUT, "via", "e2b.connect"));
     }
     gbx_e2b_reply_json(req, status, sandbox_obj(l));
 }

@@ -61,7 +61,9 @@ int gbx_sandboxes_destroy(struct gbx_server *s, struct gbx_live *l, const char *
 /* Set when the reaper destroys it (0: never), recorded and audited (detail stolen). */
 void gbx_sandboxes_set_expiry(struct gbx_server *s, struct gbx_live *l, int64_t expires_ns,
                               json_t *detail);
-/* Freeze or thaw every process of the sandbox (its timeout keeps running). */
+/* Freeze or thaw every process of the sandbox. A paused sandbox is not reaped when its
+ * timeout passes (it waits to be resumed or destroyed); once resumed, an expired timeout
+ * takes it at the reaper's next turn unless the caller sets a new one. */
 int gbx_sandboxes_pause(struct gbx_server *s, struct gbx_live *l, int paused,
                         struct gbx_err **err) GBX_WUR;
 /* Remember a front end's attribute of the sandbox (value stolen; NULL removes it), in its

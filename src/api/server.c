@@ -996,7 +996,8 @@ static void reap_expired(evutil_socket_t fd, short what, void *arg)
     int64_t now = gbx_realtime_ns();
     for (struct gbx_live *l = s->live, *next; l; l = next) {
         next = l->next;
-        if (l->expires_ns == 0 || now < l->expires_ns)
+        /* a paused sandbox waits to be resumed or killed, as E2B keeps paused sandboxes */
+        if (l->expires_ns == 0 || now < l->expires_ns || l->paused)
             continue;
         struct gbx_err *err = NULL;
         s->m.expired++;

@@ -229,6 +229,19 @@ e2b "$B" POST "/v2/sandboxes/$S2/connect" '{}'
 check "connect to another key's sandbox: 404" is_err 404
 check "pause and resume are audited" [ "$(q "print(c.execute(\"select count(*) from audit where kind in ('sandbox.pause','sandbox.resume') and sandbox = '$S2'\").fetchone()[0])")" = 2 ]
 
+# a paused sandbox is kept past its timeout, as on E2B; resumed, it gets the default timeout
+e2b "$A" POST /v2/sandboxes '{"timeout":1}'
+SP=$(j "j['sandboxID']")
+e2b "$A" POST "/sandboxes/$SP/pause" '{}'
+sleep 2
+e2b "$A" GET "/sandboxes/$SP"
+check "a paused sandbox outlives its timeout" eval '[ "$code" = 200 ] && [ "$(j "j['\''state'\'']")" = paused ]'
+e2b "$A" POST "/v2/sandboxes/$SP/connect" '{}'
+check "connect resumes it" [ "$code" = 201 ]
+sleep 0.5
+e2b "$A" GET "/sandboxes/$SP"
+check "with the default timeout, not its expired one" eval '[ "$code" = 200 ] && [ "$(now_gap)" -ge 250 ]'
+
 # ---- not yet: network, snapshots, fork --------------------------------------------------------
 e2b "$A" PUT "/sandboxes/$S1/network" '{"allowOut":["8.8.8.8"],"allow_internet_access":true}'
 check "network update: 501 with code 501" is_err 501
