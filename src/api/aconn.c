@@ -306,13 +306,6 @@ void gbx_aconn_put_data(struct gbx_msg *m, const uint8_t *data, struct evbuffer 
         GBX_BUG_ON(evbuffer_remove(body, dst, n) != (int)n);
 }
 
-void gbx_aconn_cancel(struct gbx_aconn *c, uint32_t id)
-{
-    struct pending *p = find_pending(c, id);
-    if (p)
-        p->fn = NULL;
-}
-
 void gbx_aconn_pause(struct gbx_aconn *c, int paused)
 {
     if (c->lost || c->doomed || c->paused == !!paused)

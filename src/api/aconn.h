@@ -54,8 +54,6 @@ long gbx_aconn_send(struct gbx_aconn *c, gbx_aconn_reply_fn fn, void *arg);
 /* Put n bytes of file data into the request being built as its DATA attribute: from data
  * when it is non-NULL, else removed from the front of body (which must hold them). */
 void gbx_aconn_put_data(struct gbx_msg *m, const uint8_t *data, struct evbuffer *body, size_t n);
-/* Forget the callback of a pending request (its reply will be dropped). */
-void gbx_aconn_cancel(struct gbx_aconn *c, uint32_t id);
 
 /* Flow control. While paused, nothing is read from the agent (it stops reading the process,
  * which blocks). Frames already buffered wait too; resuming delivers them, synchronously when

@@ -119,27 +119,18 @@ void gbx_e2b_stream_start(struct evhttp_request *req)
     evhttp_send_reply_start(req, 200, "OK");
 }
 
-static void send_envelope(struct evhttp_request *req, uint8_t flags, json_t *msg)
+void gbx_e2b_put_envelope(struct evbuffer *b, uint8_t flags, json_t *msg)
 {
-    char *text = json_dumps(msg, JSON_COMPACT);
+    char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
     json_decref(msg);
     if (text == NULL) /* a message that could not be built (text that is not UTF-8) */
         text = gbx_xstrdup(flags & GBX_CONNECT_FLAG_END ? "{}" : "{\"event\":{\"keepalive\":{}}}");
     size_t n = strlen(text);
     uint8_t hdr[GBX_CONNECT_HDR];
     gbx_connect_envelope_hdr(hdr, flags, (uint32_t)n);
-    struct evbuffer *b = evbuffer_new();
-    GBX_BUG_ON(b == NULL);
     evbuffer_add(b, hdr, sizeof(hdr));
     evbuffer_add(b, text, n);
     free(text);
-    evhttp_send_reply_chunk(req, b);
-    evbuffer_free(b);
-}
-
-void gbx_e2b_stream_send(struct evhttp_request *req, json_t *msg)
-{
-    send_envelope(req, 0, msg);
 }
 
 void gbx_e2b_stream_end(struct evhttp_request *req, const char *code, const char *message)
@@ -147,16 +138,12 @@ void gbx_e2b_stream_end(struct evhttp_request *req, const char *code, const char
     json_t *end = code ? json_pack("{s:{s:s,s:s}}", "error", "code", code, "message",
                                    message ? message : code)
                        : json_object();
-    send_envelope(req, GBX_CONNECT_FLAG_END, end);
+    struct evbuffer *b = evbuffer_new();
+    GBX_BUG_ON(b == NULL);
+    gbx_e2b_put_envelope(b, GBX_CONNECT_FLAG_END, end);
+    evhttp_send_reply_chunk(req, b);
+    evbuffer_free(b);
     evhttp_send_reply_end(req);
-}
-
-size_t gbx_e2b_stream_pending(struct evhttp_request *req)
-{
-    struct evhttp_connection *conn = evhttp_request_get_connection(req);
-    if (conn == NULL)
-        return 0;
-    return evbuffer_get_length(bufferevent_get_output(evhttp_connection_get_bufferevent(conn)));
 }
 
 unsigned long gbx_e2b_timeout_ms(struct evhttp_request *req)

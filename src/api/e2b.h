@@ -17,8 +17,10 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct event_base;
+struct evbuffer;
 struct evhttp_request;
 struct gbx_live;
 struct gbx_server;
@@ -85,15 +87,14 @@ json_t *gbx_e2b_rpc_request(struct evhttp_request *req);
 /* Is the request's Content-Type application/connect+json (a streaming call)? */
 int gbx_e2b_is_stream(struct evhttp_request *req);
 
-/* Server streams: start the 200 application/connect+json reply; send one message envelope
- * (msg stolen); end with the end-of-stream envelope ({} or {"error":{code,message}} when code
- * is non-NULL) and finish the reply. The caller owns backpressure (the connection's output
- * buffer is evhttp's; see exec.c). */
+/* Server streams: start the 200 application/connect+json reply; append one envelope (msg
+ * stolen; a message that cannot be built becomes a keepalive, or {} for the end-of-stream
+ * flag) to b for the caller to send with its own backpressure (gbx_http_send_chunk); end with
+ * the end-of-stream envelope ({} or {"error":{code,message}} when code is non-NULL) and
+ * finish the reply. */
 void gbx_e2b_stream_start(struct evhttp_request *req);
-void gbx_e2b_stream_send(struct evhttp_request *req, json_t *msg);
+void gbx_e2b_put_envelope(struct evbuffer *b, uint8_t flags, json_t *msg);
 void gbx_e2b_stream_end(struct evhttp_request *req, const char *code, const char *message);
-/* Bytes waiting in the client connection's output buffer. */
-size_t gbx_e2b_stream_pending(struct evhttp_request *req);
 /* Connect-Timeout-Ms, in ms (0: none or invalid). */
 unsigned long gbx_e2b_timeout_ms(struct evhttp_request *req);
 

@@ -335,17 +335,9 @@ static void on_remove(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p
 /* One message of the stream, with backpressure; the keepalive timer starts over. */
 static void watch_send(struct gbx_e2b_fsop *op, json_t *msg)
 {
-    char *text = json_dumps(msg, JSON_COMPACT);
-    json_decref(msg);
-    GBX_BUG_ON(text == NULL);
-    size_t n = strlen(text);
-    uint8_t hdr[GBX_CONNECT_HDR];
-    gbx_connect_envelope_hdr(hdr, 0, (uint32_t)n);
     struct evbuffer *b = evbuffer_new();
     GBX_BUG_ON(b == NULL);
-    evbuffer_add(b, hdr, sizeof(hdr));
-    evbuffer_add(b, text, n);
-    free(text);
+    gbx_e2b_put_envelope(b, 0, msg);
     gbx_e2b_fsop_send_chunk(op, b);
     evbuffer_free(b);
     if (op->keepalive) {

@@ -245,17 +245,7 @@ void gbx_e2b_fsop_reply(struct gbx_e2b_fsop *op, int status, json_t *msg)
     } else {
         detach_client(op);
         if (op->form == GBX_E2B_REST) {
-            char *text = json_dumps(msg, JSON_COMPACT);
-            json_decref(msg);
-            GBX_BUG_ON(text == NULL);
-            struct evbuffer *b = evbuffer_new();
-            GBX_BUG_ON(b == NULL);
-            evbuffer_add(b, text, strlen(text));
-            free(text);
-            evhttp_add_header(evhttp_request_get_output_headers(op->req), "Content-Type",
-                              "application/json");
-            evhttp_send_reply(op->req, status, status == 200 ? "OK" : "Error", b);
-            evbuffer_free(b);
+            gbx_e2b_reply_json(op->req, status, msg);
         } else {
             gbx_e2b_rpc_reply(op->req, msg);
         }

@@ -50,29 +50,14 @@
 
 /* ---- events ----------------------------------------------------------------------------- */
 
-/* Append one Connect envelope (msg stolen). */
-static void put_envelope(struct evbuffer *b, uint8_t flags, json_t *msg)
-{
-    char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
-    json_decref(msg);
-    if (text == NULL) /* cannot happen: every string in it is valid UTF-8 (gbx_json_text) */
-        text = gbx_xstrdup(flags & GBX_CONNECT_FLAG_END ? "{}" : "{\"event\":{\"keepalive\":{}}}");
-    size_t n = strlen(text);
-    uint8_t hdr[GBX_CONNECT_HDR];
-    gbx_connect_envelope_hdr(hdr, flags, (uint32_t)n);
-    evbuffer_add(b, hdr, sizeof(hdr));
-    evbuffer_add(b, text, n);
-    free(text);
-}
-
 static void put_event(struct evbuffer *b, const char *name, json_t *ev)
 {
-    put_envelope(b, 0, json_pack("{s:{s:o}}", "event", name, ev));
+    gbx_e2b_put_envelope(b, 0, json_pack("{s:{s:o}}", "event", name, ev));
 }
 
 static void put_trailer(struct evbuffer *b, const char *code, const char *msg)
 {
-    put_envelope(
+    gbx_e2b_put_envelope(
         b, GBX_CONNECT_FLAG_END,
         code ? json_pack("{s:{s:s,s:o}}", "error", "code", code, "message", gbx_json_text(msg))
              : json_object());

@@ -109,11 +109,6 @@ static size_t route_index(const char *path)
     return 0;
 }
 
-const char *gbx_reqmetrics_route(const char *path)
-{
-    return routes[route_index(path)];
-}
-
 static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "PATCH", "OTHER"};
 
 static uint8_t method_index(enum evhttp_cmd_type m)

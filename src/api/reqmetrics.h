@@ -8,9 +8,6 @@
 struct evbuffer;
 struct evhttp_request;
 
-/* The route template a path belongs to ("/v1/sandboxes/{id}/exec"), for labels; never the
- * raw path, so that label values stay few. */
-const char *gbx_reqmetrics_route(const char *path);
 /* Call when a request is dispatched: its completion is observed (status, duration) and
  * logged at info level with actor (copied). Requests whose client leaves before the reply is
  * complete are not observed. */
