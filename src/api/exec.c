@@ -1076,7 +1076,7 @@ static json_t *audit_what(const struct exec_opts *o)
 }
 
 void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
-                  struct gbx_sandbox *sb)
+                  struct gbx_sandbox *sb, json_t *sandbox_env)
 {
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
@@ -1086,7 +1086,7 @@ void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp
         json_decref(body);
         return;
     }
-    o.sandbox_env = gbx_server_sandbox_env(srv, sb->id);
+    o.sandbox_env = sandbox_env;
     struct stream *st =
         stream_new(srv, base, req, sb, o.wait ? MODE_WAIT : MODE_STREAM, audit_what(&o));
     st->timeout_ms = o.timeout_ms;

@@ -193,12 +193,6 @@ static json_t *sandbox_json(const struct gbx_live *l)
     return j;
 }
 
-json_t *gbx_server_sandbox_env(struct gbx_server *s, const char *id)
-{
-    struct gbx_live *l = live_find_any(s, id);
-    return l ? l->env : NULL;
-}
-
 const char *gbx_server_actor(const struct gbx_server *s)
 {
     return s->actor ? s->actor : "system";
@@ -1298,7 +1292,7 @@ static void route_sandbox_sub(struct gbx_server *s, struct evhttp_request *req, 
     if (l == NULL)
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
     if (is_exec)
-        return gbx_api_exec(s, s->base, req, l->sb);
+        return gbx_api_exec(s, s->base, req, l->sb, l->env);
     if (is_timeout)
         return handle_timeout(s, req, l);
     if (files)

@@ -45,9 +45,6 @@ const char *gbx_server_actor(const struct gbx_server *s);
 /* A process started secs after its exec request arrived. */
 void gbx_server_exec_started(struct gbx_server *s, double secs);
 void gbx_server_exec_bytes(struct gbx_server *s, unsigned long long out, unsigned long long err);
-/* The environment a sandbox's processes start with ({"NAME": "value"}, set at create), or
- * NULL. Borrowed: valid while the sandbox lives. Exec puts the request's own env on top. */
-struct json_t *gbx_server_sandbox_env(struct gbx_server *s, const char *id);
 /* The largest upload body, bytes (--max-upload): also the bound of a decompressed upload. */
 size_t gbx_server_max_upload(const struct gbx_server *s);
 /* The admin socket's path (owned by the server). */
