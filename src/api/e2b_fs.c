@@ -52,6 +52,15 @@ static void on_entry(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p,
     gbx_e2b_fsop_leave(op);
 }
 
+/* Reply with the entry of path, as Stat, MakeDir and Move do (a symlink itself, not what it
+ * points to). */
+static void reply_entry(struct gbx_e2b_fsop *op, const char *path)
+{
+    struct gbx_msg *m = gbx_e2b_fsop_begin(op, GBX_MSG_STAT, path);
+    gbx_msg_put_u32(m, GBX_A_FOLLOW, 0);
+    (void)gbx_e2b_fsop_send(op, on_entry);
+}
+
 /* LIST and WATCH want a directory. */
 static void fail_dir(struct gbx_e2b_fsop *op, const struct gbx_frame_hdr *h, const uint8_t *p)
 {
@@ -227,9 +236,7 @@ static void on_mkdir(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p,
         gbx_e2b_fsop_audit(
             op, "file.mkdir",
             json_pack("{s:s,s:b,s:b}", "path", op->path, "parents", 1, "created", 1));
-        struct gbx_msg *m = gbx_e2b_fsop_begin(op, GBX_MSG_STAT, op->path);
-        gbx_msg_put_u32(m, GBX_A_FOLLOW, 0);
-        (void)gbx_e2b_fsop_send(op, on_entry);
+        reply_entry(op, op->path);
     }
     gbx_e2b_fsop_leave(op);
 }
@@ -274,9 +281,7 @@ static void on_rename(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p
         gbx_e2b_fsop_audit(
             op, "file.move",
             json_pack("{s:s,s:s,s:b}", "from", op->path, "to", op->path2, "overwrite", 1));
-        struct gbx_msg *m = gbx_e2b_fsop_begin(op, GBX_MSG_STAT, op->path2);
-        gbx_msg_put_u32(m, GBX_A_FOLLOW, 0);
-        (void)gbx_e2b_fsop_send(op, on_entry);
+        reply_entry(op, op->path2);
     }
     gbx_e2b_fsop_leave(op);
 }
@@ -644,9 +649,7 @@ void gbx_e2b_filesystem(struct gbx_server *s, struct event_base *base, struct ev
     struct gbx_msg *m;
     switch (kind) {
     case FS_STAT:
-        m = gbx_e2b_fsop_begin(op, GBX_MSG_STAT, op->path);
-        gbx_msg_put_u32(m, GBX_A_FOLLOW, 0);
-        (void)gbx_e2b_fsop_send(op, on_entry);
+        reply_entry(op, op->path);
         break;
     case FS_LIST:
         op->entries = json_array();
