@@ -22,8 +22,8 @@ BUILD := build$(if $(SANITIZE),-san)
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 # Dependencies: install them through the project's script when pkg-config cannot see them.
-PKGS := libseccomp sqlite3 libcrypto libevent jansson libcurl
-DEPS_OK := $(shell pkg-config --exists $(PKGS) && pkg-config --exists cmocka && echo yes)
+PKGS := libseccomp sqlite3 libssl libcrypto libevent libevent_openssl jansson libcurl libnftables libmnl
+DEPS_OK := $(shell pkg-config --exists $(PKGS) && pkg-config --exists cmocka && test -f /usr/include/http_parser.h && echo yes)
 ifneq ($(DEPS_OK),yes)
 $(info deps: missing build dependencies; running scripts/deps.sh)
 $(shell ./scripts/deps.sh >&2)
@@ -43,10 +43,11 @@ SAN_FLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recove
 endif
 CFLAGS_ALL := $(BASE_CFLAGS) $(HARDEN) $(SAN_FLAGS) $(shell pkg-config --cflags $(PKGS)) $(CFLAGS)
 LDFLAGS_ALL := -pie -Wl,-z,relro,-z,now $(SAN_FLAGS) $(LDFLAGS)
-LIBS := $(shell pkg-config --libs $(PKGS))
+LIBS := $(shell pkg-config --libs $(PKGS)) -lhttp_parser
 
 # (+ the daemon's pure parsers, so unit tests and fuzz targets can link them)
-LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c) src/api/multipart.c src/api/connect.c
+LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c src/egress/*.c) \
+            src/api/multipart.c src/api/connect.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o $(BUILD)/gen/seccomp_bpf.o
 LIB := $(BUILD)/libglovebox.a
 
