@@ -13,6 +13,7 @@
 #include "sandbox/backend.h"
 
 struct gbx_server;
+struct gbx_egress_sb;
 
 /* A sandbox the daemon keeps. Strings and JSON are owned. */
 struct gbx_live {
@@ -32,6 +33,7 @@ struct gbx_live {
     char token[65];     /* a random secret for this sandbox (E2B's envd access token) */
     int paused;         /* frozen (E2B pause); resumed by connect */
     json_t *attrs;      /* what front ends remember about it ({"e2b.template": ...}), or NULL */
+    struct gbx_egress_sb *egress; /* its DNS, proxy and policy */
 };
 
 /* A create request, checked (see gbx_sandboxes_parse). Strings borrow from the JSON body. */
@@ -42,6 +44,7 @@ struct gbx_create_opts {
     struct gbx_cg_limits limits;
     uint64_t disk_bytes;
     json_t *env, *metadata, *labels;
+    json_t *network; /* the egress policy as sent, or NULL */
     const char *idem_key;
 };
 

@@ -13,6 +13,8 @@
  */
 #include "base/clock.h"
 #include "api/server.h"
+#include "api/egress_api.h"
+#include "egress/egress.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -59,6 +61,7 @@
 struct pooled {
     struct pooled *next;
     struct gbx_sandbox *sb;
+    struct gbx_egress_sb *egress;
 };
 
 struct gbx_server {
@@ -79,6 +82,7 @@ struct gbx_server {
     struct event *writer_ev;
     size_t writes_pending;
     struct gbx_live *live;
+    struct gbx_egress *egress; /* DNS, proxy, policy and credentials of every sandbox */
     struct event *reaper;    /* destroys sandboxes whose timeout passed */
     struct evhttp *http_tcp; /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
@@ -392,6 +396,13 @@ static int parse_create(json_t *body, struct gbx_create_opts *c, struct gbx_err 
             if (check_string_map("labels", v, 1, err) < 0)
                 return -1;
             c->labels = v;
+        } else if (strcmp(key, "network") == 0) {
+            if (!json_is_object(v) && !json_is_null(v)) {
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'network' must be an object {mode, rules, secrets}");
+                return -1;
+            }
+            c->network = v;
         } else if (strcmp(key, "idempotency_key") == 0) {
             if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 256 ||
                 memchr(json_string_value(v), 0, json_string_length(v))) {
@@ -403,7 +414,7 @@ static int parse_create(json_t *body, struct gbx_create_opts *c, struct gbx_err 
         } else {
             gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
                         "unknown field '%s' (expected id, template, memory, disk, "
-                        "pids, cpus, timeout, env, metadata, labels, idempotency_key)",
+                        "pids, cpus, timeout, env, metadata, labels, network, idempotency_key)",
                         key);
             return -1;
         }
@@ -506,11 +517,46 @@ static struct gbx_live *live_find_idem(struct gbx_server *s, const char *owner, 
 static struct pooled *pool_take(struct gbx_server *s, const struct gbx_create_opts *c);
 static void pool_kick(struct gbx_server *s);
 
+/* The egress policy a create asks for: checked before anything is created. */
+static int create_policy(struct gbx_server *s, json_t *network, struct gbx_egress_policy **out,
+                         struct gbx_err **err)
+{
+    if (gbx_egress_policy_parse(network, gbx_egress_default_mode(s->egress), out, err) < 0)
+        return gbx_err_wrap(err, "'network'");
+    if ((*out)->nsecrets && !s->admin) {
+        gbx_egress_policy_free(*out);
+        *out = NULL;
+        return gbx_err_set(err, EPERM, GBX_ERR_PERMISSION,
+                           "only the admin may attach secrets to a sandbox");
+    }
+    if (gbx_egress_check_secrets(s->egress, *out, err) < 0) {
+        gbx_egress_policy_free(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Point the usual variables at the CA bundle that holds the egress CA (unless the caller set
+ * them): tools that do not read the system bundle still trust intercepted hosts. */
+static void env_add_trust(struct gbx_live *l)
+{
+    if (l->env == NULL)
+        l->env = json_object();
+    for (size_t i = 0; gbx_egress_trust_env[i]; i++)
+        if (json_object_get(l->env, gbx_egress_trust_env[i]) == NULL)
+            json_object_set_new(l->env, gbx_egress_trust_env[i],
+                                json_string("/etc/ssl/certs/ca-certificates.crt"));
+}
+
 int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **out,
                          struct gbx_err **err)
 {
     struct gbx_create_opts c;
     if (parse_create(body, &c, err) < 0)
+        return -1;
+    struct gbx_egress_policy *policy = NULL;
+    if (create_policy(s, c.network, &policy, err) < 0)
         return -1;
     const char *owner = s->admin ? "" : s->key_name;
     char *spec_text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
@@ -520,6 +566,7 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
         if (prev && strcmp(prev->spec_text, spec_text) == 0) {
             /* a retried create: the sandbox it made, not a second one */
             free(spec_text);
+            gbx_egress_policy_free(policy);
             *out = prev;
             return 1;
         }
@@ -529,22 +576,28 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
                         "request; use a new key",
                         c.idem_key, prev->sb->id);
             free(spec_text);
+            gbx_egress_policy_free(policy);
             return -1;
         }
     }
     if (c.id && live_find_any(s, c.id)) {
         free(spec_text);
+        gbx_egress_policy_free(policy);
         return gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "sandbox '%s' already exists", c.id);
     }
     int64_t t0 = gbx_monotonic_ns();
     struct gbx_sandbox *sb = NULL;
+    struct gbx_egress_sb *egress = NULL;
     struct pooled *pp = pool_take(s, &c);
     int pooled = pp != NULL;
     if (pp) {
         sb = pp->sb;
+        egress = pp->egress;
         free(pp);
         s->m.pool_hits++;
         pool_kick(s);
+        /* pooled with the default policy, which allows nothing more than any policy */
+        GBX_BUG_ON(gbx_egress_set_policy(egress, policy, NULL) < 0); /* secrets checked */
     } else {
         gbx_autofree char *gen = c.id ? NULL : gbx_sandbox_id_new();
         struct gbx_sandbox_spec spec = {.id = c.id ? c.id : gen,
@@ -552,11 +605,13 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
                                         .limits = c.limits,
                                         .disk_bytes = c.disk_bytes,
                                         .ctl_socket = 1};
-        if (gbx_sandbox_create(&s->rt, &spec, &sb, err) < 0 || agent_hello(sb, err) < 0) {
+        if (gbx_sandbox_create(&s->rt, &spec, &sb, err) < 0 || agent_hello(sb, err) < 0 ||
+            gbx_egress_attach(s->egress, sb->id, sb->init_pid, policy, &egress, err) < 0) {
             s->m.create_failed++;
             if (sb)
                 (void)!gbx_sandbox_destroy(sb, NULL);
             free(spec_text);
+            gbx_egress_policy_free(policy);
             return -1;
         }
         if (s->pool_target)
@@ -573,6 +628,9 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
     l->spec_text = spec_text;
     new_token(l->token);
     live_set_extras(l, body);
+    l->egress = egress;
+    env_add_trust(l);
+    gbx_egress_policy_free(policy);
     l->next = s->live;
     s->live = l;
     observe_create(s, (double)(gbx_monotonic_ns() - t0) / 1e9);
@@ -647,10 +705,11 @@ static struct pooled *pool_take(struct gbx_server *s, const struct gbx_create_op
     return p;
 }
 
-static void pool_push(struct gbx_server *s, struct gbx_sandbox *sb)
+static void pool_push(struct gbx_server *s, struct gbx_sandbox *sb, struct gbx_egress_sb *egress)
 {
     struct pooled *p = gbx_xcalloc(1, sizeof(*p));
     p->sb = sb;
+    p->egress = egress;
     /* first in, first out: the oldest waits least long */
     struct pooled **pp = &s->pool;
     while (*pp)
@@ -662,6 +721,7 @@ static void pool_push(struct gbx_server *s, struct gbx_sandbox *sb)
 struct pool_fill {
     struct gbx_server *s;
     struct gbx_sandbox *sb;
+    struct gbx_egress_sb *egress;
 };
 
 static void pool_row_done(void *arg, int status, const char *msg);
@@ -676,8 +736,10 @@ static void pool_fill_one(evutil_socket_t fd, short what, void *arg)
     gbx_autofree char *id = gbx_sandbox_id_new();
     spec.id = id;
     struct gbx_sandbox *sb = NULL;
+    struct gbx_egress_sb *egress = NULL;
     struct gbx_err *err = NULL;
-    if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 || agent_hello(sb, &err) < 0) {
+    if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 || agent_hello(sb, &err) < 0 ||
+        gbx_egress_attach(s->egress, sb->id, sb->init_pid, NULL, &egress, &err) < 0) {
         gbx_log_warn("warm pool: %s (retrying in a second)", err->msg);
         gbx_err_free(err);
         if (sb)
@@ -701,6 +763,7 @@ static void pool_fill_one(evutil_socket_t fd, short what, void *arg)
     struct pool_fill *pf = gbx_xcalloc(1, sizeof(*pf));
     pf->s = s;
     pf->sb = sb;
+    pf->egress = egress;
     s->pool_inflight++;
     s->writes_pending++;
     gbx_store_writer_sandbox_put(s->writer, &row, pool_row_done, pf);
@@ -717,11 +780,12 @@ static void pool_row_done(void *arg, int status, const char *msg)
         if (status < 0)
             gbx_log_error("warm pool: cannot record sandbox '%s': %s", pf->sb->id, msg);
         gbx_autofree char *id = gbx_xstrdup(pf->sb->id);
+        gbx_egress_detach(pf->egress);
         (void)!gbx_sandbox_destroy(pf->sb, NULL);
         if (status == 0)
             store_delete(s, id);
     } else {
-        pool_push(s, pf->sb);
+        pool_push(s, pf->sb, pf->egress);
         pool_kick(s);
     }
     free(pf);
@@ -744,6 +808,7 @@ static void pool_drain(struct gbx_server *s)
         s->pool = p->next;
         s->pool_len--;
         gbx_autofree char *id = gbx_xstrdup(p->sb->id);
+        gbx_egress_detach(p->egress);
         (void)!gbx_sandbox_destroy(p->sb, NULL);
         store_delete(s, id);
         free(p);
@@ -869,6 +934,7 @@ out:
 
 static void live_free(struct gbx_live *l)
 {
+    gbx_egress_detach(l->egress);
     json_decref(l->env);
     json_decref(l->metadata);
     json_decref(l->labels);
@@ -1073,6 +1139,7 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
         (unsigned long long)s->m.pool_misses, (unsigned long long)s->m.pool_failed,
         s->writes_pending, (unsigned long long)s->m.execs, (unsigned long long)s->m.exec_out_bytes,
         (unsigned long long)s->m.exec_err_bytes);
+    gbx_egress_metrics(s->egress, b);
     static const char *const gauges[][2] = {
         {"glovebox_sandbox_memory_bytes", "Memory charged to the sandbox's cgroup."},
         {"glovebox_sandbox_cpu_seconds_total", "CPU time used by the sandbox."},
@@ -1284,6 +1351,12 @@ static void route_sandbox_sub(struct gbx_server *s, struct evhttp_request *req, 
     const char *files = sub_prefix(sub, "/files");
     const char *procs = sub_prefix(sub, "/processes");
     int is_exec = strcmp(sub, "/exec") == 0, is_timeout = strcmp(sub, "/timeout") == 0;
+    if (strcmp(sub, "/network") == 0 || strcmp(sub, "/egress") == 0) {
+        struct gbx_live *l = live_find(s, id);
+        if (l == NULL)
+            return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
+        return sub[1] == 'n' ? gbx_api_sandbox_network(s, req, l) : gbx_api_sandbox_egress(s, req, l);
+    }
     if (!files && !procs && !is_exec && !is_timeout)
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
     if ((is_exec || is_timeout) && m != EVHTTP_REQ_POST)
@@ -1330,6 +1403,9 @@ static void route(struct gbx_server *s, struct evhttp_request *req)
             req, 200,
             json_pack("{s:s,s:i}", "version", GBX_VERSION, "agent_protocol", GBX_AGENT_VERSION));
     }
+    if (strcmp(path, "/v1/egress") == 0 || strncmp(path, "/v1/egress/", 11) == 0 ||
+        strcmp(path, "/v1/secrets") == 0 || strncmp(path, "/v1/secrets/", 12) == 0)
+        return gbx_api_egress(s, req, path);
     if (strcmp(path, "/v1/apikeys") == 0)
         return handle_apikeys(s, req, NULL);
     if (strncmp(path, "/v1/apikeys/", 12) == 0) {
@@ -1401,6 +1477,30 @@ struct gone {
     char *why;
 };
 
+/* The egress policy a sandbox had: the last one set live (attrs), else its create request's,
+ * else the default. A stored policy that no longer parses (or names a revoked secret) falls
+ * back to mode none: fail closed. */
+static struct gbx_egress_policy *adopted_policy(struct gbx_server *s,
+                                                const struct gbx_store_sandbox *row)
+{
+    json_t *attrs = row->attrs ? json_loads(row->attrs, 0, NULL) : NULL;
+    json_t *spec = row->spec ? json_loads(row->spec, 0, NULL) : NULL;
+    json_t *net = json_object_get(attrs, "network");
+    if (net == NULL)
+        net = json_object_get(spec, "network");
+    struct gbx_egress_policy *p = NULL;
+    struct gbx_err *err = NULL;
+    if (gbx_egress_policy_parse(net, gbx_egress_default_mode(s->egress), &p, &err) < 0) {
+        gbx_log_warn("sandbox '%s': stored network policy: %s; egress is off", row->id,
+                     err->msg);
+        gbx_err_free(err);
+        p = gbx_egress_policy_new(GBX_EGRESS_NONE);
+    }
+    json_decref(attrs);
+    json_decref(spec);
+    return p;
+}
+
 static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
 {
     void **ctx = arg;
@@ -1424,12 +1524,28 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
             gbx_sandbox_forget(sb);
         return 0;
     }
+    struct gbx_egress_policy *policy = adopted_policy(s, row);
+    struct gbx_egress_sb *egress = NULL;
+    if (gbx_egress_attach(s->egress, sb->id, sb->init_pid, policy, &egress, &err) < 0) {
+        /* fail closed: a sandbox whose egress cannot be set up again is not kept */
+        gbx_egress_policy_free(policy);
+        struct gone *g = gbx_xcalloc(1, sizeof(*g));
+        g->id = gbx_xstrdup(row->id);
+        g->why = gbx_xstrdup(err->msg);
+        g->next = *gone;
+        *gone = g;
+        gbx_err_free(err);
+        (void)!gbx_sandbox_destroy(sb, NULL);
+        return 0;
+    }
+    gbx_egress_policy_free(policy);
     if (row->state && strcmp(row->state, "pooled") == 0) {
-        pool_push(s, sb); /* trimmed to the pool's size after the walk */
+        pool_push(s, sb, egress); /* trimmed to the pool's size after the walk */
         return 0;
     }
     struct gbx_live *l = gbx_xcalloc(1, sizeof(*l));
     l->sb = sb;
+    l->egress = egress;
     l->template_name = gbx_xstrdup(row->template_name ? row->template_name : "");
     l->owner = gbx_xstrdup(row->owner ? row->owner : "");
     l->created_ns = row->created_ns;
@@ -1626,6 +1742,47 @@ static int listen_tcp(struct gbx_server *s, const struct gbx_server_config *cfg,
     return 0;
 }
 
+static void egress_audit(void *arg, const char *kind, const char *sandbox, json_t *detail)
+{
+    gbx_server_audit_as(arg, "egress", kind, sandbox, detail);
+}
+
+static int egress_new(struct gbx_server *s, const struct gbx_server_config *cfg,
+                      struct gbx_err **err)
+{
+    enum gbx_egress_mode mode = GBX_EGRESS_POLICY;
+    if (cfg->egress_default && gbx_egress_mode_parse(cfg->egress_default, &mode) < 0)
+        return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                           "egress default '%s': use policy, none or open", cfg->egress_default);
+    gbx_autofree char *dir = gbx_asprintf("%s/egress", s->rt.state_dir);
+    struct gbx_egress_opts o = {.default_mode = mode,
+                                .dir = dir,
+                                .runtime_dir = s->rt.runtime_dir,
+                                .extra_ca_file = cfg->egress_extra_ca,
+                                .hosts = cfg->egress_hosts,
+                                .max_conns = cfg->egress_max_conns,
+                                .store = s->store};
+    if (gbx_egress_new(s->base, &o, egress_audit, s, &s->egress, err) < 0)
+        return -1;
+    gbx_runtime_set_trust_bundle(&s->rt, gbx_egress_trust_bundle(s->egress));
+    return 0;
+}
+
+struct gbx_store *gbx_server_store(const struct gbx_server *s)
+{
+    return s->store;
+}
+
+struct gbx_egress *gbx_server_egress(const struct gbx_server *s)
+{
+    return s->egress;
+}
+
+int gbx_server_is_admin(const struct gbx_server *s)
+{
+    return s->admin;
+}
+
 int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
                    struct gbx_server **out, struct gbx_err **err)
 {
@@ -1647,7 +1804,7 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     event_add(s->writer_ev, NULL);
     s->pool_target = cfg->pool_size;
     s->max_upload = cfg->max_upload ? cfg->max_upload : GBX_DEFAULT_MAX_UPLOAD;
-    if (adopt_all(s, err) < 0)
+    if (egress_new(s, cfg, err) < 0 || adopt_all(s, err) < 0)
         goto fail;
     s->http = new_http(s, cfg, dispatch_admin);
     s->sock_path = gbx_asprintf("%s/api.sock", s->rt.runtime_dir);
@@ -1748,6 +1905,8 @@ void gbx_server_free(struct gbx_server *s)
     if (s == NULL)
         return;
     gbx_server_shutdown(s, 0);
+    gbx_egress_free(s->egress); /* after the sandboxes let go of theirs */
+    s->egress = NULL;
     if (s->writer_ev)
         event_free(s->writer_ev);
     gbx_store_writer_free(s->writer); /* makes every queued write durable first */

@@ -18,6 +18,10 @@ struct gbx_server_config {
     size_t max_body;         /* largest JSON body, bytes; 0: 1 MiB */
     size_t max_upload;       /* largest file upload body (held in memory), bytes; 0: 64 MiB */
     size_t pool_size;        /* fresh sandboxes of the default template kept ready; 0: none */
+    const char *egress_default;  /* "policy" (NULL), "none" or "open" */
+    const char *egress_hosts;    /* "name=IPv4 ..." upstream overrides, or NULL */
+    const char *egress_extra_ca; /* PEM file of extra upstream trust anchors, or NULL */
+    unsigned egress_max_conns;   /* per sandbox; 0: 256 */
 };
 
 int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
@@ -47,6 +51,12 @@ void gbx_server_exec_started(struct gbx_server *s, double secs);
 void gbx_server_exec_bytes(struct gbx_server *s, unsigned long long out, unsigned long long err);
 /* The largest upload body, bytes (--max-upload): also the bound of a decompressed upload. */
 size_t gbx_server_max_upload(const struct gbx_server *s);
+/* The loop's store connection, for reads (owned by the server). */
+struct gbx_store *gbx_server_store(const struct gbx_server *s);
+/* The egress gateway (owned by the server). */
+struct gbx_egress *gbx_server_egress(const struct gbx_server *s);
+/* Is the request being handled the admin's (the unix socket), not an API key's? */
+int gbx_server_is_admin(const struct gbx_server *s);
 /* The admin socket's path (owned by the server). */
 const char *gbx_server_socket_path(const struct gbx_server *s);
 

@@ -44,6 +44,12 @@ static const char usage[] =
     "  --max-body SIZE        largest JSON request body (default 1M)\n"
     "  --max-upload SIZE      largest file upload, held in memory while written (default 64M)\n"
     "  --kill-on-exit         destroy all sandboxes when stopping\n"
+    "  --egress-default MODE  network of sandboxes whose create does not say:\n"
+    "                         policy (default: deny unless a rule allows), none, open\n"
+    "  --egress-hosts LIST    'name=IPv4 ...': upstream addresses the proxy uses for\n"
+    "                         these names instead of the host's resolver (tests, pinning)\n"
+    "  --egress-extra-ca FILE extra PEM trust anchors for upstream TLS (besides the host's)\n"
+    "  --egress-max-conns N   open egress connections per sandbox (default 256)\n"
     "  -h, --help\n";
 
 /* Every live sandbox holds descriptors (its agent connection, pidfd, cgroup); a thousand of
@@ -162,6 +168,28 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
             return -1;
         }
         gbx_log_set_level(lvl);
+    } else if (strcmp(key, "egress-default") == 0) {
+        if (strcmp(value, "policy") != 0 && strcmp(value, "none") != 0 &&
+            strcmp(value, "open") != 0) {
+            snprintf(err, errsz, "egress-default must be policy, none or open");
+            return -1;
+        }
+        st->cfg.egress_default = from_file ? keep(st, value) : value;
+    } else if (strcmp(key, "egress-hosts") == 0) {
+        st->cfg.egress_hosts = value[0] ? (from_file ? keep(st, value) : value) : NULL;
+    } else if (strcmp(key, "egress-extra-ca") == 0) {
+        if (value[0] && value[0] != '/') {
+            snprintf(err, errsz, "egress-extra-ca must be an absolute path");
+            return -1;
+        }
+        st->cfg.egress_extra_ca = value[0] ? (from_file ? keep(st, value) : value) : NULL;
+    } else if (strcmp(key, "egress-max-conns") == 0) {
+        uint64_t n;
+        if (gbx_parse_u64(value, 1, 65536, &n) < 0) {
+            snprintf(err, errsz, "egress-max-conns must be a number from 1 to 65536");
+            return -1;
+        }
+        st->cfg.egress_max_conns = (unsigned)n;
     } else if (strcmp(key, "kill-on-exit") == 0) {
         if (parse_bool(value, &st->kill_on_exit) < 0) {
             snprintf(err, errsz, "kill-on-exit must be true or false");
@@ -227,6 +255,10 @@ int main(int argc, char **argv)
         {"pool", required_argument, NULL, 0},
         {"max-body", required_argument, NULL, 0},
         {"max-upload", required_argument, NULL, 0},
+        {"egress-default", required_argument, NULL, 0},
+        {"egress-hosts", required_argument, NULL, 0},
+        {"egress-extra-ca", required_argument, NULL, 0},
+        {"egress-max-conns", required_argument, NULL, 0},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };

@@ -31,6 +31,7 @@ struct gbx_runtime {
     uint32_t uid_base; /* first host uid of slot 0 */
     uint32_t uid_slots;
     char *staging_dir; /* <runtime>/mnt: empty mount point each sandbox mounts over privately */
+    char *trust_bundle; /* CA bundle bound over the sandbox's, or NULL (owned) */
 };
 
 struct gbx_sandbox_spec {
@@ -83,6 +84,9 @@ struct gbx_runtime_opts {
 int gbx_runtime_init(struct gbx_runtime *rt, const struct gbx_runtime_opts *o,
                      struct gbx_err **err) GBX_WUR;
 void gbx_runtime_release(struct gbx_runtime *rt);
+/* Sandboxes created from now on see path (a world-readable PEM bundle) as their system CA
+ * bundle, /etc/ssl/certs/ca-certificates.crt, read-only (the egress CA rides in it). */
+void gbx_runtime_set_trust_bundle(struct gbx_runtime *rt, const char *path);
 
 /* Validate a sandbox id. 0 or -EINVAL. */
 int gbx_sandbox_id_valid(const char *id);

@@ -125,6 +125,21 @@ int gbx_ns_mounts_setup(const struct gbx_child_plan *pl, int tmpl_fd, int usr_fd
     STEP("enter rootfs", chdir(pl->root));
     if (usr_fd >= 0)
         STEP("attach /usr", move_mount(usr_fd, "", AT_FDCWD, "usr", MOVE_MOUNT_F_EMPTY_PATH));
+    if (pl->trust_bundle[0]) {
+        /* the daemon's bundle (the host's plus the egress CA) as the system bundle */
+        static const char bundle[] = "etc/ssl/certs/ca-certificates.crt";
+        if (!exists(bundle)) {
+            (void)mkdir("etc/ssl", 0755);
+            (void)mkdir("etc/ssl/certs", 0755);
+            int fd = open(bundle, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+            STEP("create the CA bundle", fd);
+            close(fd);
+        }
+        STEP("bind the CA bundle", mount(pl->trust_bundle, bundle, NULL, MS_BIND, NULL));
+        STEP("remount the CA bundle read-only",
+             mount(NULL, bundle, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                   NULL));
+    }
     int r = setup_proc(what, whatsz);
     if (r < 0)
         return r;

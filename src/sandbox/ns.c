@@ -128,6 +128,7 @@ void gbx_runtime_release(struct gbx_runtime *rt)
     free(rt->state_dir);
     free(rt->runtime_dir);
     free(rt->staging_dir);
+    free(rt->trust_bundle);
     gbx_cg_layout_release(&rt->cg);
     gbx_seccomp_prog_release(&rt->seccomp);
     if (rt->init_fd >= 0)
@@ -266,6 +267,7 @@ static int ns_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec
     snprintf(p->layer_opts, sizeof(p->layer_opts), "size=%llu,mode=755", (unsigned long long)disk);
     snprintf(p->tmp_opts, sizeof(p->tmp_opts), "size=%llu,mode=1777", (unsigned long long)disk);
     snprintf(p->hostname, sizeof(p->hostname), "%s", spec->id);
+    snprintf(p->trust_bundle, sizeof(p->trust_bundle), "%s", rt->trust_bundle ? rt->trust_bundle : "");
     p->usr_host = tmpl.usr_host;
     p->conn_fd = conn[1];
     p->ctl_fd = ctl_fd;
@@ -467,4 +469,10 @@ int gbx_sandbox_reap(struct gbx_runtime *rt, const char *id, struct gbx_err **er
     if (rmdir(dir) < 0 && errno != ENOENT && r == 0)
         r = gbx_err_sys(err, errno, "cannot remove '%s'", dir);
     return r;
+}
+
+void gbx_runtime_set_trust_bundle(struct gbx_runtime *rt, const char *path)
+{
+    free(rt->trust_bundle);
+    rt->trust_bundle = path ? gbx_xstrdup(path) : NULL;
 }

@@ -19,6 +19,7 @@ struct gbx_child_plan {
     char layer_opts[64]; /* tmpfs options of the writable layer */
     char tmp_opts[64];   /* tmpfs options of /tmp and /dev/shm */
     char hostname[GBX_ID_MAX + 1];
+    char trust_bundle[PATH_MAX]; /* bound over the CA bundle, or "" */
     int usr_host;
     int sync_fd; /* SOCK_SEQPACKET to the parent */
     int conn_fd; /* becomes fd 4 of init */

@@ -64,6 +64,16 @@ static const char *const migrations[] = {
     "ALTER TABLE sandboxes ADD COLUMN token TEXT;",
     /* 3: what a front end remembers about a sandbox (JSON; e.g. the E2B template name) */
     "ALTER TABLE sandboxes ADD COLUMN attrs TEXT;",
+    /* 4: credentials for egress injection, sealed (AES-256-GCM under a key file); the
+     * audit log is read by sandbox and kind (egress rows) */
+    "CREATE TABLE secrets ("
+    "  name TEXT PRIMARY KEY,"
+    "  hosts TEXT NOT NULL,"
+    "  header TEXT NOT NULL,"
+    "  sealed BLOB NOT NULL,"
+    "  created_ns INTEGER NOT NULL"
+    ");"
+    "CREATE INDEX audit_sandbox_kind ON audit(sandbox, kind, seq);",
 };
 
 #define GENESIS_HASH "0000000000000000000000000000000000000000000000000000000000000000"
@@ -625,5 +635,162 @@ int gbx_store_apikey_each(struct gbx_store *s, gbx_store_apikey_fn fn, void *arg
             break;
     }
     sqlite3_finalize(st);
+    return 0;
+}
+
+/* ---- secrets -------------------------------------------------------------------------------- */
+
+int gbx_store_secret_put(struct gbx_store *s, const struct gbx_store_secret *sec, int replace,
+                         struct gbx_err **err)
+{
+    sqlite3_stmt *st;
+    const char *sql = replace ? "INSERT OR REPLACE INTO secrets (name, hosts, header, sealed, "
+                                "created_ns) VALUES (?, ?, ?, ?, ?)"
+                              : "INSERT INTO secrets (name, hosts, header, sealed, created_ns) "
+                                "VALUES (?, ?, ?, ?, ?)";
+    strict_begin(s);
+    int r = 0;
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        r = db_err(s, err, "save secret");
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, sec->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, sec->hosts, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, sec->header, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 4, sec->sealed, (int)sec->sealed_len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, sec->created_ns);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_CONSTRAINT)
+        r = gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "a secret named '%s' exists", sec->name);
+    else if (rc != SQLITE_DONE)
+        r = db_err(s, err, "save secret");
+out:
+    strict_end(s);
+    return r;
+}
+
+int gbx_store_secret_delete(struct gbx_store *s, const char *name, struct gbx_err **err)
+{
+    sqlite3_stmt *st;
+    strict_begin(s);
+    int r = 0;
+    if (sqlite3_prepare_v2(s->db, "DELETE FROM secrets WHERE name = ?", -1, &st, NULL) !=
+        SQLITE_OK) {
+        r = db_err(s, err, "delete secret");
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        r = db_err(s, err, "delete secret");
+    else if (sqlite3_changes(s->db) == 0)
+        r = gbx_err_set(err, ENOENT, GBX_ERR_NOT_FOUND, "no secret named '%s'", name);
+out:
+    strict_end(s);
+    return r;
+}
+
+int gbx_store_secret_each(struct gbx_store *s, gbx_store_secret_fn fn, void *arg,
+                          struct gbx_err **err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT name, hosts, header, sealed, created_ns FROM secrets "
+                           "ORDER BY name",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_err(s, err, "list secrets");
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct gbx_store_secret sec = {
+            .name = (const char *)sqlite3_column_text(st, 0),
+            .hosts = (const char *)sqlite3_column_text(st, 1),
+            .header = (const char *)sqlite3_column_text(st, 2),
+            .sealed = sqlite3_column_blob(st, 3),
+            .sealed_len = (size_t)sqlite3_column_bytes(st, 3),
+            .created_ns = sqlite3_column_int64(st, 4),
+        };
+        if (sec.name && sec.hosts && sec.header && fn(arg, &sec) != 0)
+            break;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        return db_err(s, err, "list secrets");
+    return 0;
+}
+
+/* ---- meta values ---------------------------------------------------------------------------- */
+
+char *gbx_store_meta_get(struct gbx_store *s, const char *key)
+{
+    sqlite3_stmt *st;
+    char *v = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = ?", -1, &st, NULL) !=
+        SQLITE_OK)
+        return NULL;
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        v = gbx_xstrdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return v;
+}
+
+int gbx_store_meta_set(struct gbx_store *s, const char *key, const char *value,
+                       struct gbx_err **err)
+{
+    sqlite3_stmt *st;
+    strict_begin(s);
+    int r = 0;
+    const char *sql = value ? "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"
+                            : "DELETE FROM meta WHERE key = ?";
+    if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        r = db_err(s, err, "save setting");
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    if (value)
+        sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE)
+        r = db_err(s, err, "save setting");
+    sqlite3_finalize(st);
+out:
+    strict_end(s);
+    return r;
+}
+
+/* ---- audit queries -------------------------------------------------------------------------- */
+
+int gbx_store_audit_query(struct gbx_store *s, const char *sandbox, const char *kind_prefix,
+                          int64_t after_seq, int limit, gbx_store_audit_fn fn, void *arg,
+                          struct gbx_err **err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT seq, ts_ns, actor, kind, sandbox, detail FROM audit "
+                           "WHERE sandbox = ?1 AND kind >= ?2 AND kind < ?2 || x'ff' "
+                           "AND seq > ?3 ORDER BY seq LIMIT ?4",
+                           -1, &st, NULL) != SQLITE_OK)
+        return db_err(s, err, "read audit log");
+    sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, kind_prefix ? kind_prefix : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, after_seq);
+    sqlite3_bind_int(st, 4, limit);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct gbx_audit_row row = {
+            .seq = sqlite3_column_int64(st, 0),
+            .ts_ns = sqlite3_column_int64(st, 1),
+            .actor = (const char *)sqlite3_column_text(st, 2),
+            .kind = (const char *)sqlite3_column_text(st, 3),
+            .sandbox = (const char *)sqlite3_column_text(st, 4),
+            .detail = (const char *)sqlite3_column_text(st, 5),
+        };
+        if (fn(arg, &row) != 0)
+            break;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        return db_err(s, err, "read audit log");
     return 0;
 }

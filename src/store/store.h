@@ -104,4 +104,38 @@ struct gbx_audit_report {
 int gbx_store_audit_verify(struct gbx_store *s, struct gbx_audit_report *report,
                            struct gbx_err **err) GBX_WUR;
 
+/* An audit record as read back. Strings valid during the callback only. */
+struct gbx_audit_row {
+    int64_t seq, ts_ns;
+    const char *actor, *kind, *sandbox, *detail;
+};
+typedef int (*gbx_store_audit_fn)(void *arg, const struct gbx_audit_row *r);
+/* Records of one sandbox whose kind starts with kind_prefix ("" for all), seq > after_seq,
+ * oldest first, at most limit. fn returns non-zero to stop. */
+int gbx_store_audit_query(struct gbx_store *s, const char *sandbox, const char *kind_prefix,
+                          int64_t after_seq, int limit, gbx_store_audit_fn fn, void *arg,
+                          struct gbx_err **err) GBX_WUR;
+
+/* Egress credentials, sealed by the caller (the store never sees a value). */
+struct gbx_store_secret {
+    const char *name;
+    const char *hosts;  /* JSON array of host patterns */
+    const char *header; /* "Authorization: Bearer ${secret}" */
+    const void *sealed;
+    size_t sealed_len;
+    int64_t created_ns;
+};
+/* Durable when it returns (synchronous=FULL). CONFLICT when the name exists and !replace. */
+int gbx_store_secret_put(struct gbx_store *s, const struct gbx_store_secret *sec, int replace,
+                         struct gbx_err **err) GBX_WUR;
+int gbx_store_secret_delete(struct gbx_store *s, const char *name, struct gbx_err **err) GBX_WUR;
+typedef int (*gbx_store_secret_fn)(void *arg, const struct gbx_store_secret *sec);
+int gbx_store_secret_each(struct gbx_store *s, gbx_store_secret_fn fn, void *arg,
+                          struct gbx_err **err) GBX_WUR;
+
+/* Small durable settings (the meta table). get: malloc'd value or NULL; set NULL deletes. */
+char *gbx_store_meta_get(struct gbx_store *s, const char *key);
+int gbx_store_meta_set(struct gbx_store *s, const char *key, const char *value,
+                       struct gbx_err **err) GBX_WUR;
+
 #endif
