@@ -11,7 +11,7 @@
  *   POST   /sandboxes/{id}/timeout       expiry = now + timeout      204
  *   GET    /sandboxes/{id}/metrics       one sample, now             200 [SandboxMetric]
  *   POST   /sandboxes/{id}/pause         freeze                      204; 409 when paused
- *   PUT    /sandboxes/{id}/network       501 until the egress issue
+ *   PUT    /sandboxes/{id}/network       the egress policy (allowOut, denyOut, internet access)
  *   POST   /sandboxes/{id}/snapshots     501 until the state issue (as fork)
  *   GET    /snapshots                    200 [] (none exist)
  *   DELETE /templates/{snapshotID}       404 (none exist)
@@ -40,6 +40,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "egress/egress.h"
 
 #define CLIENT_ID "glovebox"
 #define DEFAULT_TEMPLATE_ID "base"   /* what the SDK sends by default */
@@ -413,8 +414,9 @@ static json_t *detail_obj(const struct gbx_live *l)
     json_t *j = listed_obj(l);
     json_object_set_new(j, "envdAccessToken", json_string(l->token));
     json_object_set_new(j, "domain", json_null());
-    /* a sandbox's network namespace holds only loopback until the egress issue */
-    json_object_set_new(j, "allowInternetAccess", json_false());
+    /* open egress is E2B's "internet access"; policy and none are not */
+    const struct gbx_egress_policy *p = l->egress ? gbx_egress_policy_of(l->egress) : NULL;
+    json_object_set_new(j, "allowInternetAccess", json_boolean(p && p->mode == GBX_EGRESS_OPEN));
     json_object_set_new(j, "lifecycle",
                         json_pack("{s:s,s:b}", "onTimeout", "kill", "autoResume", 0));
     return j;
@@ -473,15 +475,24 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
         gbx_e2b_error(req, 400, "volume mounts are not supported by Glovebox");
         goto out;
     }
-    /* Accepted and not enforced yet (egress and lifecycle arrive with later issues): the
-     * network is loopback only whatever is asked, which is at least as strict as any
-     * policy; a timeout always kills. */
-    if (json_is_true(json_object_get(body, "allow_internet_access")) ||
-        json_object_get(body, "network") || json_is_true(json_object_get(body, "autoPause")) ||
-        json_object_get(body, "autoResume") || json_object_get(body, "mcp") ||
-        json_object_get(body, "iam"))
-        gbx_log_info("E2B create: network, lifecycle, mcp and iam options are accepted but not "
-                     "applied (the sandbox has no network; a timeout kills it)");
+    /* allow_internet_access and network map onto an egress policy (docs/e2b.md); a
+     * sandbox that says neither gets the daemon's default (Glovebox ships "policy" with no
+     * rules: nothing leaves until a rule allows it) */
+    {
+        struct gbx_egress_policy *pol = NULL;
+        struct gbx_egress *eg = gbx_server_egress(s);
+        if (gbx_egress_policy_from_e2b(body, gbx_egress_default_mode(eg), &pol, &err) < 0) {
+            gbx_e2b_error(req, 400, "%s", err->msg);
+            goto out;
+        }
+        json_object_set_new(native, "network", gbx_egress_policy_json(pol));
+        gbx_egress_policy_free(pol);
+    }
+    /* Accepted and not applied (lifecycle arrives with a later issue): a timeout kills. */
+    if (json_is_true(json_object_get(body, "autoPause")) || json_object_get(body, "autoResume") ||
+        json_object_get(body, "mcp") || json_object_get(body, "iam"))
+        gbx_log_info("E2B create: lifecycle, mcp and iam options are accepted but not applied "
+                     "(a timeout kills the sandbox)");
 
     if (gbx_sandboxes_create(s, native, &l, &err) < 0) {
         if (err->kind == GBX_ERR_NOT_FOUND)
@@ -878,6 +889,37 @@ static void handle_list(struct gbx_server *s, struct evhttp_request *req)
 
 /* ---- routing ------------------------------------------------------------------------------ */
 
+/* PUT /sandboxes/{id}/network {allowOut?, denyOut?, allow_internet_access?, ...}: replace
+ * the sandbox's egress policy (its secrets, attached natively, stay) -> 204 */
+static void handle_network(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+{
+    json_t *body = body_object(req);
+    if (body == NULL)
+        return;
+    struct gbx_egress_policy *pol = NULL;
+    gbx_autoerr struct gbx_err *err = NULL;
+    struct gbx_egress *eg = gbx_server_egress(s);
+    if (gbx_egress_policy_from_e2b_update(body, gbx_egress_default_mode(eg), &pol, &err) < 0) {
+        json_decref(body);
+        return gbx_e2b_error(req, 400, "%s", err->msg);
+    }
+    json_decref(body);
+    const struct gbx_egress_policy *old = gbx_egress_policy_of(l->egress);
+    for (size_t i = 0; old && i < old->nsecrets; i++) {
+        pol->secrets = gbx_xrealloc(pol->secrets, (pol->nsecrets + 1) * sizeof(char *));
+        pol->secrets[pol->nsecrets++] = gbx_xstrdup(old->secrets[i]);
+    }
+    if (gbx_egress_set_policy(l->egress, pol, &err) < 0) {
+        gbx_egress_policy_free(pol);
+        return reply_gbx_err(req, err);
+    }
+    json_t *pj = gbx_egress_policy_json(pol);
+    gbx_egress_policy_free(pol);
+    gbx_sandboxes_set_attr(s, l, "network", json_incref(pj));
+    gbx_server_audit(s, "sandbox.network", l->sb->id, pj);
+    evhttp_send_reply(req, 204, "No Content", NULL);
+}
+
 enum action { A_CONNECT, A_TIMEOUT, A_METRICS, A_PAUSE, A_NETWORK, A_SNAPSHOTS, A_FORK, A_LOGS };
 
 static const struct sub_route {
@@ -918,9 +960,7 @@ static void sandbox_action(struct gbx_server *s, struct evhttp_request *req,
     case A_PAUSE:
         return handle_pause(s, req, l);
     case A_NETWORK:
-        return gbx_e2b_error(req, 501,
-                             "network policy updates arrive with the egress issue; the "
-                             "sandbox's network is loopback only");
+        return handle_network(s, req, l);
     case A_SNAPSHOTS:
         return gbx_e2b_error(req, 501, "snapshots are not implemented yet in Glovebox");
     case A_FORK:

@@ -19,6 +19,12 @@ int gbx_cmd_apikey(int argc, char **argv);
 int gbx_cmd_info(int argc, char **argv);
 int gbx_cmd_timeout(int argc, char **argv);
 int gbx_cmd_version(int argc, char **argv);
+int gbx_cmd_egress(int argc, char **argv);
+int gbx_cmd_secret(int argc, char **argv);
+
+/* A JSON argument: literal JSON, @FILE, or - (standard input). NULL after printing why. */
+struct json_t;
+struct json_t *gbx_cli_json_arg(const char *what, const char *arg);
 
 /* Print "glovebox: <message>" to stderr. */
 void gbx_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -26,6 +26,8 @@ static const struct {
     {"ps", gbx_cmd_ps, "list the running processes of a sandbox of the daemon"},
     {"kill", gbx_cmd_kill, "destroy sandboxes of the daemon"},
     {"apikey", gbx_cmd_apikey, "create, list and revoke API keys for the TCP listener"},
+    {"egress", gbx_cmd_egress, "network policy, egress log and the emergency block"},
+    {"secret", gbx_cmd_secret, "credentials injected into sandboxes' HTTPS requests"},
     {"audit", run_audit, "verify the daemon's hash-chained audit log"},
     {"version", gbx_cmd_version, "print the version"},
 };

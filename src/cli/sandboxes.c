@@ -24,13 +24,15 @@ int gbx_cmd_create(int argc, char **argv)
         {"label", required_argument, NULL, 'l'},
         {"meta", required_argument, NULL, 'M'},
         {"idempotency-key", required_argument, NULL, 'k'},
+        {"network", required_argument, NULL, 'N'},
+        {"allow", required_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     json_t *body = json_object();
     int json = 0, c;
     optind = 0;
-    while ((c = getopt_long(argc, argv, "i:T:m:p:c:d:t:je:l:M:k:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "i:T:m:p:c:d:t:je:l:M:k:N:A:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'e':
         case 'l':
@@ -59,6 +61,30 @@ int gbx_cmd_create(int argc, char **argv)
         case 'k':
             json_object_set_new(body, "idempotency_key", json_string(optarg));
             break;
+        case 'N': {
+            json_t *net = gbx_cli_json_arg("--network", optarg);
+            if (net == NULL) {
+                json_decref(body);
+                return 2;
+            }
+            json_object_set_new(body, "network", net);
+            break;
+        }
+        case 'A': { /* --allow HOST: an allow rule in the (default) policy */
+            json_t *net = json_object_get(body, "network");
+            if (net == NULL) {
+                net = json_object();
+                json_object_set_new(body, "network", net);
+            }
+            json_t *rules = json_object_get(net, "rules");
+            if (rules == NULL) {
+                rules = json_array();
+                json_object_set_new(net, "rules", rules);
+            }
+            json_array_append_new(rules,
+                                  json_pack("{s:s,s:s}", "action", "allow", "host", optarg));
+            break;
+        }
         case 'i':
             json_object_set_new(body, "id", json_string(optarg));
             break;
@@ -103,7 +129,8 @@ int gbx_cmd_create(int argc, char **argv)
             puts("usage: glovebox create [--id ID] [--template NAME] [--memory SIZE] [--pids N]\n"
                  "                       [--cpus N] [--disk SIZE] [--timeout DURATION]\n"
                  "                       [--env K=V]... [--label K=V]... [--meta K=V]...\n"
-                 "                       [--idempotency-key KEY] [--json]");
+                 "                       [--idempotency-key KEY] [--allow HOST]...\n"
+                 "                       [--network POLICY-JSON|@FILE] [--json]");
             json_decref(body);
             return 0;
         default:

@@ -281,10 +281,14 @@ describe('not implemented yet', () => {
         sbx = await newSandbox({ timeoutMs: 120_000 });
     });
 
-    test('updateNetwork is SandboxError 501', async () => {
-        await assert.rejects(sbx.updateNetwork({ allowOut: ['8.8.8.8'] }), (e) => {
+    test('updateNetwork replaces the egress policy', async () => {
+        await sbx.updateNetwork({ allowOut: ['api.example.com'], denyOut: ['0.0.0.0/0'] });
+        assert.equal((await sbx.getInfo()).allowInternetAccess, false);
+        await sbx.updateNetwork({ allowInternetAccess: true });
+        assert.equal((await sbx.getInfo()).allowInternetAccess, true);
+        await assert.rejects(sbx.updateNetwork({ allowOut: ['not a host!'] }), (e) => {
             assert.ok(e instanceof SandboxError && !(e instanceof SandboxNotFoundError), `${e}`);
-            assert.match(e.message, /^501: .*egress/);
+            assert.match(e.message, /^400: /);
             return true;
         });
     });

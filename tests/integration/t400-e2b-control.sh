@@ -242,9 +242,17 @@ sleep 0.5
 e2b "$A" GET "/sandboxes/$SP"
 check "with the default timeout, not its expired one" eval '[ "$code" = 200 ] && [ "$(now_gap)" -ge 250 ]'
 
-# ---- not yet: network, snapshots, fork --------------------------------------------------------
+# ---- network: the egress policy; not yet: snapshots, fork ------------------------------------
 e2b "$A" PUT "/sandboxes/$S1/network" '{"allowOut":["8.8.8.8"],"allow_internet_access":true}'
-check "network update: 501 with code 501" is_err 501
+check "network update: 204" [ "$code" = 204 ]
+e2b "$A" GET "/sandboxes/$S1"
+check "internet access is open egress now" [ "$(j "j['allowInternetAccess']")" = True ]
+e2b "$A" PUT "/sandboxes/$S1/network" '{"allowOut":"8.8.8.8"}'
+check "network update with a malformed allowOut: 400" is_err 400
+e2b "$A" PUT "/sandboxes/$S1/network" '{"denyOut":["0.0.0.0/0"],"allowOut":["api.example.com"]}'
+check "network update back to deny-by-default: 204" [ "$code" = 204 ]
+e2b "$A" GET "/sandboxes/$S1"
+check "and internet access is off again" [ "$(j "j['allowInternetAccess']")" = False ]
 e2b "$A" PUT /sandboxes/sb-000000000000/network '{}'
 check "network update of an unknown sandbox: 404 first" is_err 404
 e2b "$A" POST "/sandboxes/$S1/snapshots" '{"name":"snap1"}'

@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/* glovebox egress status | block | unblock | ca | policy ID [POLICY] | log ID [-f] [--json]
+ * The egress gateway through the daemon's API: the emergency block, the CA certificate
+ * sandboxes trust, a sandbox's policy (shown, or replaced live), and its egress log. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/api.h"
+#include "cli/cli.h"
+
+static const char egress_usage[] =
+    "usage: glovebox egress status\n"
+    "       glovebox egress block | unblock      cut every sandbox's egress now / lift it\n"
+    "       glovebox egress ca                   the CA certificate sandboxes trust (PEM)\n"
+    "       glovebox egress policy ID [POLICY]   show, or replace live (JSON, @FILE or -)\n"
+    "       glovebox egress log ID [-f] [--json] DNS answers, connections and requests\n";
+
+json_t *gbx_cli_json_arg(const char *what, const char *arg)
+{
+    json_error_t e;
+    json_t *j;
+    if (strcmp(arg, "-") == 0)
+        j = json_loadf(stdin, 0, &e);
+    else if (arg[0] == '@')
+        j = json_load_file(arg + 1, 0, &e);
+    else
+        j = json_loads(arg, 0, &e);
+    if (j == NULL)
+        gbx_cli_error("%s: not JSON: %s (line %d)", what, e.text, e.line);
+    return j;
+}
+
+static void print_json(json_t *j)
+{
+    char *t = json_dumps(j, JSON_INDENT(2));
+    if (t)
+        puts(t);
+    free(t);
+}
+
+/* one event as a line: TIME KIND DECISION NAME[:PORT] details */
+static void print_event(json_t *e)
+{
+    const char *kind = json_string_value(json_object_get(e, "kind"));
+    const char *name = json_string_value(json_object_get(e, "name"));
+    json_t *port = json_object_get(e, "port");
+    char target[300];
+    if (port)
+        snprintf(target, sizeof(target), "%s:%lld", name && *name ? name
+                                                    : json_string_value(json_object_get(e, "addr")),
+                 (long long)json_integer_value(port));
+    else
+        snprintf(target, sizeof(target), "%s", name ? name : "");
+    printf("%-24s %-5s %-5s %-40s", json_string_value(json_object_get(e, "time")), kind,
+           json_string_value(json_object_get(e, "decision")), target);
+    if (kind && strcmp(kind, "dns") == 0) {
+        const char *ans = json_string_value(json_object_get(e, "answer"));
+        printf(" %s%s%s", json_string_value(json_object_get(e, "type")), ans ? " " : "",
+               ans ? ans : "");
+    } else if (kind && strcmp(kind, "http") == 0) {
+        printf(" %s %s", json_string_value(json_object_get(e, "method")),
+               json_string_value(json_object_get(e, "path")));
+    } else if (json_object_get(e, "bytes_up")) {
+        printf(" %s up=%lld down=%lld %lldms",
+               json_string_value(json_object_get(e, "mode")),
+               (long long)json_integer_value(json_object_get(e, "bytes_up")),
+               (long long)json_integer_value(json_object_get(e, "bytes_down")),
+               (long long)json_integer_value(json_object_get(e, "duration_ms")));
+    }
+    const char *secret = json_string_value(json_object_get(e, "secret"));
+    if (secret)
+        printf(" secret=%s", secret);
+    const char *reason = json_string_value(json_object_get(e, "reason"));
+    if (reason)
+        printf(" (%s)", reason);
+    putchar('\n');
+}
+
+static int egress_log(const char *id, int follow, int json)
+{
+    long long after = 0;
+    for (;;) {
+        char path[256];
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/egress?after=%lld&limit=1000", id, after);
+        json_t *reply = NULL;
+        int status = gbx_cli_call("GET", path, NULL, &reply);
+        if (status != 200) {
+            int r = gbx_cli_result(status, reply, 200);
+            json_decref(reply);
+            return r;
+        }
+        json_t *events = json_object_get(reply, "events");
+        size_t i;
+        json_t *e;
+        json_array_foreach(events, i, e)
+        {
+            if (json) {
+                char *t = json_dumps(e, JSON_COMPACT);
+                puts(t);
+                free(t);
+            } else {
+                print_event(e);
+            }
+        }
+        fflush(stdout);
+        after = json_integer_value(json_object_get(reply, "next_after"));
+        size_t n = json_array_size(events);
+        json_decref(reply);
+        if (n == 1000)
+            continue; /* more waiting */
+        if (!follow)
+            return 0;
+        usleep(500000);
+    }
+}
+
+int gbx_cmd_egress(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(egress_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *sub = argv[1];
+    json_t *reply = NULL;
+    int r;
+    if (strcmp(sub, "status") == 0 || strcmp(sub, "ca") == 0) {
+        int status = gbx_cli_call("GET", "/v1/egress", NULL, &reply);
+        if (status == 200 && sub[0] == 'c')
+            fputs(json_string_value(json_object_get(reply, "ca_certificate")), stdout);
+        else if (status == 200)
+            printf("egress: %s\ndefault mode for new sandboxes: %s\n",
+                   json_is_true(json_object_get(reply, "blocked")) ? "BLOCKED" : "flowing",
+                   json_string_value(json_object_get(reply, "default_mode")));
+        r = gbx_cli_result(status, reply, 200);
+    } else if (strcmp(sub, "block") == 0 || strcmp(sub, "unblock") == 0) {
+        int status =
+            gbx_cli_call(sub[0] == 'b' ? "POST" : "DELETE", "/v1/egress/block", NULL, &reply);
+        if (status == 200)
+            printf("egress %s\n", sub[0] == 'b' ? "blocked: every connection was cut"
+                                                : "unblocked");
+        r = gbx_cli_result(status, reply, 200);
+    } else if (strcmp(sub, "policy") == 0 && argc >= 3 && argc <= 4) {
+        char path[256];
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/network", argv[2]);
+        json_t *body = NULL;
+        if (argc == 4 && (body = gbx_cli_json_arg("policy", argv[3])) == NULL)
+            return 2;
+        int status = gbx_cli_call(body ? "PUT" : "GET", path, body, &reply);
+        json_decref(body);
+        if (status == 200)
+            print_json(json_object_get(reply, "network"));
+        r = gbx_cli_result(status, reply, 200);
+    } else if (strcmp(sub, "log") == 0 && argc >= 3) {
+        int follow = 0, json = 0;
+        const char *id = NULL;
+        for (int i = 2; i < argc; i++) {
+            if (strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--follow") == 0)
+                follow = 1;
+            else if (strcmp(argv[i], "--json") == 0)
+                json = 1;
+            else if (id == NULL && argv[i][0] != '-')
+                id = argv[i];
+            else {
+                fputs(egress_usage, stderr);
+                return 2;
+            }
+        }
+        if (id == NULL) {
+            fputs(egress_usage, stderr);
+            return 2;
+        }
+        return egress_log(id, follow, json);
+    } else {
+        fputs(egress_usage, stderr);
+        return 2;
+    }
+    json_decref(reply);
+    return r;
+}
