@@ -1,17 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* The DNS server of one sandbox. Queries arrive on the daemon's UDP listener inside the
- * sandbox's namespace (and on its TCP listener, bridged to the same logic); libevent's evdns
- * parses them and encodes the answers. An allowed name gets a synthetic address from
- * 198.18.0.0/15, remembered as address -> name so the proxy can map a connection back to the
- * name; a denied name gets NXDOMAIN; AAAA and every other type get an empty answer (IPv6
- * never leaves). Nothing is forwarded: the sandbox learns no real address. */
+/* The DNS server of one sandbox. Queries arrive on the daemon's UDP and TCP listeners inside
+ * the sandbox's namespace; ldns parses them and encodes the answers (libevent 2.1's evdns
+ * server was the first choice: it dereferences NULL on any datagram shorter than a DNS header,
+ * so one packet from a sandbox would take the daemon down). An allowed name gets a synthetic
+ * address from 198.18.0.0/15, remembered as address -> name so the proxy can map a connection
+ * back to the name; a denied name gets NXDOMAIN; AAAA and every other type get an empty
+ * answer (IPv6 never leaves). Nothing is forwarded: the sandbox learns no real address. */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/dns.h>
-#include <event2/dns_struct.h>
 #include <event2/listener.h>
+#include <ldns/ldns.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,22 +22,13 @@
 
 #define DNS_TTL 60
 #define DNSTCP_MAX 16
-#define DNSTCP_MSG_MAX 4096
-
-/* Where a query came from: the sandbox's UDP listener, or one TCP connection's bridge
- * (then only the bridge's own client socket may ask). */
-struct dns_src {
-    struct gbx_egress_sb *sb;
-    struct sockaddr_in peer; /* sin_family 0: anyone (the listener inside the sandbox) */
-};
+#define DNS_MSG_MAX 4096
+#define UDP_BATCH 64
 
 struct gbx_egress_dnstcp {
     struct gbx_egress_dnstcp *prev, *next;
-    struct dns_src src;
-    struct bufferevent *bev; /* the sandbox's TCP connection */
-    int usock;               /* bridge client: sends each query to port, reads answers */
-    struct event *uev;
-    struct evdns_server_port *port;
+    struct gbx_egress_sb *sb;
+    struct bufferevent *bev;
 };
 
 /* ---- synthetic names ----------------------------------------------------------------------- */
@@ -104,91 +95,109 @@ const char *gbx_egress_dns_name(const struct gbx_egress_sb *sb, const struct in_
 
 /* ---- answering ----------------------------------------------------------------------------- */
 
-static const char *type_name(int t)
+static const char *type_name(ldns_rr_type t, char *buf, size_t n)
 {
     switch (t) {
-    case EVDNS_TYPE_A:
+    case LDNS_RR_TYPE_A:
         return "A";
-    case EVDNS_TYPE_AAAA:
+    case LDNS_RR_TYPE_AAAA:
         return "AAAA";
-    case EVDNS_TYPE_CNAME:
+    case LDNS_RR_TYPE_CNAME:
         return "CNAME";
-    case EVDNS_TYPE_PTR:
+    case LDNS_RR_TYPE_PTR:
         return "PTR";
-    case EVDNS_TYPE_MX:
+    case LDNS_RR_TYPE_MX:
         return "MX";
-    case EVDNS_TYPE_TXT:
+    case LDNS_RR_TYPE_TXT:
         return "TXT";
+    case LDNS_RR_TYPE_HTTPS:
+        return "HTTPS";
     default:
-        return NULL;
+        snprintf(buf, n, "TYPE%u", (unsigned)t);
+        return buf;
     }
 }
 
-static void on_query(struct evdns_server_request *req, void *arg)
+/* The reply to one query, or NULL to drop it (not a query at all). */
+static ldns_pkt *answer(struct gbx_egress_sb *sb, const ldns_pkt *q, int tcp)
 {
-    struct dns_src *src = arg;
-    struct gbx_egress_sb *sb = src->sb;
     struct gbx_egress *eg = sb->eg;
-    if (src->peer.sin_family) {
-        struct sockaddr_in from;
-        if (evdns_server_request_get_requesting_addr(req, (struct sockaddr *)&from,
-                                                     sizeof(from)) < 0 ||
-            from.sin_port != src->peer.sin_port || from.sin_addr.s_addr != src->peer.sin_addr.s_addr) {
-            evdns_server_request_drop(req);
-            return;
-        }
+    if (ldns_pkt_qr(q))
+        return NULL; /* an answer: nobody asked */
+    ldns_pkt *r = ldns_pkt_new();
+    GBX_BUG_ON(r == NULL);
+    ldns_pkt_set_id(r, ldns_pkt_id(q));
+    ldns_pkt_set_qr(r, true);
+    ldns_pkt_set_rd(r, ldns_pkt_rd(q));
+    ldns_pkt_set_ra(r, true);
+    ldns_pkt_set_opcode(r, ldns_pkt_get_opcode(q));
+    ldns_rr_list *qs = ldns_pkt_question(q);
+    if (ldns_pkt_get_opcode(q) != LDNS_PACKET_QUERY) {
+        ldns_pkt_set_rcode(r, LDNS_RCODE_NOTIMPL);
+        return r;
     }
-    int rcode = DNS_ERR_NONE;
-    if (req->nquestions != 1) {
-        evdns_server_request_respond(req, DNS_ERR_FORMAT);
-        return;
+    if (ldns_rr_list_rr_count(qs) != 1) {
+        ldns_pkt_set_rcode(r, LDNS_RCODE_FORMERR);
+        return r;
     }
-    const struct evdns_server_question *q = req->questions[0];
-    char name[256];
-    size_t n = strlen(q->name);
-    if (n && q->name[n - 1] == '.')
+    const ldns_rr *qrr = ldns_rr_list_rr(qs, 0);
+    ldns_pkt_push_rr(r, LDNS_SECTION_QUESTION, ldns_rr_clone(qrr));
+    ldns_rr_type type = ldns_rr_get_type(qrr);
+    char *owner = ldns_rdf2str(ldns_rr_owner(qrr));
+    char name[256] = "";
+    size_t n = owner ? strlen(owner) : 0;
+    if (n && owner[n - 1] == '.')
         n--;
     const char *reason = NULL;
+    int rcode = LDNS_RCODE_NOERROR;
     struct gbx_egress_decision d = {0, -1, 0};
     if (n == 0 || n >= sizeof(name)) {
-        rcode = DNS_ERR_NOTEXIST;
+        rcode = LDNS_RCODE_NXDOMAIN;
         reason = "not a host name";
         n = 0;
     }
     for (size_t i = 0; i < n; i++)
-        name[i] = (char)tolower((unsigned char)q->name[i]);
+        name[i] = (char)tolower((unsigned char)owner[i]);
     name[n] = '\0';
-    if (rcode == DNS_ERR_NONE) {
-        if (q->dns_question_class != EVDNS_CLASS_INET) {
-            rcode = DNS_ERR_NOTIMPL;
+    free(owner);
+    if (rcode == LDNS_RCODE_NOERROR) {
+        if (ldns_rr_get_class(qrr) != LDNS_RR_CLASS_IN) {
+            rcode = LDNS_RCODE_NOTIMPL;
             reason = "not class IN";
         } else if (gbx_egress_name_valid(name) < 0) {
-            rcode = DNS_ERR_NOTEXIST;
+            rcode = LDNS_RCODE_NXDOMAIN;
             reason = "not a host name";
         } else if (eg->blocked) {
-            rcode = DNS_ERR_NOTEXIST;
+            rcode = LDNS_RCODE_NXDOMAIN;
             reason = "egress is blocked";
         } else {
             gbx_egress_policy_check_name(sb->policy, name, &d);
             if (!d.allow) {
-                rcode = DNS_ERR_NOTEXIST;
+                rcode = LDNS_RCODE_NXDOMAIN;
                 reason = "denied by policy";
             }
         }
     }
-    char answer[INET_ADDRSTRLEN] = "";
-    if (rcode == DNS_ERR_NONE && q->type == EVDNS_TYPE_A) {
+    char ans[INET_ADDRSTRLEN] = "";
+    if (rcode == LDNS_RCODE_NOERROR && type == LDNS_RR_TYPE_A) {
         int64_t slot = name_slot(sb, name);
         if (slot < 0) {
-            rcode = DNS_ERR_SERVERFAILED;
+            rcode = LDNS_RCODE_SERVFAIL;
             reason = "too many names for one sandbox";
         } else {
             struct in_addr a = {htonl(GBX_EGRESS_POOL_BASE + 1 + (uint32_t)slot)};
-            inet_ntop(AF_INET, &a, answer, sizeof(answer));
-            evdns_server_request_add_a_reply(req, q->name, 1, &a.s_addr, DNS_TTL);
+            inet_ntop(AF_INET, &a, ans, sizeof(ans));
+            ldns_rr *rr = ldns_rr_new_frm_type(LDNS_RR_TYPE_A);
+            GBX_BUG_ON(rr == NULL);
+            ldns_rr_set_owner(rr, ldns_rdf_clone(ldns_rr_owner(qrr)));
+            ldns_rr_set_ttl(rr, DNS_TTL);
+            ldns_rr_set_class(rr, LDNS_RR_CLASS_IN);
+            ldns_rr_push_rdf(rr, ldns_rdf_new_frm_data(LDNS_RDF_TYPE_A, 4, &a.s_addr));
+            ldns_pkt_push_rr(r, LDNS_SECTION_ANSWER, rr);
         }
     }
-    int allowed = rcode == DNS_ERR_NONE;
+    ldns_pkt_set_rcode(r, (uint8_t)rcode);
+    int allowed = rcode == LDNS_RCODE_NOERROR;
     if (allowed) {
         eg->c.dns_allow++;
         sb->c.dns_allow++;
@@ -196,44 +205,71 @@ static void on_query(struct evdns_server_request *req, void *arg)
         eg->c.dns_deny++;
         sb->c.dns_deny++;
     }
-    const char *tn = type_name(q->type);
-    json_t *detail = json_pack("{s:s,s:s,s:s}", "name", n ? name : "", "decision",
-                               allowed ? "allow" : "deny", "proto",
-                               src->peer.sin_family ? "tcp" : "udp");
-    if (tn)
-        json_object_set_new(detail, "type", json_string(tn));
-    else
-        json_object_set_new(detail, "type", json_integer(q->type));
-    if (answer[0])
-        json_object_set_new(detail, "answer", json_string(answer));
+    char tbuf[16];
+    json_t *detail = json_pack("{s:s,s:s,s:s,s:s}", "name", name, "type",
+                               type_name(type, tbuf, sizeof(tbuf)), "decision",
+                               allowed ? "allow" : "deny", "proto", tcp ? "tcp" : "udp");
+    if (ans[0])
+        json_object_set_new(detail, "answer", json_string(ans));
     if (d.rule >= 0)
         json_object_set_new(detail, "rule", json_integer(d.rule));
     if (reason)
         json_object_set_new(detail, "reason", json_string(reason));
     gbx_egress_audit(sb, "egress.dns", detail);
-    if (evdns_server_request_respond(req, rcode) < 0)
-        gbx_log_debug("sandbox '%s': DNS answer not sent", sb->id);
+    return r;
 }
 
-/* ---- TCP: length-prefixed messages, bridged to an evdns port on the host's loopback -------- */
+int gbx_egress_dns_reply(struct gbx_egress_sb *sb, const uint8_t *msg, size_t len, int tcp,
+                         uint8_t **out, size_t *outlen)
+{
+    ldns_pkt *q = NULL;
+    if (len < LDNS_HEADER_SIZE || ldns_wire2pkt(&q, msg, len) != LDNS_STATUS_OK) {
+        ldns_pkt_free(q);
+        return -1; /* not DNS: dropped, like any server drops noise */
+    }
+    ldns_pkt *r = answer(sb, q, tcp);
+    ldns_pkt_free(q);
+    if (r == NULL)
+        return -1;
+    int rc = ldns_pkt2wire(out, r, outlen) == LDNS_STATUS_OK ? 0 : -1;
+    ldns_pkt_free(r);
+    if (rc == 0 && !tcp && *outlen > 512) { /* over UDP's classic limit: say truncated */
+        (*out)[2] |= 0x02;
+        *outlen = 512;
+    }
+    return rc;
+}
+
+static void on_udp(evutil_socket_t fd, short what, void *arg)
+{
+    struct gbx_egress_sb *sb = arg;
+    uint8_t msg[DNS_MSG_MAX];
+    for (int i = 0; i < UDP_BATCH; i++) {
+        struct sockaddr_in from;
+        socklen_t fl = sizeof(from);
+        ssize_t n = recvfrom(fd, msg, sizeof(msg), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+        if (n < 0)
+            return;
+        uint8_t *out = NULL;
+        size_t outlen = 0;
+        if (gbx_egress_dns_reply(sb, msg, (size_t)n, 0, &out, &outlen) == 0)
+            (void)!sendto(fd, out, outlen, MSG_DONTWAIT, (struct sockaddr *)&from, fl);
+        free(out);
+    }
+}
+
+/* ---- TCP: length-prefixed messages ----------------------------------------------------------- */
 
 static void dnstcp_free(struct gbx_egress_dnstcp *t)
 {
-    struct gbx_egress_sb *sb = t->src.sb;
+    struct gbx_egress_sb *sb = t->sb;
     if (t->prev)
         t->prev->next = t->next;
     else
         sb->dnstcps = t->next;
     if (t->next)
         t->next->prev = t->prev;
-    if (t->bev)
-        bufferevent_free(t->bev);
-    if (t->uev)
-        event_free(t->uev);
-    if (t->usock >= 0)
-        close(t->usock);
-    if (t->port)
-        evdns_close_server_port(t->port);
+    bufferevent_free(t->bev);
     free(t);
 }
 
@@ -241,7 +277,7 @@ static void dnstcp_on_read(struct bufferevent *bev, void *arg)
 {
     struct gbx_egress_dnstcp *t = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
-    uint8_t msg[DNSTCP_MSG_MAX];
+    uint8_t msg[DNS_MSG_MAX];
     for (;;) {
         uint8_t len2[2];
         if (evbuffer_copyout(in, len2, 2) < 2)
@@ -255,7 +291,14 @@ static void dnstcp_on_read(struct bufferevent *bev, void *arg)
             return;
         evbuffer_drain(in, 2);
         evbuffer_remove(in, msg, len);
-        (void)!send(t->usock, msg, len, MSG_DONTWAIT);
+        uint8_t *out = NULL;
+        size_t outlen = 0;
+        if (gbx_egress_dns_reply(t->sb, msg, len, 1, &out, &outlen) == 0 && outlen <= 65535) {
+            uint8_t l2[2] = {(uint8_t)(outlen >> 8), (uint8_t)outlen};
+            evbuffer_add(bufferevent_get_output(bev), l2, 2);
+            evbuffer_add(bufferevent_get_output(bev), out, outlen);
+        }
+        free(out);
     }
 }
 
@@ -265,35 +308,6 @@ static void dnstcp_on_event(struct bufferevent *bev, short what, void *arg)
         dnstcp_free(arg);
 }
 
-static void dnstcp_on_answer(evutil_socket_t fd, short what, void *arg)
-{
-    struct gbx_egress_dnstcp *t = arg;
-    uint8_t msg[DNSTCP_MSG_MAX];
-    ssize_t n;
-    while ((n = recv(fd, msg, sizeof(msg), MSG_DONTWAIT)) > 0) {
-        uint8_t len2[2] = {(uint8_t)(n >> 8), (uint8_t)n};
-        struct evbuffer *out = bufferevent_get_output(t->bev);
-        evbuffer_add(out, len2, 2);
-        evbuffer_add(out, msg, (size_t)n);
-    }
-}
-
-static int udp_loopback(struct sockaddr_in *bound)
-{
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr = {htonl(INADDR_LOOPBACK)}};
-    socklen_t l = sizeof(a);
-    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-        getsockname(fd, (struct sockaddr *)bound, &l) < 0) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    return fd;
-}
-
 static void dnstcp_on_accept(struct evconnlistener *lis, evutil_socket_t fd, struct sockaddr *sa,
                              int salen, void *arg)
 {
@@ -301,64 +315,38 @@ static void dnstcp_on_accept(struct evconnlistener *lis, evutil_socket_t fd, str
     unsigned count = 0;
     for (struct gbx_egress_dnstcp *t = sb->dnstcps; t; t = t->next)
         count++;
-    if (count >= DNSTCP_MAX) {
+    struct bufferevent *bev =
+        count < DNSTCP_MAX ? bufferevent_socket_new(sb->eg->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
+    if (bev == NULL) {
         close(fd);
         return;
     }
     struct gbx_egress_dnstcp *t = gbx_xcalloc(1, sizeof(*t));
-    t->src.sb = sb;
-    t->usock = -1;
+    t->sb = sb;
+    t->bev = bev;
     t->next = sb->dnstcps;
     if (sb->dnstcps)
         sb->dnstcps->prev = t;
     sb->dnstcps = t;
-    t->bev = bufferevent_socket_new(sb->eg->base, fd, BEV_OPT_CLOSE_ON_FREE);
-    struct sockaddr_in srv;
-    int sfd = udp_loopback(&srv);
-    if (t->bev == NULL || sfd < 0) {
-        if (t->bev == NULL)
-            close(fd);
-        if (sfd >= 0)
-            close(sfd);
-        dnstcp_free(t);
-        return;
-    }
-    t->port = evdns_add_server_port_with_base(sb->eg->base, sfd, 0, on_query, &t->src);
-    if (t->port == NULL)
-        close(sfd);
-    if (t->port == NULL || (t->usock = udp_loopback(&t->src.peer)) < 0 ||
-        connect(t->usock, (struct sockaddr *)&srv, sizeof(srv)) < 0) {
-        dnstcp_free(t);
-        return;
-    }
-    t->uev = event_new(sb->eg->base, t->usock, EV_READ | EV_PERSIST, dnstcp_on_answer, t);
-    event_add(t->uev, NULL);
     struct timeval tv = {10, 0};
-    bufferevent_set_timeouts(t->bev, &tv, &tv);
-    bufferevent_setcb(t->bev, dnstcp_on_read, NULL, dnstcp_on_event, t);
-    bufferevent_enable(t->bev, EV_READ | EV_WRITE);
+    bufferevent_set_timeouts(bev, &tv, &tv);
+    bufferevent_setcb(bev, dnstcp_on_read, NULL, dnstcp_on_event, t);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
 
 /* ---- per sandbox ----------------------------------------------------------------------------- */
 
 int gbx_egress_dns_start(struct gbx_egress_sb *sb, struct gbx_err **err)
 {
-    struct dns_src *src = gbx_xcalloc(1, sizeof(*src));
-    src->sb = sb;
-    sb->dns_port =
-        evdns_add_server_port_with_base(sb->eg->base, sb->socks.dns_udp_fd, 0, on_query, src);
-    if (sb->dns_port == NULL) {
-        free(src);
+    sb->dns_ev = event_new(sb->eg->base, sb->socks.dns_udp_fd, EV_READ | EV_PERSIST, on_udp, sb);
+    if (sb->dns_ev == NULL || event_add(sb->dns_ev, NULL) < 0)
         return gbx_err_set(err, ENOMEM, GBX_ERR_INTERNAL, "cannot serve DNS");
-    }
-    sb->dns_src = src;
-    sb->socks.dns_udp_fd = -1; /* the port owns it now */
     sb->dnstcp_lis = evconnlistener_new(sb->eg->base, dnstcp_on_accept, sb,
                                         LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0,
                                         sb->socks.dns_tcp_fd);
     if (sb->dnstcp_lis == NULL)
         return gbx_err_set(err, ENOMEM, GBX_ERR_INTERNAL, "cannot serve DNS over TCP");
-    sb->socks.dns_tcp_fd = -1;
+    sb->socks.dns_tcp_fd = -1; /* the listener owns it now */
     return 0;
 }
 
@@ -369,9 +357,7 @@ void gbx_egress_dns_stop(struct gbx_egress_sb *sb)
     if (sb->dnstcp_lis)
         evconnlistener_free(sb->dnstcp_lis);
     sb->dnstcp_lis = NULL;
-    if (sb->dns_port)
-        evdns_close_server_port(sb->dns_port);
-    sb->dns_port = NULL;
-    free(sb->dns_src);
-    sb->dns_src = NULL;
+    if (sb->dns_ev)
+        event_free(sb->dns_ev);
+    sb->dns_ev = NULL; /* the UDP socket is closed with the others (socks) */
 }

@@ -37,7 +37,6 @@ struct gbx_egress_counters {
 
 struct gbx_egress_conn;
 struct gbx_egress_dnstcp;
-struct dns_src;
 
 struct gbx_egress {
     struct event_base *base;
@@ -75,8 +74,7 @@ struct gbx_egress_sb {
     struct gbx_egress_policy *policy;
     struct gbx_egress_socks socks;
     struct evconnlistener *proxy_lis, *dnstcp_lis;
-    struct evdns_server_port *dns_port;
-    struct dns_src *dns_src;
+    struct event *dns_ev; /* the UDP listener */
     /* synthetic names: names[i] has address POOL_BASE + 1 + i; index is an open-addressing
      * hash of name -> i + 1 (0: empty) */
     char **names;
@@ -99,6 +97,9 @@ int gbx_egress_addr_own(const struct gbx_egress *eg, const struct in_addr *a);
 /* dns.c */
 int gbx_egress_dns_start(struct gbx_egress_sb *sb, struct gbx_err **err);
 void gbx_egress_dns_stop(struct gbx_egress_sb *sb);
+/* The answer to one DNS message (malloc'd wire format), or -1 when it is dropped. Audited. */
+int gbx_egress_dns_reply(struct gbx_egress_sb *sb, const uint8_t *msg, size_t len, int tcp,
+                         uint8_t **out, size_t *outlen);
 /* The name behind a synthetic address (network order), or NULL. 1 when a is in the pool. */
 const char *gbx_egress_dns_name(const struct gbx_egress_sb *sb, const struct in_addr *a,
                                 int *in_pool);
