@@ -187,8 +187,9 @@ static ldns_pkt *answer(struct gbx_egress_sb *sb, const ldns_pkt *q, int tcp)
         } else {
             struct in_addr a = {htonl(GBX_EGRESS_POOL_BASE + 1 + (uint32_t)slot)};
             inet_ntop(AF_INET, &a, ans, sizeof(ans));
-            ldns_rr *rr = ldns_rr_new_frm_type(LDNS_RR_TYPE_A);
+            ldns_rr *rr = ldns_rr_new(); /* (new_frm_type would add empty rdata slots) */
             GBX_BUG_ON(rr == NULL);
+            ldns_rr_set_type(rr, LDNS_RR_TYPE_A);
             ldns_rr_set_owner(rr, ldns_rdf_clone(ldns_rr_owner(qrr)));
             ldns_rr_set_ttl(rr, DNS_TTL);
             ldns_rr_set_class(rr, LDNS_RR_CLASS_IN);
