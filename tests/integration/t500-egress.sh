@@ -177,5 +177,22 @@ check "counters by decision" eval "grep -q 'glovebox_egress_connections_total{de
 ls -l "$STATE/egress/secrets.key" | grep -q '^-rw-------' 
 check "the secret key file is readable by root only" [ $? -eq 0 ]
 
+# ---- a restarted daemon takes its sandboxes' egress back ----------------------------------
+"$G" egress block >/dev/null
+PAPID=$(q "print(c.execute(\"select init_pid from sandboxes where id = 'pa'\").fetchone()[0])")
+kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+# (no daemon, no exec: enter the sandbox's network namespace from the host)
+check "killed: the sandbox's egress fails closed (nothing listens for it)" eval \
+    "nsenter -t $PAPID -n python3 -c 'import socket; socket.create_connection((\"198.51.100.7\", 80), timeout=2)' 2>&1 | grep -q ConnectionRefused"
+mv "$T/daemon.log" "$T/daemon-1.log"
+start_daemon --listen 127.0.0.1:$API_PORT --egress-hosts "$HOSTS" --egress-extra-ca "$T/ca.pem"
+req GET /v1/egress
+check "the emergency block survives a restart" [ "$(field "j['blocked']")" = True ]
+"$G" egress unblock >/dev/null
+check "the policy set live survives a restart" eval \
+    "\"$G\" egress policy pa | grep -q echo.test && ! \"$G\" egress policy pa | grep -q api.test"
+check "adopted: DNS and the proxy serve it again" [ "$(probe pa tcp echo.test $ECHO_PORT)" = "echo hello" ]
+check "adopted: its policy still holds" [ "$(probe pa resolve api.test)" = "ERR gaierror" ]
+
 spec_check
 summary
