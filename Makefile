@@ -187,11 +187,16 @@ bench: all $(BENCH_BINS)
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
 FUZZ_TIME ?= 20
+# the pure parts of the library (no sandboxes, no store, no daemon-side egress), plus what a
+# target names in FUZZ_EXTRA_<target>
+FUZZ_LIB_SRCS := $(filter-out src/sandbox/% src/store/% src/egress/egress.c src/egress/netns.c \
+                  src/egress/proxy.c src/egress/dns.c,$(LIB_SRCS))
+FUZZ_EXTRA_fuzz_dns := src/egress/dns.c
 build-fuzz/%: tests/fuzz/%.c $(LIB_SRCS) src/init/*.c
 	@mkdir -p $(@D)
 	clang -std=gnu11 -g -O1 -Isrc -D_GNU_SOURCE -DGBX_FUZZING -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all \
-	    -o $@ $< $(filter-out src/sandbox/% src/store/%,$(LIB_SRCS)) $(LIBS)
+	    -o $@ $< $(FUZZ_LIB_SRCS) $(FUZZ_EXTRA_$*) $(LIBS)
 
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$$(basename $$f); mkdir -p build-fuzz/corpus-$$n; \

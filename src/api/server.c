@@ -1567,6 +1567,7 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
     json_t *spec = json_loads(l->spec_text, 0, NULL);
     live_set_extras(l, spec);
     json_decref(spec);
+    env_add_trust(l);
     l->next = s->live;
     s->live = l;
     return 0;

@@ -11,8 +11,10 @@
  * The calling thread enters the namespace (setns), does the work, and returns to its own
  * namespace before this function returns; a thread that could not get back aborts the
  * process (its next upstream connection would otherwise start inside a sandbox). The
- * listeners keep the namespace they were created in. Ports below 1024 cannot be taken by
- * anything inside the sandbox (no CAP_NET_BIND_SERVICE there).
+ * listeners keep the namespace they were created in, and are bound before anything of the
+ * sandbox's own runs: root inside (which keeps CAP_NET_BIND_SERVICE) cannot bind the same
+ * address and port while they exist, and a wildcard bind of its own loses to their more
+ * specific address.
  *
  * The architecture brief has init create the listeners and pass them over its control
  * socket; the daemon creates them itself instead, the same way at create and at adoption
@@ -363,8 +365,12 @@ static int listen_on(int type, uint16_t port)
     int fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
+    /* TCP: a listener made again after a daemon restart must not wait for TIME_WAIT. Never
+     * on UDP: two UDP sockets with SO_REUSEADDR can share an address (root in the sandbox has
+     * CAP_NET_BIND_SERVICE and could bind :53 beside ours) */
     int one = 1;
-    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (type == SOCK_STREAM)
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons(port),
                             .sin_addr = {htonl(INADDR_LOOPBACK)}};

@@ -33,7 +33,8 @@ req POST /v1/sandboxes '{"id":"a1","env":{"GREETING":"hello","EMPTY":""},"metada
 check "create with env, metadata and labels" [ "$code" = 201 ]
 check "metadata and labels come back" \
     [ "$(field 'j["metadata"]["owner"] + "/" + j["labels"]["team"]')" = "team a/a" ]
-check "env shows names, not values" [ "$(field 'sorted(j["env"])')" = "['EMPTY', 'GREETING']" ]
+# (and the egress CA bundle's variables, which every sandbox gets unless its env sets them)
+check "env shows names, not values" [ "$(field 'sorted(j["env"])')" = "['CURL_CA_BUNDLE', 'EMPTY', 'GREETING', 'NODE_EXTRA_CA_CERTS', 'REQUESTS_CA_BUNDLE', 'SSL_CERT_FILE']" ]
 req POST /v1/sandboxes/a1/exec '{"shell":"echo $GREETING-$EMPTY-$OTHER"}'
 check "processes start with the sandbox's env" [ "$(decode_stdout)" = "hello--" ]
 req POST /v1/sandboxes/a1/exec '{"shell":"echo $GREETING","env":{"GREETING":"override"}}'
