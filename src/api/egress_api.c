@@ -115,10 +115,10 @@ static void secret_write(struct gbx_server *s, struct evhttp_request *req, const
         json_decref(body);
         return;
     }
-    json_decref(body);
     gbx_server_audit(s, name ? "secret.replace" : "secret.create", NULL,
                      json_pack("{s:s}", "name", n));
     gbx_http_reply_json(req, name ? 200 : 201, gbx_egress_secret_info(eg, n));
+    json_decref(body); /* n may point into it */
 }
 
 static void handle_secrets(struct gbx_server *s, struct evhttp_request *req, const char *name)

@@ -334,6 +334,9 @@ static int on_head(void *arg, const struct gbx_http_req_info *req,
     if (eg->blocked) {
         d.allow = 0;
         reason = "egress is blocked";
+    } else if (strcmp(req->method, "CONNECT") == 0) {
+        d.allow = 0;
+        reason = "CONNECT through an intercepted connection";
     } else if (req->host && req->host[0] && strcmp(req->host, c->name) != 0) {
         d.allow = 0;
         reason = "Host does not match the connection's name";
@@ -414,11 +417,37 @@ static void relay_down_read(struct bufferevent *bev, void *arg)
         bufferevent_disable(c->bdown, EV_READ);
 }
 
+/* After an Upgrade head the relay holds what the client sends next until the upstream's
+ * status line says whether it switched protocols (101): only then may bytes pass unparsed. */
+static int upgrade_answered(struct gbx_egress_conn *c, struct evbuffer *in)
+{
+    char line[12];
+    if (evbuffer_copyout(in, line, sizeof(line)) < (ev_ssize_t)sizeof(line))
+        return 0;
+    int switched = memcmp(line, "HTTP/1.1 101", 12) == 0 || memcmp(line, "HTTP/1.0 101", 12) == 0;
+    int r = gbx_http_relay_upgrade_done(c->relay, switched, bufferevent_get_output(c->bup));
+    if (r == GBX_HTTP_RELAY_DENIED) {
+        refuse_request(c);
+        return -1;
+    }
+    if (r < 0) {
+        snprintf(c->reason, sizeof(c->reason), "malformed HTTP request");
+        conn_close(c, NULL);
+        return -1;
+    }
+    return 1;
+}
+
 static void relay_up_read(struct bufferevent *bev, void *arg)
 {
     struct gbx_egress_conn *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
     struct evbuffer *out = bufferevent_get_output(c->bdown);
+    if (!c->closing && gbx_http_relay_upgrade_pending(c->relay)) {
+        int r = upgrade_answered(c, in);
+        if (r <= 0)
+            return; /* more of the status line to come, or the connection is gone */
+    }
     size_t n = evbuffer_get_length(in);
     touch(c);
     if (c->closing) { /* a refused request: nothing more goes back */
@@ -528,6 +557,7 @@ static void start_relay(struct gbx_egress_conn *c, int tls)
     if (c->bdown == NULL || c->bup == NULL)
         return conn_close(c, "cannot start the relay");
     c->relay = gbx_http_relay_new(on_head, c);
+    gbx_http_relay_hold_upgrades(c->relay);
     c->state = C_RELAY;
     bufferevent_setcb(c->bdown, relay_down_read, relay_down_written, relay_down_event, c);
     bufferevent_setcb(c->bup, relay_up_read, relay_up_written, relay_up_event, c);

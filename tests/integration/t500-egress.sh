@@ -35,7 +35,7 @@ for i in $(seq 100); do [ -e "$T/upstream.ready" ] && break; sleep 0.05; done
 [ -e "$T/upstream.ready" ] || { echo "upstream did not start:"; cat "$T/upstream.err"; exit 1; }
 
 HOSTS="api.test=$UP echo.test=$UP a.wild.test=$UP wild.test=$UP deep.b.wild.test=$UP"
-HOSTS="$HOSTS other.test=$UP loop.test=127.0.0.1 hostip.test=$HOSTIP meta.test=169.254.169.254"
+HOSTS="$HOSTS other.test=$UP bad.test=$UP loop.test=127.0.0.1 hostip.test=$HOSTIP meta.test=169.254.169.254"
 start_daemon --listen 127.0.0.1:$API_PORT --egress-hosts "$HOSTS" --egress-extra-ca "$T/ca.pem"
 
 # probe ID ARGS...: one network probe from inside the sandbox
@@ -93,6 +93,14 @@ check "a TLS server name other than the resolved name is refused" eval \
 check "an HTTP Host other than the resolved name is refused" eval \
     'probe pa http http://api.test/ other.test | grep -q "^ERR"'
 
+# ---- request rules: method and path prefix (the host is intercepted for them) -------------
+mk pl "{\"rules\":[{\"action\":\"allow\",\"host\":\"api.test\",\"methods\":[\"GET\"],\"path_prefix\":\"/v1/\"},{\"action\":\"allow\",\"host\":\"$UP\"}]}"
+check "request rule: GET /v1/... is allowed (HTTPS, intercepted)" [ "$(probe pl https https://api.test/v1/items)" = "200 no" ]
+check "request rule: another path is 403" [ "$(probe pl https https://api.test/v2/items)" = "403 None" ]
+check "request rule: the same over plain HTTP" eval \
+    '[ "$(probe pl http http://api.test/v1/x)" = "200 no" ] && [ "$(probe pl http http://api.test/admin)" = "403 None" ]'
+check "request rule: a path climbing out with .. is 403" [ "$(probe pl http http://api.test/v1/../admin)" = "403 None" ]
+
 # ---- credentials ---------------------------------------------------------------------------
 printf '%s\n' "$SECRET" | "$G" secret add tok --host api.test \
     --header 'Authorization: Bearer ${secret}' >/dev/null
@@ -115,6 +123,13 @@ check "intercepted: the sandbox sees a certificate from the daemon's CA" eval \
 check "a sandbox without the secret is not intercepted" [ "$(probe pa issuer api.test 443)" = "egress test CA" ]
 check "the secret is not in the sandbox's environment, files or /proc" eval \
     "! \"$G\" exec pc -- sh -c 'env; cat /proc/*/environ /proc/*/cmdline 2>/dev/null; grep -rsa . /etc /tmp /root /home /run 2>/dev/null' | grep -qa '$SECRET'"
+printf 'other\n' | "$G" secret add tok2 --host bad.test --header 'X-Token: ${secret}' >/dev/null
+mk pd "{\"rules\":[{\"action\":\"allow\",\"host\":\"bad.test\"},{\"action\":\"allow\",\"host\":\"$UP\"}],\"secrets\":[\"tok2\"]}"
+check "an upstream whose certificate does not name the host is refused" eval \
+    'probe pd https https://bad.test/ | grep -q "^ERR"'
+settle
+req GET "/v1/sandboxes/pd/egress?limit=1000"
+check "and the log says why" eval "field \"[e['reason'] for e in j['events'] if e['kind'] == 'conn']\" | grep -q 'upstream certificate'"
 "$G" exec pc -- sh -c "python3 /tmp/probe.py kaspan https://api.test/span /tmp/go > /tmp/span 2>&1 &"
 sleep 0.5
 "$G" secret rm tok
