@@ -49,8 +49,7 @@ static void handle_egress_status(struct gbx_server *s, struct evhttp_request *re
     struct gbx_egress *eg = gbx_server_egress(s);
     gbx_http_reply_json(req, 200,
                         json_pack("{s:b,s:s,s:s}", "blocked", gbx_egress_blocked(eg),
-                                  "default_mode",
-                                  gbx_egress_mode_name(gbx_egress_default_mode(eg)),
+                                  "default_mode", gbx_egress_mode_name(gbx_egress_default_mode(eg)),
                                   "ca_certificate", gbx_egress_ca_pem(eg)));
 }
 
@@ -183,8 +182,7 @@ void gbx_api_egress(struct gbx_server *s, struct evhttp_request *req, const char
 
 /* ---- a sandbox's network ------------------------------------------------------------------- */
 
-void gbx_api_sandbox_network(struct gbx_server *s, struct evhttp_request *req,
-                             struct gbx_live *l)
+void gbx_api_sandbox_network(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     struct gbx_egress *eg = gbx_server_egress(s);
@@ -280,8 +278,8 @@ void gbx_api_sandbox_egress(struct gbx_server *s, struct evhttp_request *req, st
     evhttp_clear_headers(&q);
     struct log_ctx c = {.events = json_array(), .last = (int64_t)after};
     struct gbx_err *err = NULL;
-    if (gbx_store_audit_query(gbx_server_store(s), l->sb->id, "egress.", (int64_t)after,
-                              (int)limit, log_row, &c, &err) < 0) {
+    if (gbx_store_audit_query(gbx_server_store(s), l->sb->id, "egress.", (int64_t)after, (int)limit,
+                              log_row, &c, &err) < 0) {
         json_decref(c.events);
         gbx_http_reply_err(req, err);
         gbx_err_free(err);
@@ -290,8 +288,7 @@ void gbx_api_sandbox_egress(struct gbx_server *s, struct evhttp_request *req, st
     struct gbx_egress *eg = gbx_server_egress(s);
     gbx_http_reply_json(req, 200,
                         json_pack("{s:s,s:o,s:o,s:b,s:o,s:I}", "sandbox", l->sb->id, "network",
-                                  gbx_egress_policy_json(gbx_egress_policy_of(l->egress)),
-                                  "stats", gbx_egress_sb_stats(l->egress), "blocked",
-                                  gbx_egress_blocked(eg), "events", c.events, "next_after",
-                                  (json_int_t)c.last));
+                                  gbx_egress_policy_json(gbx_egress_policy_of(l->egress)), "stats",
+                                  gbx_egress_sb_stats(l->egress), "blocked", gbx_egress_blocked(eg),
+                                  "events", c.events, "next_after", (json_int_t)c.last));
 }

@@ -83,8 +83,8 @@ struct gbx_server {
     size_t writes_pending;
     struct gbx_live *live;
     struct gbx_egress *egress; /* DNS, proxy, policy and credentials of every sandbox */
-    struct event *reaper;    /* destroys sandboxes whose timeout passed */
-    struct evhttp *http_tcp; /* --listen: every request needs an API key */
+    struct event *reaper;      /* destroys sandboxes whose timeout passed */
+    struct evhttp *http_tcp;   /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
     size_t max_upload; /* the largest upload body (--max-upload) */
     const char *actor; /* the request being handled: "admin" or a key's name */
@@ -1355,7 +1355,8 @@ static void route_sandbox_sub(struct gbx_server *s, struct evhttp_request *req, 
         struct gbx_live *l = live_find(s, id);
         if (l == NULL)
             return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
-        return sub[1] == 'n' ? gbx_api_sandbox_network(s, req, l) : gbx_api_sandbox_egress(s, req, l);
+        return sub[1] == 'n' ? gbx_api_sandbox_network(s, req, l)
+                             : gbx_api_sandbox_egress(s, req, l);
     }
     if (!files && !procs && !is_exec && !is_timeout)
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
@@ -1491,8 +1492,7 @@ static struct gbx_egress_policy *adopted_policy(struct gbx_server *s,
     struct gbx_egress_policy *p = NULL;
     struct gbx_err *err = NULL;
     if (gbx_egress_policy_parse(net, gbx_egress_default_mode(s->egress), &p, &err) < 0) {
-        gbx_log_warn("sandbox '%s': stored network policy: %s; egress is off", row->id,
-                     err->msg);
+        gbx_log_warn("sandbox '%s': stored network policy: %s; egress is off", row->id, err->msg);
         gbx_err_free(err);
         p = gbx_egress_policy_new(GBX_EGRESS_NONE);
     }

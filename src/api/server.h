@@ -12,12 +12,12 @@ struct event_base;
 struct gbx_server;
 
 struct gbx_server_config {
-    const char *state_dir;   /* NULL: $GLOVEBOX_STATE_DIR or /var/lib/glovebox */
-    const char *runtime_dir; /* NULL: $GLOVEBOX_RUNTIME_DIR or /run/glovebox */
-    const char *listen_tcp;  /* "ADDR:PORT", or NULL for the unix socket only */
-    size_t max_body;         /* largest JSON body, bytes; 0: 1 MiB */
-    size_t max_upload;       /* largest file upload body (held in memory), bytes; 0: 64 MiB */
-    size_t pool_size;        /* fresh sandboxes of the default template kept ready; 0: none */
+    const char *state_dir;       /* NULL: $GLOVEBOX_STATE_DIR or /var/lib/glovebox */
+    const char *runtime_dir;     /* NULL: $GLOVEBOX_RUNTIME_DIR or /run/glovebox */
+    const char *listen_tcp;      /* "ADDR:PORT", or NULL for the unix socket only */
+    size_t max_body;             /* largest JSON body, bytes; 0: 1 MiB */
+    size_t max_upload;           /* largest file upload body (held in memory), bytes; 0: 64 MiB */
+    size_t pool_size;            /* fresh sandboxes of the default template kept ready; 0: none */
     const char *egress_default;  /* "policy" (NULL), "none" or "open" */
     const char *egress_hosts;    /* "name=IPv4 ..." upstream overrides, or NULL */
     const char *egress_extra_ca; /* PEM file of extra upstream trust anchors, or NULL */

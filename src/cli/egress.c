@@ -41,41 +41,40 @@ static void print_json(json_t *j)
     free(t);
 }
 
+/* a string member, "" when absent */
+static const char *str(json_t *o, const char *key)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : "";
+}
+
 /* one event as a line: TIME KIND DECISION NAME[:PORT] details */
 static void print_event(json_t *e)
 {
-    const char *kind = json_string_value(json_object_get(e, "kind"));
-    const char *name = json_string_value(json_object_get(e, "name"));
+    const char *kind = str(e, "kind"), *name = str(e, "name");
     json_t *port = json_object_get(e, "port");
     char target[300];
     if (port)
-        snprintf(target, sizeof(target), "%s:%lld", name && *name ? name
-                                                    : json_string_value(json_object_get(e, "addr")),
+        snprintf(target, sizeof(target), "%s:%lld", *name ? name : str(e, "addr"),
                  (long long)json_integer_value(port));
     else
-        snprintf(target, sizeof(target), "%s", name ? name : "");
-    printf("%-24s %-5s %-5s %-40s", json_string_value(json_object_get(e, "time")), kind,
-           json_string_value(json_object_get(e, "decision")), target);
-    if (kind && strcmp(kind, "dns") == 0) {
-        const char *ans = json_string_value(json_object_get(e, "answer"));
-        printf(" %s%s%s", json_string_value(json_object_get(e, "type")), ans ? " " : "",
-               ans ? ans : "");
-    } else if (kind && strcmp(kind, "http") == 0) {
-        printf(" %s %s", json_string_value(json_object_get(e, "method")),
-               json_string_value(json_object_get(e, "path")));
+        snprintf(target, sizeof(target), "%s", name);
+    printf("%-24s %-5s %-5s %-40s", str(e, "time"), kind, str(e, "decision"), target);
+    if (strcmp(kind, "dns") == 0) {
+        const char *ans = str(e, "answer");
+        printf(" %s%s%s", str(e, "type"), *ans ? " " : "", ans);
+    } else if (strcmp(kind, "http") == 0) {
+        printf(" %s %s", str(e, "method"), str(e, "path"));
     } else if (json_object_get(e, "bytes_up")) {
-        printf(" %s up=%lld down=%lld %lldms",
-               json_string_value(json_object_get(e, "mode")),
+        printf(" %s up=%lld down=%lld %lldms", str(e, "mode"),
                (long long)json_integer_value(json_object_get(e, "bytes_up")),
                (long long)json_integer_value(json_object_get(e, "bytes_down")),
                (long long)json_integer_value(json_object_get(e, "duration_ms")));
     }
-    const char *secret = json_string_value(json_object_get(e, "secret"));
-    if (secret)
-        printf(" secret=%s", secret);
-    const char *reason = json_string_value(json_object_get(e, "reason"));
-    if (reason)
-        printf(" (%s)", reason);
+    if (*str(e, "secret"))
+        printf(" secret=%s", str(e, "secret"));
+    if (*str(e, "reason"))
+        printf(" (%s)", str(e, "reason"));
     putchar('\n');
 }
 
@@ -139,8 +138,8 @@ int gbx_cmd_egress(int argc, char **argv)
         int status =
             gbx_cli_call(sub[0] == 'b' ? "POST" : "DELETE", "/v1/egress/block", NULL, &reply);
         if (status == 200)
-            printf("egress %s\n", sub[0] == 'b' ? "blocked: every connection was cut"
-                                                : "unblocked");
+            printf("egress %s\n",
+                   sub[0] == 'b' ? "blocked: every connection was cut" : "unblocked");
         r = gbx_cli_result(status, reply, 200);
     } else if (strcmp(sub, "policy") == 0 && argc >= 3 && argc <= 4) {
         char path[256];

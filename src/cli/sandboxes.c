@@ -81,8 +81,7 @@ int gbx_cmd_create(int argc, char **argv)
                 rules = json_array();
                 json_object_set_new(net, "rules", rules);
             }
-            json_array_append_new(rules,
-                                  json_pack("{s:s,s:s}", "action", "allow", "host", optarg));
+            json_array_append_new(rules, json_pack("{s:s,s:s}", "action", "allow", "host", optarg));
             break;
         }
         case 'i':

@@ -117,8 +117,7 @@ static int secret_add(int argc, char **argv, int rotate)
     json_decref(hosts);
     json_decref(reply);
     reply = NULL;
-    int status =
-        gbx_cli_call(rotate ? "PUT" : "POST", rotate ? path : "/v1/secrets", body, &reply);
+    int status = gbx_cli_call(rotate ? "PUT" : "POST", rotate ? path : "/v1/secrets", body, &reply);
     json_t *v = json_object_get(body, "value");
     if (v)
         json_string_set(v, ""); /* no copy of the value outlives the call */

@@ -207,9 +207,9 @@ static ldns_pkt *answer(struct gbx_egress_sb *sb, const ldns_pkt *q, int tcp)
         sb->c.dns_deny++;
     }
     char tbuf[16];
-    json_t *detail = json_pack("{s:s,s:s,s:s,s:s}", "name", name, "type",
-                               type_name(type, tbuf, sizeof(tbuf)), "decision",
-                               allowed ? "allow" : "deny", "proto", tcp ? "tcp" : "udp");
+    json_t *detail =
+        json_pack("{s:s,s:s,s:s,s:s}", "name", name, "type", type_name(type, tbuf, sizeof(tbuf)),
+                  "decision", allowed ? "allow" : "deny", "proto", tcp ? "tcp" : "udp");
     if (ans[0])
         json_object_set_new(detail, "answer", json_string(ans));
     if (d.rule >= 0)
@@ -342,9 +342,9 @@ int gbx_egress_dns_start(struct gbx_egress_sb *sb, struct gbx_err **err)
     sb->dns_ev = event_new(sb->eg->base, sb->socks.dns_udp_fd, EV_READ | EV_PERSIST, on_udp, sb);
     if (sb->dns_ev == NULL || event_add(sb->dns_ev, NULL) < 0)
         return gbx_err_set(err, ENOMEM, GBX_ERR_INTERNAL, "cannot serve DNS");
-    sb->dnstcp_lis = evconnlistener_new(sb->eg->base, dnstcp_on_accept, sb,
-                                        LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0,
-                                        sb->socks.dns_tcp_fd);
+    sb->dnstcp_lis =
+        evconnlistener_new(sb->eg->base, dnstcp_on_accept, sb,
+                           LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, sb->socks.dns_tcp_fd);
     if (sb->dnstcp_lis == NULL)
         return gbx_err_set(err, ENOMEM, GBX_ERR_INTERNAL, "cannot serve DNS over TCP");
     sb->socks.dns_tcp_fd = -1; /* the listener owns it now */
@@ -353,8 +353,13 @@ int gbx_egress_dns_start(struct gbx_egress_sb *sb, struct gbx_err **err)
 
 void gbx_egress_dns_stop(struct gbx_egress_sb *sb)
 {
-    while (sb->dnstcps)
-        dnstcp_free(sb->dnstcps);
+    struct gbx_egress_dnstcp *next;
+    for (struct gbx_egress_dnstcp *t = sb->dnstcps; t; t = next) {
+        next = t->next;
+        bufferevent_free(t->bev);
+        free(t);
+    }
+    sb->dnstcps = NULL;
     if (sb->dnstcp_lis)
         evconnlistener_free(sb->dnstcp_lis);
     sb->dnstcp_lis = NULL;

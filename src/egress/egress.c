@@ -101,8 +101,7 @@ static int secret_build(const char *name, const char *value, const json_t *hosts
         if (v == NULL || gbx_egress_name_valid(bare) < 0) {
             secret_free(s);
             return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                               "secret '%s': hosts[%zu] is not a host name or '*.domain'", name,
-                               i);
+                               "secret '%s': hosts[%zu] is not a host name or '*.domain'", name, i);
         }
         s->hosts[s->nhosts] = gbx_xstrdup(v);
         for (char *p = s->hosts[s->nhosts]; *p; p++)
@@ -215,8 +214,8 @@ static json_t *secret_json(const struct gbx_egress_secret *s)
     json_t *hosts = json_array();
     for (size_t i = 0; i < s->nhosts; i++)
         json_array_append_new(hosts, json_string(s->hosts[i]));
-    return json_pack("{s:s,s:o,s:s,s:I}", "name", s->name, "hosts", hosts, "header",
-                     s->header_line, "created", (json_int_t)(s->created_ns / 1000000000));
+    return json_pack("{s:s,s:o,s:s,s:I}", "name", s->name, "hosts", hosts, "header", s->header_line,
+                     "created", (json_int_t)(s->created_ns / 1000000000));
 }
 
 json_t *gbx_egress_secret_list(const struct gbx_egress *eg)
@@ -242,7 +241,8 @@ static int load_one(void *arg, const struct gbx_store_secret *row)
     json_t *hosts = json_loads(row->hosts, 0, NULL);
     struct gbx_egress_secret *s = NULL;
     if (gbx_seal_open(eg->key, row->sealed, row->sealed_len, row->name, &value, &n, &err) < 0 ||
-        secret_build(row->name, value, hosts, row->header, row->created_ns, &s, &err) < 0)
+        secret_build(row->name, value, hosts, row->header, row->created_ns, &s, &err) < 0 ||
+        s == NULL)
         gbx_log_warn("secret '%s' cannot be used: %s", row->name, err ? err->msg : "?");
     else {
         s->next = eg->secrets;
@@ -296,8 +296,8 @@ static int parse_hosts(struct gbx_egress *eg, const char *text, struct gbx_err *
         char *eq = strchr(tok, '=');
         struct in_addr a;
         if (eq == NULL)
-            return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                               "egress hosts: '%s' is not name=IPv4", tok);
+            return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "egress hosts: '%s' is not name=IPv4",
+                               tok);
         *eq = '\0';
         for (char *p = tok; *p; p++)
             *p = (char)tolower((unsigned char)*p);
@@ -326,8 +326,7 @@ static void load_own_addresses(struct gbx_egress *eg)
     freeifaddrs(ifa);
 }
 
-static int write_trust_bundle(struct gbx_egress *eg, const char *runtime_dir,
-                              struct gbx_err **err)
+static int write_trust_bundle(struct gbx_egress *eg, const char *runtime_dir, struct gbx_err **err)
 {
     gbx_autofree char *host = NULL;
     size_t hlen = 0;
@@ -383,8 +382,8 @@ int gbx_egress_new(struct event_base *base, const struct gbx_egress_opts *o,
         goto fail;
     load_own_addresses(eg);
     /* the host's resolver; a test configuration that names every host never uses it */
-    eg->resolver = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
-                                            EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+    eg->resolver =
+        evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS | EVDNS_BASE_DISABLE_WHEN_INACTIVE);
     if (eg->resolver == NULL)
         eg->resolver = evdns_base_new(base, 0); /* no resolv.conf: names fail, overrides work */
     GBX_BUG_ON(eg->resolver == NULL);
@@ -520,10 +519,10 @@ static json_t *counters_json(const struct gbx_egress_counters *c)
 {
     return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "connections_allowed",
                      (json_int_t)c->conn_allow, "connections_denied", (json_int_t)c->conn_deny,
-                     "dns_allowed", (json_int_t)c->dns_allow, "dns_denied",
-                     (json_int_t)c->dns_deny, "requests_allowed", (json_int_t)c->http_allow,
-                     "requests_denied", (json_int_t)c->http_deny, "bytes_up",
-                     (json_int_t)c->bytes_up, "bytes_down", (json_int_t)c->bytes_down);
+                     "dns_allowed", (json_int_t)c->dns_allow, "dns_denied", (json_int_t)c->dns_deny,
+                     "requests_allowed", (json_int_t)c->http_allow, "requests_denied",
+                     (json_int_t)c->http_deny, "bytes_up", (json_int_t)c->bytes_up, "bytes_down",
+                     (json_int_t)c->bytes_down);
 }
 
 json_t *gbx_egress_sb_stats(const struct gbx_egress_sb *sb)

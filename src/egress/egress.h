@@ -84,8 +84,7 @@ int gbx_egress_secret_put(struct gbx_egress *eg, const char *name, const char *v
                           const json_t *hosts, const char *header, int replace,
                           struct gbx_err **err) GBX_WUR;
 /* Revoke: effective for the next request (open connections look it up per request). */
-int gbx_egress_secret_delete(struct gbx_egress *eg, const char *name,
-                             struct gbx_err **err) GBX_WUR;
+int gbx_egress_secret_delete(struct gbx_egress *eg, const char *name, struct gbx_err **err) GBX_WUR;
 /* [{name, hosts, header_name, created}] — never a value. */
 json_t *gbx_egress_secret_list(const struct gbx_egress *eg);
 json_t *gbx_egress_secret_info(const struct gbx_egress *eg, const char *name);

@@ -48,7 +48,7 @@ struct gbx_egress {
     struct gbx_egress_host {
         char *name;
         struct in_addr addr;
-    } *hosts;
+    } * hosts;
     size_t nhosts;
     struct in_addr *own; /* the host's own IPv4 addresses */
     size_t nown;

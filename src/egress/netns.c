@@ -150,9 +150,8 @@ static void put_table(struct batch *bt, uint16_t type)
     struct nftnl_table *t = nftnl_table_alloc();
     nftnl_table_set_str(t, NFTNL_TABLE_NAME, "glovebox");
     nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
-    struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), type,
-                                                 NFPROTO_INET, NLM_F_CREATE | NLM_F_ACK,
-                                                 bt->seq++);
+    struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), type, NFPROTO_INET,
+                                                 NLM_F_CREATE | NLM_F_ACK, bt->seq++);
     nftnl_table_nlmsg_build_payload(nlh, t);
     nftnl_table_free(t);
     mnl_nlmsg_batch_next(bt->b);
@@ -169,9 +168,8 @@ static void put_chain(struct batch *bt, const char *name, const char *type, int 
     nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
     nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, type);
     nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, policy);
-    struct nlmsghdr *nlh =
-        nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), NFT_MSG_NEWCHAIN, NFPROTO_INET,
-                              NLM_F_CREATE | NLM_F_ACK, bt->seq++);
+    struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), NFT_MSG_NEWCHAIN,
+                                                 NFPROTO_INET, NLM_F_CREATE | NLM_F_ACK, bt->seq++);
     nftnl_chain_nlmsg_build_payload(nlh, c);
     nftnl_chain_free(c);
     mnl_nlmsg_batch_next(bt->b);
@@ -189,10 +187,9 @@ static struct nftnl_rule *rule_new(const char *chain)
 
 static void put_rule(struct batch *bt, struct nftnl_rule *r)
 {
-    struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b),
-                                                 NFT_MSG_NEWRULE, NFPROTO_INET,
-                                                 NLM_F_CREATE | NLM_F_APPEND | NLM_F_ACK,
-                                                 bt->seq++);
+    struct nlmsghdr *nlh =
+        nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), NFT_MSG_NEWRULE, NFPROTO_INET,
+                              NLM_F_CREATE | NLM_F_APPEND | NLM_F_ACK, bt->seq++);
     nftnl_rule_nlmsg_build_payload(nlh, r);
     nftnl_rule_free(r);
     mnl_nlmsg_batch_next(bt->b);
@@ -371,9 +368,8 @@ static int listen_on(int type, uint16_t port)
     int one = 1;
     if (type == SOCK_STREAM)
         (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons(port),
-                            .sin_addr = {htonl(INADDR_LOOPBACK)}};
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr = {htonl(INADDR_LOOPBACK)}};
     if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
         (type == SOCK_STREAM && listen(fd, 512) < 0)) {
         int e = errno;

@@ -60,9 +60,9 @@ struct gbx_egress_conn {
     uint16_t port;
     struct in_addr up_addr;
     int rule, l7, intercept, allowed, orphan;
-    const char *mode;   /* "splice", "tls", "http" */
-    char secret[72];    /* the last secret injected (its name) */
-    char reason[160];   /* why it was denied or ended */
+    const char *mode; /* "splice", "tls", "http" */
+    char secret[72];  /* the last secret injected (its name) */
+    char reason[160]; /* why it was denied or ended */
     struct event *ev_dr, *ev_dw, *ev_ur, *ev_uw, *timer;
     int p_du[2], p_ud[2]; /* splice pipes: down->up, up->down */
     size_t pend_du, pend_ud;
@@ -116,8 +116,8 @@ static void audit_conn(struct gbx_egress_conn *c)
     char addr[INET_ADDRSTRLEN] = "";
     struct in_addr a = c->up_addr.s_addr ? c->up_addr : c->dst.sin_addr;
     inet_ntop(AF_INET, &a, addr, sizeof(addr));
-    json_t *d = json_pack("{s:s,s:s,s:i,s:s}", "name", c->name, "addr", addr, "port",
-                          (int)c->port, "decision", c->allowed ? "allow" : "deny");
+    json_t *d = json_pack("{s:s,s:s,s:i,s:s}", "name", c->name, "addr", addr, "port", (int)c->port,
+                          "decision", c->allowed ? "allow" : "deny");
     if (c->rule >= 0)
         json_object_set_new(d, "rule", json_integer(c->rule));
     if (c->reason[0])
@@ -346,9 +346,9 @@ static int on_head(void *arg, const struct gbx_http_req_info *req,
             reason = "denied by policy";
     }
     const struct gbx_egress_secret *s = d.allow ? gbx_egress_secret_for(sb, c->name) : NULL;
-    json_t *detail = json_pack("{s:s,s:i,s:s,s:s,s:s}", "name", c->name, "port", (int)c->port,
-                               "method", req->method, "path", req->path, "decision",
-                               d.allow ? "allow" : "deny");
+    json_t *detail =
+        json_pack("{s:s,s:i,s:s,s:s,s:s}", "name", c->name, "port", (int)c->port, "method",
+                  req->method, "path", req->path, "decision", d.allow ? "allow" : "deny");
     if (d.rule >= 0)
         json_object_set_new(detail, "rule", json_integer(d.rule));
     if (reason)
@@ -536,8 +536,8 @@ static void start_relay(struct gbx_egress_conn *c, int tls)
             SSL_free(us);
             return conn_close(c, "cannot start TLS");
         }
-        c->bdown = bufferevent_openssl_socket_new(eg->base, c->down, ds,
-                                                  BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+        c->bdown = bufferevent_openssl_socket_new(eg->base, c->down, ds, BUFFEREVENT_SSL_ACCEPTING,
+                                                  BEV_OPT_CLOSE_ON_FREE);
         c->down = -1;
         c->bup = bufferevent_openssl_socket_new(eg->base, c->up, us, BUFFEREVENT_SSL_CONNECTING,
                                                 BEV_OPT_CLOSE_ON_FREE);
@@ -804,9 +804,9 @@ static void on_accept(struct evconnlistener *lis, evutil_socket_t fd, struct soc
 
 int gbx_egress_proxy_start(struct gbx_egress_sb *sb, struct gbx_err **err)
 {
-    sb->proxy_lis = evconnlistener_new(sb->eg->base, on_accept, sb,
-                                       LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0,
-                                       sb->socks.proxy_fd);
+    sb->proxy_lis =
+        evconnlistener_new(sb->eg->base, on_accept, sb,
+                           LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, sb->socks.proxy_fd);
     if (sb->proxy_lis == NULL)
         return gbx_err_set(err, ENOMEM, GBX_ERR_INTERNAL, "cannot accept connections");
     sb->socks.proxy_fd = -1;

@@ -30,7 +30,7 @@ struct gbx_runtime {
     int slot_lock_fd;  /* <runtime>/uidmap.lock: one OFD byte lock per uid slot */
     uint32_t uid_base; /* first host uid of slot 0 */
     uint32_t uid_slots;
-    char *staging_dir; /* <runtime>/mnt: empty mount point each sandbox mounts over privately */
+    char *staging_dir;  /* <runtime>/mnt: empty mount point each sandbox mounts over privately */
     char *trust_bundle; /* CA bundle bound over the sandbox's, or NULL (owned) */
 };
 

@@ -267,7 +267,8 @@ static int ns_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec
     snprintf(p->layer_opts, sizeof(p->layer_opts), "size=%llu,mode=755", (unsigned long long)disk);
     snprintf(p->tmp_opts, sizeof(p->tmp_opts), "size=%llu,mode=1777", (unsigned long long)disk);
     snprintf(p->hostname, sizeof(p->hostname), "%s", spec->id);
-    snprintf(p->trust_bundle, sizeof(p->trust_bundle), "%s", rt->trust_bundle ? rt->trust_bundle : "");
+    snprintf(p->trust_bundle, sizeof(p->trust_bundle), "%s",
+             rt->trust_bundle ? rt->trust_bundle : "");
     p->usr_host = tmpl.usr_host;
     p->conn_fd = conn[1];
     p->ctl_fd = ctl_fd;

@@ -215,10 +215,14 @@ static int build_rootfs(int root, struct gbx_err **err)
         const char *path, *text;
         mode_t mode;
     } files[] = {
-        {"etc/passwd", passwd, 0644},  {"etc/group", group, 0644},
-        {"etc/shadow", shadow, 0640},  {"etc/nsswitch.conf", nsswitch, 0644},
-        {"etc/hosts", hosts, 0644},    {"etc/hostname", "sandbox\n", 0644},
-        {"etc/resolv.conf", "nameserver 127.0.0.1\n", 0644}, {"etc/machine-id", "", 0444},
+        {"etc/passwd", passwd, 0644},
+        {"etc/group", group, 0644},
+        {"etc/shadow", shadow, 0640},
+        {"etc/nsswitch.conf", nsswitch, 0644},
+        {"etc/hosts", hosts, 0644},
+        {"etc/hostname", "sandbox\n", 0644},
+        {"etc/resolv.conf", "nameserver 127.0.0.1\n", 0644},
+        {"etc/machine-id", "", 0444},
         {"etc/mtab", "", 0644},
     };
     for (size_t i = 0; i < GBX_ARRAY_SIZE(files); i++) {
