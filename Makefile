@@ -46,7 +46,8 @@ LDFLAGS_ALL := -pie -Wl,-z,relro,-z,now $(SAN_FLAGS) $(LDFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS)) -lhttp_parser
 
 # (+ the daemon's pure parsers, so unit tests and fuzz targets can link them)
-LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c src/egress/*.c) \
+LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c src/egress/*.c \
+                       src/session/*.c) \
             src/api/multipart.c src/api/connect.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o $(BUILD)/gen/seccomp_bpf.o
 LIB := $(BUILD)/libglovebox.a
@@ -55,7 +56,7 @@ DAEMON_SRCS := $(wildcard src/api/*.c src/daemon/*.c)
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/api/interp_blob.o
 DAEMON_LIBS := $(shell pkg-config --libs libevent jansson zlib)
 CLI_LIBS := $(shell pkg-config --libs jansson)
-CLI_SRCS := $(filter-out src/cli/audit.c src/cli/audit_main.c,$(wildcard src/cli/*.c))
+CLI_SRCS := $(filter-out src/cli/audit.c src/cli/audit_main.c,$(wildcard src/cli/*.c src/mcp/*.c))
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 CLI_LIB_OBJS := $(filter-out %/main.o,$(CLI_OBJS))
 # glovebox-audit: the one command that reads the store, so glovebox itself links neither
