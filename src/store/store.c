@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "base/clock.h"
 #include "store/store.h"
+#include "store/store_int.h"
 
 #include <openssl/evp.h>
 #include <sys/random.h>
@@ -12,11 +13,6 @@
 
 #include "base/mem.h"
 
-struct gbx_store {
-    sqlite3 *db;
-    char *path;
-    int relaxed; /* synchronous = NORMAL (see gbx_store_relax) */
-};
 
 /* Schema history. Each entry takes the database from version i to i + 1; never edit one
  * that has shipped, append a new one. */
@@ -74,16 +70,41 @@ static const char *const migrations[] = {
     "  created_ns INTEGER NOT NULL"
     ");"
     "CREATE INDEX audit_sandbox_kind ON audit(sandbox, kind, seq);",
+    /* 5: sessions and their append-only, hash-chained event logs */
+    "CREATE TABLE sessions ("
+    "  id TEXT PRIMARY KEY,"
+    "  owner TEXT NOT NULL,"
+    "  created_ns INTEGER NOT NULL,"
+    "  spec TEXT NOT NULL,"
+    "  workdir TEXT NOT NULL,"
+    "  sandbox TEXT,"
+    "  state TEXT NOT NULL,"
+    "  head_seq INTEGER NOT NULL DEFAULT 0,"
+    "  head_hash TEXT NOT NULL"
+    ");"
+    "CREATE TABLE session_events ("
+    "  session TEXT NOT NULL,"
+    "  seq INTEGER NOT NULL,"
+    "  ts_ns INTEGER NOT NULL,"
+    "  type TEXT NOT NULL,"
+    "  tool_use_id TEXT,"
+    "  data TEXT NOT NULL,"
+    "  prev_hash TEXT NOT NULL,"
+    "  hash TEXT NOT NULL,"
+    "  PRIMARY KEY (session, seq)"
+    ");"
+    "CREATE UNIQUE INDEX session_results ON session_events(session, tool_use_id) "
+    "  WHERE type = 'tool.result';",
 };
 
-#define GENESIS_HASH "0000000000000000000000000000000000000000000000000000000000000000"
+#define GENESIS_HASH GBX_STORE_GENESIS_HASH
 
 int gbx_store_schema_latest(void)
 {
     return (int)GBX_ARRAY_SIZE(migrations);
 }
 
-static int db_err(struct gbx_store *s, struct gbx_err **err, const char *what)
+int gbx_store_db_err(struct gbx_store *s, struct gbx_err **err, const char *what)
 {
     return gbx_err_set(err, 0, GBX_ERR_INTERNAL, "%s: %s", what, sqlite3_errmsg(s->db));
 }
@@ -116,7 +137,7 @@ static int migrate(struct gbx_store *s, struct gbx_err **err)
     int have = gbx_store_schema_version(s);
     int want = gbx_store_schema_latest();
     if (have < 0)
-        return db_err(s, err, "read schema version");
+        return gbx_store_db_err(s, err, "read schema version");
     if (have > want)
         return gbx_err_set(err, 0, GBX_ERR_CONFLICT,
                            "database '%s' has schema %d, newer than this glovebox (%d): "
@@ -187,8 +208,9 @@ void gbx_store_close(struct gbx_store *s)
 
 /* sha256(prev_hash || len:field ...) as lowercase hex. Length prefixes make the encoding
  * unambiguous: no two different records hash the same bytes. */
-static void chain_hash(const char *prev, int64_t seq, int64_t ts, const char *actor,
-                       const char *kind, const char *sandbox, const char *detail, char out[65])
+void gbx_store_chain_hash(const char *prev, int64_t seq, int64_t ts, const char *actor,
+                          const char *kind, const char *sandbox, const char *detail,
+                          char out[65])
 {
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     GBX_BUG_ON(md == NULL);
@@ -261,14 +283,14 @@ int gbx_store_audit_append(struct gbx_store *s, const struct gbx_audit_entry *e,
     int64_t n = last + 1, ts = gbx_realtime_ns();
     const char *actor = str_or_empty(e->actor), *kind = str_or_empty(e->kind);
     const char *sb = str_or_empty(e->sandbox), *detail = e->detail ? e->detail : "{}";
-    chain_hash(prev, n, ts, actor, kind, sb, detail, hash);
+    gbx_store_chain_hash(prev, n, ts, actor, kind, sb, detail, hash);
 
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db,
                            "INSERT INTO audit (seq, ts_ns, actor, kind, sandbox, detail, "
                            "prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                            -1, &st, NULL) != SQLITE_OK) {
-        db_err(s, err, "append audit record");
+        gbx_store_db_err(s, err, "append audit record");
         goto rollback;
     }
     sqlite3_bind_int64(st, 1, n);
@@ -282,7 +304,7 @@ int gbx_store_audit_append(struct gbx_store *s, const struct gbx_audit_entry *e,
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
-        db_err(s, err, "append audit record");
+        gbx_store_db_err(s, err, "append audit record");
         goto rollback;
     }
     char head[96];
@@ -291,14 +313,14 @@ int gbx_store_audit_append(struct gbx_store *s, const struct gbx_audit_entry *e,
                            "INSERT OR REPLACE INTO meta (key, value) VALUES "
                            "('audit_head', ?)",
                            -1, &st, NULL) != SQLITE_OK) {
-        db_err(s, err, "append audit record");
+        gbx_store_db_err(s, err, "append audit record");
         goto rollback;
     }
     sqlite3_bind_text(st, 1, head, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
-        db_err(s, err, "append audit record");
+        gbx_store_db_err(s, err, "append audit record");
         goto rollback;
     }
     if (own_txn && exec_sql(s, "COMMIT", err) < 0)
@@ -324,7 +346,7 @@ int gbx_store_audit_verify(struct gbx_store *s, struct gbx_audit_report *rep, st
                            "SELECT seq, ts_ns, actor, kind, sandbox, detail, prev_hash, hash "
                            "FROM audit ORDER BY seq",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_err(s, err, "verify audit log");
+        return gbx_store_db_err(s, err, "verify audit log");
     char prev[65] = GENESIS_HASH, want[65];
     int64_t expect = 1;
     int rc;
@@ -348,7 +370,7 @@ int gbx_store_audit_verify(struct gbx_store *s, struct gbx_audit_report *rep, st
                 (long long)seq);
         if (strcmp(cols[4], prev) != 0)
             BAD(seq, "record %lld does not follow record %lld", (long long)seq, (long long)seq - 1);
-        chain_hash(prev, seq, sqlite3_column_int64(st, 1), cols[0], cols[1], cols[2], cols[3],
+        gbx_store_chain_hash(prev, seq, sqlite3_column_int64(st, 1), cols[0], cols[1], cols[2], cols[3],
                    want);
         if (strcmp(want, cols[5]) != 0)
             BAD(seq, "record %lld was changed after it was written", (long long)seq);
@@ -357,7 +379,7 @@ int gbx_store_audit_verify(struct gbx_store *s, struct gbx_audit_report *rep, st
     }
     if (rc != SQLITE_DONE) {
         sqlite3_finalize(st);
-        return db_err(s, err, "verify audit log");
+        return gbx_store_db_err(s, err, "verify audit log");
     }
     int64_t head_seq;
     char head_hash[65];
@@ -386,7 +408,7 @@ int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *s
             "created_ns, updated_ns, spec, host_uid, uid_slot, init_pid, "
             "expires_ns, token, attrs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             -1, &st, NULL) != SQLITE_OK)
-        return db_err(s, err, "save sandbox");
+        return gbx_store_db_err(s, err, "save sandbox");
     sqlite3_bind_text(st, 1, sb->id, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, str_or_empty(sb->owner), -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, str_or_empty(sb->template_name), -1, SQLITE_STATIC);
@@ -412,7 +434,7 @@ int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *s
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
-        return db_err(s, err, "save sandbox");
+        return gbx_store_db_err(s, err, "save sandbox");
     return 0;
 }
 
@@ -420,12 +442,12 @@ int gbx_store_sandbox_delete(struct gbx_store *s, const char *id, struct gbx_err
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db, "DELETE FROM sandboxes WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
-        return db_err(s, err, "delete sandbox");
+        return gbx_store_db_err(s, err, "delete sandbox");
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
-        return db_err(s, err, "delete sandbox");
+        return gbx_store_db_err(s, err, "delete sandbox");
     return 0;
 }
 
@@ -451,7 +473,7 @@ int gbx_store_sandbox_each(struct gbx_store *s, gbx_store_sandbox_fn fn, void *a
             "uid_slot, init_pid, coalesce(expires_ns, 0), token, attrs FROM sandboxes "
             "ORDER BY created_ns",
             -1, &st, NULL) != SQLITE_OK)
-        return db_err(s, err, "list sandboxes");
+        return gbx_store_db_err(s, err, "list sandboxes");
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct gbx_store_sandbox row = {
@@ -475,7 +497,7 @@ int gbx_store_sandbox_each(struct gbx_store *s, gbx_store_sandbox_fn fn, void *a
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-        return db_err(s, err, "list sandboxes");
+        return gbx_store_db_err(s, err, "list sandboxes");
     return 0;
 }
 
@@ -486,7 +508,7 @@ int gbx_store_sandbox_set_expiry(struct gbx_store *s, const char *id, int64_t ex
     if (sqlite3_prepare_v2(s->db,
                            "UPDATE sandboxes SET expires_ns = ?, updated_ns = ? WHERE id = ?", -1,
                            &st, NULL) != SQLITE_OK)
-        return db_err(s, err, "set sandbox timeout");
+        return gbx_store_db_err(s, err, "set sandbox timeout");
     if (expires_ns)
         sqlite3_bind_int64(st, 1, expires_ns);
     else
@@ -496,7 +518,7 @@ int gbx_store_sandbox_set_expiry(struct gbx_store *s, const char *id, int64_t ex
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
-        return db_err(s, err, "set sandbox timeout");
+        return gbx_store_db_err(s, err, "set sandbox timeout");
     return 0;
 }
 
@@ -556,7 +578,7 @@ static int apikey_create(struct gbx_store *s, const char *name, char key[GBX_API
     if (sqlite3_prepare_v2(s->db,
                            "INSERT INTO api_keys (id, name, hash, created_ns) VALUES (?, ?, ?, ?)",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_err(s, err, "create API key");
+        return gbx_store_db_err(s, err, "create API key");
     char id[13];
     snprintf(id, sizeof(id), "%.12s", hash);
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -568,7 +590,7 @@ static int apikey_create(struct gbx_store *s, const char *name, char key[GBX_API
     if (rc == SQLITE_CONSTRAINT)
         return gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "an API key named '%s' exists", name);
     if (rc != SQLITE_DONE)
-        return db_err(s, err, "create API key");
+        return gbx_store_db_err(s, err, "create API key");
     return 0;
 }
 
@@ -607,13 +629,13 @@ static int apikey_revoke(struct gbx_store *s, const char *name, struct gbx_err *
                            "UPDATE api_keys SET revoked_ns = ? WHERE name = ? AND revoked_ns IS "
                            "NULL",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_err(s, err, "revoke API key");
+        return gbx_store_db_err(s, err, "revoke API key");
     sqlite3_bind_int64(st, 1, gbx_realtime_ns());
     sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
-        return db_err(s, err, "revoke API key");
+        return gbx_store_db_err(s, err, "revoke API key");
     if (sqlite3_changes(s->db) == 0)
         return gbx_err_set(err, ENOENT, GBX_ERR_NOT_FOUND, "no live API key named '%s'", name);
     return 0;
@@ -627,7 +649,7 @@ int gbx_store_apikey_each(struct gbx_store *s, gbx_store_apikey_fn fn, void *arg
                            "SELECT name, created_ns, coalesce(revoked_ns, 0) FROM api_keys "
                            "ORDER BY created_ns",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_err(s, err, "list API keys");
+        return gbx_store_db_err(s, err, "list API keys");
     while (sqlite3_step(st) == SQLITE_ROW) {
         struct gbx_apikey_info k = {(const char *)sqlite3_column_text(st, 0),
                                     sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2)};
@@ -651,7 +673,7 @@ int gbx_store_secret_put(struct gbx_store *s, const struct gbx_store_secret *sec
     strict_begin(s);
     int r = 0;
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        r = db_err(s, err, "save secret");
+        r = gbx_store_db_err(s, err, "save secret");
         goto out;
     }
     sqlite3_bind_text(st, 1, sec->name, -1, SQLITE_STATIC);
@@ -664,7 +686,7 @@ int gbx_store_secret_put(struct gbx_store *s, const struct gbx_store_secret *sec
     if (rc == SQLITE_CONSTRAINT)
         r = gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "a secret named '%s' exists", sec->name);
     else if (rc != SQLITE_DONE)
-        r = db_err(s, err, "save secret");
+        r = gbx_store_db_err(s, err, "save secret");
 out:
     strict_end(s);
     return r;
@@ -677,14 +699,14 @@ int gbx_store_secret_delete(struct gbx_store *s, const char *name, struct gbx_er
     int r = 0;
     if (sqlite3_prepare_v2(s->db, "DELETE FROM secrets WHERE name = ?", -1, &st, NULL) !=
         SQLITE_OK) {
-        r = db_err(s, err, "delete secret");
+        r = gbx_store_db_err(s, err, "delete secret");
         goto out;
     }
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
-        r = db_err(s, err, "delete secret");
+        r = gbx_store_db_err(s, err, "delete secret");
     else if (sqlite3_changes(s->db) == 0)
         r = gbx_err_set(err, ENOENT, GBX_ERR_NOT_FOUND, "no secret named '%s'", name);
 out:
@@ -700,7 +722,7 @@ int gbx_store_secret_each(struct gbx_store *s, gbx_store_secret_fn fn, void *arg
                            "SELECT name, hosts, header, sealed, created_ns FROM secrets "
                            "ORDER BY name",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_err(s, err, "list secrets");
+        return gbx_store_db_err(s, err, "list secrets");
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct gbx_store_secret sec = {
@@ -716,7 +738,7 @@ int gbx_store_secret_each(struct gbx_store *s, gbx_store_secret_fn fn, void *arg
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-        return db_err(s, err, "list secrets");
+        return gbx_store_db_err(s, err, "list secrets");
     return 0;
 }
 
@@ -745,14 +767,14 @@ int gbx_store_meta_set(struct gbx_store *s, const char *key, const char *value,
     const char *sql = value ? "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"
                             : "DELETE FROM meta WHERE key = ?";
     if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
-        r = db_err(s, err, "save setting");
+        r = gbx_store_db_err(s, err, "save setting");
         goto out;
     }
     sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
     if (value)
         sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
     if (sqlite3_step(st) != SQLITE_DONE)
-        r = db_err(s, err, "save setting");
+        r = gbx_store_db_err(s, err, "save setting");
     sqlite3_finalize(st);
 out:
     strict_end(s);
@@ -771,7 +793,7 @@ int gbx_store_audit_query(struct gbx_store *s, const char *sandbox, const char *
                            "WHERE sandbox = ?1 AND kind >= ?2 AND kind < ?2 || x'ff' "
                            "AND seq > ?3 ORDER BY seq LIMIT ?4",
                            -1, &st, NULL) != SQLITE_OK)
-        return db_err(s, err, "read audit log");
+        return gbx_store_db_err(s, err, "read audit log");
     sqlite3_bind_text(st, 1, sandbox, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, kind_prefix ? kind_prefix : "", -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 3, after_seq);
@@ -791,6 +813,6 @@ int gbx_store_audit_query(struct gbx_store *s, const char *sandbox, const char *
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-        return db_err(s, err, "read audit log");
+        return gbx_store_db_err(s, err, "read audit log");
     return 0;
 }

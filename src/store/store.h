@@ -133,6 +133,41 @@ typedef int (*gbx_store_secret_fn)(void *arg, const struct gbx_store_secret *sec
 int gbx_store_secret_each(struct gbx_store *s, gbx_store_secret_fn fn, void *arg,
                           struct gbx_err **err) GBX_WUR;
 
+/* Sessions (sessions.c). Strings valid during a callback only. */
+struct gbx_store_session {
+    const char *id, *owner, *spec, *workdir;
+    const char *sandbox; /* its live sandbox, or NULL */
+    const char *state;   /* "active" */
+    int64_t created_ns, head_seq;
+};
+/* Insert a session, or update its sandbox and state (the rest is fixed at creation). */
+int gbx_store_session_put(struct gbx_store *s, const struct gbx_store_session *ses,
+                          struct gbx_err **err) GBX_WUR;
+/* The session and its whole log. */
+int gbx_store_session_delete(struct gbx_store *s, const char *id, struct gbx_err **err) GBX_WUR;
+typedef int (*gbx_store_session_fn)(void *arg, const struct gbx_store_session *ses);
+int gbx_store_session_each(struct gbx_store *s, gbx_store_session_fn fn, void *arg,
+                           struct gbx_err **err) GBX_WUR;
+/* Append an event to a session's chained log (its own transaction): type ("tool.call",
+ * "tool.result", "sandbox.started", ...), the tool call's id or NULL, data a JSON text.
+ * CONFLICT for a second tool.result of one tool_use_id. */
+int gbx_store_session_append(struct gbx_store *s, const char *session, const char *type,
+                             const char *tool_use_id, const char *data, int64_t *seq,
+                             struct gbx_err **err) GBX_WUR;
+struct gbx_store_event {
+    int64_t seq, ts_ns;
+    const char *type, *tool_use_id /* or NULL */, *data, *hash;
+};
+typedef int (*gbx_store_event_fn)(void *arg, const struct gbx_store_event *ev);
+/* Events with seq > after, oldest first, at most limit. */
+int gbx_store_session_events(struct gbx_store *s, const char *session, int64_t after, int limit,
+                             gbx_store_event_fn fn, void *arg, struct gbx_err **err) GBX_WUR;
+/* The stored tool.result data of a call (malloc'd), or NULL. */
+char *gbx_store_session_result(struct gbx_store *s, const char *session, const char *tool_use_id);
+/* Walk a session's chain like gbx_store_audit_verify. */
+int gbx_store_session_verify(struct gbx_store *s, const char *session,
+                             struct gbx_audit_report *report, struct gbx_err **err) GBX_WUR;
+
 /* Small durable settings (the meta table). get: malloc'd value or NULL; set NULL deletes. */
 char *gbx_store_meta_get(struct gbx_store *s, const char *key);
 int gbx_store_meta_set(struct gbx_store *s, const char *key, const char *value,
