@@ -220,12 +220,79 @@ static void deleted_records_are_found(void **state)
     gbx_store_close(s);
 }
 
+/* ---- session logs ------------------------------------------------------------------------ */
+
+static int count_events(void *arg, const struct gbx_store_event *ev)
+{
+    int *n = arg;
+    (*n)++;
+    assert_int_equal(ev->seq, *n);
+    return 0;
+}
+
+static void session_log_chains_and_detects(void **state)
+{
+    struct gbx_store *s = open_fresh();
+    struct gbx_err *err = NULL;
+    struct gbx_store_session ses = {.id = "ses-000000000001",
+                                    .owner = "",
+                                    .spec = "{}",
+                                    .workdir = "/workspace",
+                                    .created_ns = 1};
+    assert_int_equal(gbx_store_session_put(s, &ses, &err), 0);
+    int64_t seq = 0;
+    assert_int_equal(
+        gbx_store_session_append(s, ses.id, "tool.call", "t1", "{\"n\":1}", &seq, &err), 0);
+    assert_int_equal(seq, 1);
+    assert_int_equal(
+        gbx_store_session_append(s, ses.id, "tool.result", "t1", "{\"r\":1}", &seq, &err), 0);
+    assert_int_equal(seq, 2);
+    /* one result per tool_use_id */
+    assert_int_equal(
+        gbx_store_session_append(s, ses.id, "tool.result", "t1", "{\"r\":2}", &seq, &err), -1);
+    assert_int_equal(err->kind, GBX_ERR_CONFLICT);
+    gbx_err_free(err);
+    err = NULL;
+    char *r = gbx_store_session_result(s, ses.id, "t1");
+    assert_string_equal(r, "{\"r\":1}");
+    free(r);
+    assert_null(gbx_store_session_result(s, ses.id, "t2"));
+    int n = 0;
+    assert_int_equal(gbx_store_session_events(s, ses.id, 0, 100, count_events, &n, &err), 0);
+    assert_int_equal(n, 2);
+    struct gbx_audit_report rep;
+    assert_int_equal(gbx_store_session_verify(s, ses.id, &rep, &err), 0);
+    assert_int_equal(rep.bad_seq, 0);
+    assert_int_equal(rep.rows, 2);
+    gbx_store_close(s);
+    tamper("UPDATE session_events SET data = '{\"r\":9}' WHERE seq = 2");
+    struct gbx_store *s2 = NULL;
+    assert_int_equal(gbx_store_open(path, &s2, &err), 0);
+    assert_int_equal(gbx_store_session_verify(s2, ses.id, &rep, &err), 0);
+    assert_int_equal(rep.bad_seq, 2);
+    /* an unknown session */
+    assert_int_equal(gbx_store_session_append(s2, "ses-ffffffffffff", "x", NULL, "{}", NULL, &err),
+                     -1);
+    assert_int_equal(err->kind, GBX_ERR_NOT_FOUND);
+    gbx_err_free(err);
+    err = NULL;
+    assert_int_equal(gbx_store_session_delete(s2, ses.id, &err), 0);
+    n = 0;
+    assert_int_equal(gbx_store_session_events(s2, ses.id, 0, 100, count_events, &n, &err), 0);
+    assert_int_equal(n, 0);
+    gbx_store_close(s2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(schema_and_wal),         cmocka_unit_test(newer_schema_is_refused),
-        cmocka_unit_test(chain_intact),           cmocka_unit_test(edited_record_is_found),
-        cmocka_unit_test(replaced_hash_is_found), cmocka_unit_test(deleted_records_are_found),
+        cmocka_unit_test(schema_and_wal),
+        cmocka_unit_test(newer_schema_is_refused),
+        cmocka_unit_test(session_log_chains_and_detects),
+        cmocka_unit_test(chain_intact),
+        cmocka_unit_test(edited_record_is_found),
+        cmocka_unit_test(replaced_hash_is_found),
+        cmocka_unit_test(deleted_records_are_found),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
