@@ -11,7 +11,10 @@ IDLE="${GBX_BENCH_IDLE:-1000}"            # live idle sandboxes; 0 skips that st
 RATE_SECS="${GBX_BENCH_RATE_SECS:-10}"    # per line of the sustained-create loop
 POOL="${GBX_BENCH_POOL:-8}"
 E2B_RUNS="${BENCH_E2B_RUNS:-200}"        # E2B SDK: create + run + kill, and as many execs
-ONLY="${GBX_BENCH_ONLY:-}"                # "e2b": only the E2B SDK section
+ONLY="${GBX_BENCH_ONLY:-}"                # "e2b" or "egress": only that section
+EG_N="${BENCH_EGRESS_N:-2000}"            # egress: sequential requests per path
+EG_BULK="${BENCH_EGRESS_BULK:-1073741824}" # egress: bytes of one bulk download
+EG_BULK_RUNS="${BENCH_EGRESS_BULK_RUNS:-5}" # egress: bulk downloads per path (the median counts)
 T=$(mktemp -d /tmp/gbx-bench-XXXXXX)
 chmod 711 "$T"
 DPID=
@@ -31,12 +34,17 @@ if [ -n "${GBX_BENCH_RUNTIME_ON:-}" ] && [ -d "$GBX_BENCH_RUNTIME_ON" ]; then
     R=$(mktemp -d "$GBX_BENCH_RUNTIME_ON/gbx-bench-XXXXXX")
     chmod 711 "$R"
 fi
-trap 'stop_daemon; rm -rf "$T" ${R:+"$R"}' EXIT
+PEERS=  # egress: the upstream and tinyproxy
+stop_peers() {
+    for p in $PEERS; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    PEERS=
+}
+trap 'stop_daemon; stop_peers; rm -rf "$T" ${R:+"$R"}' EXIT
 export GLOVEBOX_RUNTIME_DIR="${R:-$T}/run"
 export GLOVEBOX_STATE_DIR="${GLOVEBOX_STATE_DIR:-$T/state}"
 
 BWRAP='bwrap --ro-bind /usr /usr --symlink usr/lib /lib --symlink usr/lib64 /lib64 --symlink usr/bin /bin --proc /proc --dev /dev --unshare-all --die-with-parent /bin/true'
-if [ "$ONLY" != e2b ]; then
+if [ -z "$ONLY" ]; then
 echo "== glovebox run true vs bwrap vs unshare (hyperfine, $HF_RUNS runs each)"
 "$BUILD/glovebox" run -- true   # generate the host template outside the measurement
 UNSHARE='unshare --user --map-root-user --pid --mount --net --uts --ipc --fork /bin/true'
@@ -55,7 +63,7 @@ print("glovebox/bwrap   %.2fx (target <= 1.5x: %s)" % (ratio, "met" if ratio <= 
 print("glovebox/unshare %.2fx" % (g["median"] / u["median"]))
 PY
 fi
-if [ "$ONLY" != e2b ]; then
+if [ -z "$ONLY" ]; then
 echo
 echo "== library: create->ready and exec round trip ($RUNS runs each)"
 "$BUILD/bench/bench_sandbox" "$RUNS"
@@ -80,7 +88,7 @@ bench_api() {
         { echo "bench_api failed; the daemon's log ends:"; tail -n 20 "$T/daemon.log"; exit 1; }
 }
 
-if [ "$ONLY" != e2b ]; then
+if [ -z "$ONLY" ]; then
 echo
 echo "== daemon: gloveboxd over its admin socket (bench/bench_api.c: libcurl, one keep-alive connection)"
 start_daemon
@@ -100,6 +108,7 @@ fi
 
 # The E2B SDK (e2b from tests/e2b's lockfile) against a private gloveboxd on a TCP port with a
 # fresh API key, beside the native API on the same listener and bwrap (bench/e2b_bench.mjs).
+if [ -z "$ONLY" ] || [ "$ONLY" = e2b ]; then
 echo
 if ! command -v node >/dev/null || [ ! -d "$(dirname "$0")/../tests/e2b/node_modules/e2b" ]; then
     echo "== E2B SDK: skipped: needs node and tests/e2b/node_modules (npm ci in tests/e2b)"
@@ -120,4 +129,217 @@ else
         echo
         e2b_bench --pool "$POOL"
     fi
+fi
+fi
+
+# The egress gateway (src/egress): HTTP and HTTPS from sandboxes through the daemon's proxy,
+# spliced (mode=splice) and intercepted (a secret attached: TLS terminated, a header injected,
+# mode=tls), beside a direct loopback connection and tinyproxy doing the same allowlist job.
+# bench/egress_upstream.c serves 127.0.0.1 (HTTP and HTTPS with a test CA made here);
+# bench/egress_client.c runs on the host and, copied in, inside the sandboxes: one keep-alive
+# connection, EG_N sequential GETs, per-request latency; --bulk: one big download. Nothing
+# leaves this machine: the daemon's --egress-hosts pins api.bench and bulk.bench to 127.0.0.1,
+# and tinyproxy runs in a private mount namespace whose /etc/hosts does the same (the host's
+# file is not touched), so it filters and resolves the same names.
+if [ -z "$ONLY" ] || [ "$ONLY" = egress ]; then
+echo
+echo "== egress gateway: sandbox -> daemon proxy -> 127.0.0.1 upstream, vs direct and tinyproxy ($EG_N requests per path)"
+E="$T/egress"
+mkdir -p "$E"
+chmod 755 "$E"
+free_port() {
+    python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
+}
+# a test CA and a server certificate for api.bench and bulk.bench
+{
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -keyout "$E/ca.key" -out "$E/ca.pem" -subj "/CN=glovebox egress bench CA" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" &&
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -keyout "$E/srv.key" -out "$E/srv.csr" -subj "/CN=api.bench" &&
+    printf '%s\n' "subjectAltName=DNS:api.bench,DNS:bulk.bench" "basicConstraints=CA:FALSE" \
+        "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >"$E/ext.cnf" &&
+    openssl x509 -req -in "$E/srv.csr" -CA "$E/ca.pem" -CAkey "$E/ca.key" -CAcreateserial \
+        -days 2 -extfile "$E/ext.cnf" -out "$E/srv.pem"
+} >"$E/openssl.log" 2>&1 || { cat "$E/openssl.log"; exit 1; }
+chmod 644 "$E/ca.pem"
+
+HTTP_PORT=$(free_port)
+TLS_PORT=$(free_port)
+"$BUILD/bench/egress_upstream" "$HTTP_PORT" "$TLS_PORT" "$E/srv.pem" "$E/srv.key" >"$E/upstream.log" 2>&1 &
+PEERS="$PEERS $!"
+TP_PORT=$(free_port)
+printf '127.0.0.1 localhost\n127.0.0.1 api.bench bulk.bench\n' >"$E/hosts"
+printf '%s\n' '^api\.bench$' '^bulk\.bench$' >"$E/filter"
+printf '%s\n' "Port $TP_PORT" "Listen 127.0.0.1" "Timeout 600" "MaxClients 100" "LogLevel Warning" \
+    "DisableViaHeader Yes" "FilterType ere" "Filter \"$E/filter\"" "FilterDefaultDeny Yes" >"$E/tinyproxy.conf"
+unshare --mount --propagation private sh -c \
+    'mount --bind "$1" /etc/hosts && exec tinyproxy -d -c "$2"' sh "$E/hosts" "$E/tinyproxy.conf" \
+    >"$E/tinyproxy.log" 2>&1 &
+PEERS="$PEERS $!"
+for _ in $(seq 100); do
+    grep -q ready "$E/upstream.log" && curl -s -o /dev/null -x "http://127.0.0.1:$TP_PORT" \
+        "http://api.bench:$HTTP_PORT/" && break
+    sleep 0.05
+done
+grep -q ready "$E/upstream.log" || { echo "egress_upstream did not start:"; cat "$E/upstream.log"; exit 1; }
+[ "$(curl -s -x "http://127.0.0.1:$TP_PORT" "http://api.bench:$HTTP_PORT/")" = 0123456789abcdef ] ||
+    { echo "tinyproxy does not pass api.bench:"; cat "$E/tinyproxy.log"; exit 1; }
+[ "$(curl -s -o /dev/null -w '%{http_code}' -x "http://127.0.0.1:$TP_PORT" "http://localhost:$HTTP_PORT/")" = 403 ] ||
+    { echo "tinyproxy's filter lets localhost through"; exit 1; }
+
+start_daemon --egress-hosts "api.bench=127.0.0.1 bulk.bench=127.0.0.1" --egress-extra-ca "$E/ca.pem"
+gbx_api() { # METHOD PATH [JSON]
+    curl -fsS --unix-socket "$GLOVEBOX_RUNTIME_DIR/api.sock" -X "$1" "http://glovebox$2" ${3:+-d "$3"} \
+        -o /dev/null || { echo "$1 $2 failed; the daemon's log ends:"; tail -n 20 "$T/daemon.log"; exit 1; }
+}
+RULES='[{"action":"allow","host":"api.bench"},{"action":"allow","host":"bulk.bench"},{"action":"allow","host":"127.0.0.1"}]'
+gbx_api POST /v1/sandboxes "{\"id\":\"egress-splice\",\"network\":{\"rules\":$RULES}}"
+gbx_api POST /v1/secrets '{"name":"bench","value":"s3cr3t","hosts":["api.bench"],"header":"Authorization: Bearer ${secret}"}'
+gbx_api POST /v1/sandboxes "{\"id\":\"egress-tls\",\"network\":{\"rules\":$RULES,\"secrets\":[\"bench\"]}}"
+for sb in egress-splice egress-tls; do
+    "$BUILD/glovebox" cp "$BUILD/bench/egress_client" "$sb:/tmp/egress_client" >/dev/null
+    "$BUILD/glovebox" cp "$E/ca.pem" "$sb:/tmp/bench-ca.pem" >/dev/null
+    "$BUILD/glovebox" exec "$sb" -- chmod 755 /tmp/egress_client
+done
+
+EC="$BUILD/bench/egress_client"
+FAILED=
+# NAME WHERE(host|SANDBOX) [ENV=VALUE] -- CLIENT ARGS...: one key=value line into $E/NAME;
+# killed after $TMO seconds (default 300)
+measure() {
+    name=$1 where=$2
+    shift 2
+    env=
+    [ "$1" = -- ] || { env=$1; shift; }
+    shift
+    if [ "$where" = host ]; then
+        env ${env:+"$env"} timeout "${TMO:-300}" "$EC" "$@" >"$E/$name" 2>"$E/$name.err"
+    else
+        "$BUILD/glovebox" exec --timeout "${TMO:-300}s" ${env:+--env "$env"} "$where" -- \
+            /tmp/egress_client "$@" >"$E/$name" 2>"$E/$name.err"
+    fi || {
+        rc=$?
+        [ "$rc" = 124 ] && echo "timed out after ${TMO:-300} s" >>"$E/$name.err"
+        echo "$name failed (exit $rc): $(head -c 400 "$E/$name.err")"
+        FAILED="$FAILED $name"
+        : >"$E/$name"
+    }
+}
+measure direct host -- --expect-auth no 127.0.0.1 "$HTTP_PORT" / "$EG_N"
+measure spliced egress-splice -- --expect-auth no api.bench "$HTTP_PORT" / "$EG_N"
+measure tinyproxy host -- --expect-auth no --proxy "127.0.0.1:$TP_PORT" api.bench "$HTTP_PORT" / "$EG_N"
+measure direct_tls host "SSL_CERT_FILE=$E/ca.pem" -- --tls --sni api.bench --expect-auth no \
+    127.0.0.1 "$TLS_PORT" / "$EG_N"
+# the first sandbox does not trust the test CA: give it that file (the connection is spliced,
+# the upstream's own certificate reaches the client)
+measure spliced_tls egress-splice SSL_CERT_FILE=/tmp/bench-ca.pem -- --tls --expect-auth no \
+    api.bench "$TLS_PORT" / "$EG_N"
+# the second verifies the daemon's CA (its default bundle) and must see the injected header
+measure intercepted egress-tls -- --tls --expect-auth yes api.bench "$TLS_PORT" / "$EG_N"
+# bulk: a minute is ample for one download (1 GiB at 17 MB/s); a path that stalls once is
+# not tried again
+TMO=60
+for i in $(seq "$EG_BULK_RUNS"); do
+    measure "bulk_direct.$i" host -- --bulk "$EG_BULK" 127.0.0.1 "$HTTP_PORT" /bulk 1
+    case "$FAILED" in *bulk_spliced*) ;; *)
+    measure "bulk_spliced.$i" egress-splice -- --bulk "$EG_BULK" bulk.bench "$HTTP_PORT" /bulk 1 ;;
+    esac
+    case "$FAILED" in *bulk_tinyproxy*) ;; *)
+    measure "bulk_tinyproxy.$i" host -- --proxy "127.0.0.1:$TP_PORT" --bulk "$EG_BULK" bulk.bench \
+        "$HTTP_PORT" /bulk 1 ;;
+    esac
+done
+TMO=
+sleep 0.5 # the audit rows of connections that just ended
+for sb in egress-splice egress-tls; do # the counters and every audit row, a page at a time
+    after=0 i=0
+    while [ -n "$after" ] && [ "$i" -lt 20 ]; do
+        curl -s --unix-socket "$GLOVEBOX_RUNTIME_DIR/api.sock" \
+            "http://glovebox/v1/sandboxes/$sb/egress?limit=1000&after=$after" >"$E/$sb.$i.json" || break
+        after=$(python3 -c 'import json, sys; j = json.load(open(sys.argv[1]))
+print(j["next_after"] if j.get("events") else "")' "$E/$sb.$i.json" 2>/dev/null) || break
+        i=$((i + 1))
+    done
+done
+stop_daemon
+stop_peers
+python3 - "$E" "$EG_BULK_RUNS" <<'PY'
+import json, os, statistics, sys
+d, runs = sys.argv[1], int(sys.argv[2])
+def load(name):
+    try:
+        return {k: v for k, v in (kv.split("=", 1) for kv in open(os.path.join(d, name)).read().split())}
+    except (OSError, ValueError):
+        return {}
+def f(x, k):
+    return float(x[k]) if k in x else float("nan")
+rows = [("direct", "direct HTTP, host -> 127.0.0.1", None),
+        ("spliced", "spliced HTTP, sandbox -> api.bench", "direct"),
+        ("tinyproxy", "tinyproxy HTTP, host -> proxy -> api.bench", "direct"),
+        ("direct_tls", "direct TLS, host -> 127.0.0.1 (SNI api.bench)", None),
+        ("spliced_tls", "spliced TLS, sandbox -> api.bench", "direct_tls"),
+        ("intercepted", "intercepted TLS + header, sandbox 2", "direct_tls")]
+r = {n: load(n) for n, _, _ in rows}
+print("%-46s %8s %8s %8s %8s %8s %8s  %s" % ("latency per request (us)", "p50", "p99", "mean", "added",
+                                            "setup", "first", "resolve / reconnects / X-Saw-Auth"))
+for n, label, base in rows:
+    x = r[n]
+    if not x:
+        print("%-46s FAILED" % label)
+        continue
+    added = f(x, "p50_us") - f(r[base], "p50_us") if base else 0.0
+    print("%-46s %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f  %.0f / %s / %s" % (
+        label, f(x, "p50_us"), f(x, "p99_us"), f(x, "mean_us"), added, f(x, "setup_us"),
+        f(x, "first_us"), f(x, "resolve_us"), x.get("reconnects", "?"), x.get("saw_auth", "?")))
+print("  (added: p50 minus the direct p50 of the same protocol; setup: connect + TLS handshake;")
+print("   first: setup + the first request, where a proxy's own upstream connect shows for HTTP;")
+print("   resolve: getaddrinfo, a literal on the host, the daemon's DNS in a sandbox)")
+def target(label, v, limit, unit, le=True):
+    ok = v <= limit if le else v >= limit
+    fmt = "%.1f us" if unit else "%.2f"
+    print("%-44s %s (target %s %s: %s)" % (label, fmt % v, "<=" if le else ">=", fmt % limit,
+                                         "met" if ok else "MISSED"))
+p50 = {n: f(r[n], "p50_us") for n in r}
+target("spliced HTTP, added p50", p50["spliced"] - p50["direct"], 100, "us")
+target("spliced TLS, added p50", p50["spliced_tls"] - p50["direct_tls"], 100, "us")
+target("intercepted TLS, added p50", p50["intercepted"] - p50["direct_tls"], 1000, "us")
+print("%-44s %.2fx" % ("spliced / direct, p50 (HTTP)", p50["spliced"] / p50["direct"]))
+print("%-44s %.2fx" % ("tinyproxy / direct, p50 (HTTP)", p50["tinyproxy"] / p50["direct"]))
+print("%-44s %.2fx" % ("spliced / tinyproxy, p50 (HTTP)", p50["spliced"] / p50["tinyproxy"]))
+print("%-44s %.2fx" % ("intercepted / direct TLS, p50", p50["intercepted"] / p50["direct_tls"]))
+bulk = {}
+for n in ("direct", "spliced", "tinyproxy"):
+    v = [f(load("bulk_%s.%d" % (n, i)), "mb_s") for i in range(1, runs + 1)]
+    v = [x for x in v if x == x]
+    bulk[n] = statistics.median(v) if v else float("nan")
+    if not v:
+        print("bulk %-39s FAILED" % n)
+        continue
+    print("bulk %-39s %8.0f MB/s median of %d (%s)" % (n, bulk[n], len(v), " ".join("%.0f" % x for x in v)))
+target("bulk spliced / direct", bulk["spliced"] / bulk["direct"], 0.8, "", le=False)
+print("%-44s %.2f" % ("bulk tinyproxy / direct", bulk["tinyproxy"] / bulk["direct"]))
+for sb in ("egress-splice", "egress-tls"):
+    try:
+        pages = [json.load(open(os.path.join(d, p))) for p in sorted(os.listdir(d))
+                 if p.startswith(sb + ".") and p.endswith(".json")]
+        s = pages[0]
+        print("daemon counters, %s: %s" % (sb, json.dumps(s.get("stats", {}))))
+        kinds, conns = {}, {}
+        for e in (e for p in pages for e in p.get("events", [])):
+            kinds[e.get("kind")] = kinds.get(e.get("kind"), 0) + 1
+            if e.get("kind") == "conn":
+                k = "port %s %s %s%s" % (e.get("port"), e.get("decision"), e.get("mode", "-"),
+                                         ", " + e["reason"] if e.get("reason") else "")
+                conns[k] = conns.get(k, 0) + 1
+        print("  audit rows: %s" % ", ".join("%s %d" % kv for kv in sorted(kinds.items())))
+        for k, n in sorted(conns.items()):
+            print("  connections: %dx %s" % (n, k))
+    except (OSError, ValueError, IndexError):
+        pass
+PY
+if [ -n "$FAILED" ]; then
+    echo "egress: failed:$FAILED"
+    exit 1
+fi
 fi
