@@ -35,9 +35,11 @@ after(async () => {
   assert.doesNotMatch(stderr, /Sanitizer|runtime error:/, `glovebox mcp stderr:\n${stderr}`)
 })
 
+// a tool call may take bash's default 120 s: above the SDK's 60 s default
+const CALL = { timeout: 150_000 }
 const text = (r) => r.content.filter((b) => b.type === 'text').map((b) => b.text).join('')
 async function call (name, args) {
-  const r = await client.callTool({ name, arguments: args })
+  const r = await client.callTool({ name, arguments: args }, undefined, CALL)
   assert.ok(Array.isArray(r.content), JSON.stringify(r))
   return r
 }

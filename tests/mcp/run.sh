@@ -57,17 +57,17 @@ export GLOVEBOX_RUNTIME_DIR="$RUN"
 
 flags=
 node -e 'process.exit(process.allowedNodeEnvironmentFlags.has("--test-timeout") ? 0 : 1)' 2>/dev/null &&
-    flags="--test-timeout=120000"
+    flags="--test-timeout=300000"
 [ -n "${MCP_TEST_FILTER:-}" ] && flags="$flags --test-name-pattern=$MCP_TEST_FILTER"
 
-# spec on stdout for people, TAP in a file for the tally; a hung file is stopped at 5 minutes
+# spec on stdout for people, TAP in a file for the tally; a hung file is stopped at 10 minutes
 pass=0; fail=0; skip=0; failed=
 for f in $FILES; do
     # shellcheck disable=SC2086
-    timeout -k 10 300 node --test $flags --test-reporter=spec --test-reporter-destination=stdout \
+    timeout -k 10 600 node --test $flags --test-reporter=spec --test-reporter-destination=stdout \
         --test-reporter=tap --test-reporter-destination="$T/tap" "$f"
     rc=$?
-    [ $rc -eq 124 ] && echo "not ok - $(basename "$f") did not finish within 5 minutes"
+    [ $rc -eq 124 ] && echo "not ok - $(basename "$f") did not finish within 10 minutes"
     p=$(awk '/^# pass / {print $3}' "$T/tap" 2>/dev/null)
     n=$(awk '/^# fail / {print $3}' "$T/tap" 2>/dev/null)
     k=$(awk '/^# (skipped|skip|todo) / {n += $3} END {print n + 0}' "$T/tap" 2>/dev/null)
