@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "api/server.h"
 #include "api/egress_api.h"
+#include "api/sessions.h"
 #include "egress/egress.h"
 
 #include <dirent.h>
@@ -83,8 +84,9 @@ struct gbx_server {
     size_t writes_pending;
     struct gbx_live *live;
     struct gbx_egress *egress; /* DNS, proxy, policy and credentials of every sandbox */
-    struct event *reaper;      /* destroys sandboxes whose timeout passed */
-    struct evhttp *http_tcp;   /* --listen: every request needs an API key */
+    struct gbx_sessions *sessions;
+    struct event *reaper;    /* destroys sandboxes whose timeout passed */
+    struct evhttp *http_tcp; /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
     size_t max_upload; /* the largest upload body (--max-upload) */
     const char *actor; /* the request being handled: "admin" or a key's name */
@@ -1407,6 +1409,8 @@ static void route(struct gbx_server *s, struct evhttp_request *req)
     if (strcmp(path, "/v1/egress") == 0 || strncmp(path, "/v1/egress/", 11) == 0 ||
         strcmp(path, "/v1/secrets") == 0 || strncmp(path, "/v1/secrets/", 12) == 0)
         return gbx_api_egress(s, req, path);
+    if (strcmp(path, "/v1/sessions") == 0 || strncmp(path, "/v1/sessions/", 13) == 0)
+        return gbx_sessions_route(s->sessions, req, path);
     if (strcmp(path, "/v1/apikeys") == 0)
         return handle_apikeys(s, req, NULL);
     if (strncmp(path, "/v1/apikeys/", 12) == 0) {
@@ -1784,6 +1788,11 @@ int gbx_server_is_admin(const struct gbx_server *s)
     return s->admin;
 }
 
+const char *gbx_server_owner(const struct gbx_server *s)
+{
+    return s->admin ? "" : s->key_name;
+}
+
 int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
                    struct gbx_server **out, struct gbx_err **err)
 {
@@ -1805,7 +1814,8 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     event_add(s->writer_ev, NULL);
     s->pool_target = cfg->pool_size;
     s->max_upload = cfg->max_upload ? cfg->max_upload : GBX_DEFAULT_MAX_UPLOAD;
-    if (egress_new(s, cfg, err) < 0 || adopt_all(s, err) < 0)
+    if (egress_new(s, cfg, err) < 0 || adopt_all(s, err) < 0 ||
+        gbx_sessions_new(s, base, s->rt.state_dir, &s->sessions, err) < 0)
         goto fail;
     s->http = new_http(s, cfg, dispatch_admin);
     s->sock_path = gbx_asprintf("%s/api.sock", s->rt.runtime_dir);
@@ -1855,7 +1865,7 @@ int gbx_server_drain(struct gbx_server *s)
         s->tcp_bound = NULL;
     }
     size_t n = gbx_api_exec_drain(why) + gbx_api_files_drain(why) + gbx_e2b_interp_shutdown() +
-               gbx_e2b_fs_drain(why);
+               gbx_e2b_fs_drain(why) + gbx_sessions_drain(s->sessions);
     if (n)
         gbx_log_info("ended %zu open streams", n);
     return n > 0;
@@ -1883,6 +1893,8 @@ void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
         event_free(s->pool_ev);
         s->pool_ev = NULL;
     }
+    gbx_sessions_free(s->sessions); /* their agent connections, before the sandboxes go */
+    s->sessions = NULL;
     pool_drain(s); /* pooled sandboxes are nobody's: never left behind */
     while (s->live) {
         struct gbx_live *l = s->live;

@@ -55,6 +55,8 @@ size_t gbx_server_max_upload(const struct gbx_server *s);
 struct gbx_store *gbx_server_store(const struct gbx_server *s);
 /* The egress gateway (owned by the server). */
 struct gbx_egress *gbx_server_egress(const struct gbx_server *s);
+/* Who owns what the current request creates: "" for the admin, else the API key's name. */
+const char *gbx_server_owner(const struct gbx_server *s);
 /* Is the request being handled the admin's (the unix socket), not an API key's? */
 int gbx_server_is_admin(const struct gbx_server *s);
 /* The admin socket's path (owned by the server). */

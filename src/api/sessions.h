@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/* Sessions: the durable record of an agent's work (an append-only, hash-chained log of every
+ * tool call, its result and the lifecycle of its sandbox) and the one call a harness makes,
+ * execute(tool_use_id, name, input), idempotent per tool_use_id. A session owns at most one
+ * live sandbox; when it dies, the next call gets a new one with the workspace restored.
+ *
+ *   POST   /v1/sessions                     {template?, memory?, ..., network?, workdir?} -> 201
+ *   GET    /v1/sessions                     the caller's sessions
+ *   GET    /v1/sessions/{id}                {id, sandbox_id, workdir, ...}
+ *   DELETE /v1/sessions/{id}                its sandbox and its log
+ *   GET    /v1/sessions/{id}/events         ?after=SEQ&limit=N; ?follow=1 (or SSE): live
+ *   POST   /v1/sessions/{id}/execute        {tool_use_id, name, input} -> {content, is_error}
+ */
+#ifndef GBX_API_SESSIONS_H
+#define GBX_API_SESSIONS_H
+
+#include <event2/http.h>
+
+#include "api/server.h"
+
+struct gbx_sessions;
+
+int gbx_sessions_new(struct gbx_server *srv, struct event_base *base, const char *state_dir,
+                     struct gbx_sessions **out, struct gbx_err **err) GBX_WUR;
+void gbx_sessions_free(struct gbx_sessions *all);
+/* /v1/sessions and below */
+void gbx_sessions_route(struct gbx_sessions *all, struct evhttp_request *req, const char *path);
+/* End live event streams (the daemon is stopping). Returns how many. */
+size_t gbx_sessions_drain(struct gbx_sessions *all);
+
+#endif
