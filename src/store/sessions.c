@@ -100,8 +100,8 @@ int gbx_store_session_each(struct gbx_store *s, gbx_store_session_fn fn, void *a
 static int head_get(struct gbx_store *s, const char *session, int64_t *seq, char hash[65])
 {
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db, "SELECT head_seq, head_hash FROM sessions WHERE id = ?", -1,
-                           &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(s->db, "SELECT head_seq, head_hash FROM sessions WHERE id = ?", -1, &st,
+                           NULL) != SQLITE_OK)
         return -1;
     sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
     int r = -1;
@@ -230,8 +230,8 @@ char *gbx_store_session_result(struct gbx_store *s, const char *session, const c
     return v;
 }
 
-int gbx_store_session_verify(struct gbx_store *s, const char *session,
-                             struct gbx_audit_report *rep, struct gbx_err **err)
+int gbx_store_session_verify(struct gbx_store *s, const char *session, struct gbx_audit_report *rep,
+                             struct gbx_err **err)
 {
     memset(rep, 0, sizeof(*rep));
     int64_t head_seq = 0;
@@ -261,8 +261,8 @@ int gbx_store_session_verify(struct gbx_store *s, const char *session,
         else if (!type || !tuid || !data || !ph || !h || strcmp(ph, prev) != 0)
             why = "does not chain to its predecessor";
         else {
-            gbx_store_chain_hash(prev, seq, sqlite3_column_int64(st, 1), session, type, tuid,
-                                 data, want);
+            gbx_store_chain_hash(prev, seq, sqlite3_column_int64(st, 1), session, type, tuid, data,
+                                 want);
             if (strcmp(want, h) != 0)
                 why = "content does not match its hash";
         }
@@ -271,7 +271,7 @@ int gbx_store_session_verify(struct gbx_store *s, const char *session,
             snprintf(rep->reason, sizeof(rep->reason), "%s", why);
             break;
         }
-        snprintf(prev, sizeof(prev), "%s", h);
+        snprintf(prev, sizeof(prev), "%s", h ? h : "");
         expect++;
     }
     sqlite3_finalize(st);
