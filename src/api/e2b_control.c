@@ -120,16 +120,6 @@ static int body_timeout(struct evhttp_request *req, json_t *body, json_int_t *ou
     return 1;
 }
 
-static char *rfc3339(int64_t ns)
-{
-    time_t t = (time_t)(ns / NS);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    char buf[40];
-    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-    return gbx_asprintf("%s.%03dZ", buf, (int)((ns / 1000000) % 1000));
-}
-
 /* "2023-11-14T22:13:20.000Z" or with an offset ("+02:00"): 0 and *ns, or -1. */
 static int parse_rfc3339(const char *s, int64_t *ns)
 {
@@ -398,8 +388,8 @@ static json_t *sandbox_obj(const struct gbx_live *l)
 /* ListedSandbox. */
 static json_t *listed_obj(const struct gbx_live *l)
 {
-    gbx_autofree char *started = rfc3339(l->created_ns);
-    gbx_autofree char *end = l->expires_ns ? rfc3339(l->expires_ns) : gbx_xstrdup(NO_END);
+    gbx_autofree char *started = gbx_rfc3339(l->created_ns);
+    gbx_autofree char *end = l->expires_ns ? gbx_rfc3339(l->expires_ns) : gbx_xstrdup(NO_END);
     return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:s,s:o}", "sandboxID", l->sb->id,
                      "templateID", client_template(l), "clientID", CLIENT_ID, "startedAt", started,
                      "endAt", end, "state", l->paused ? "paused" : "running", "cpuCount",
@@ -668,7 +658,7 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req, str
         disk_total = (uint64_t)st.f_blocks * st.f_frsize;
         disk_used = (uint64_t)(st.f_blocks - st.f_bfree) * st.f_frsize;
     }
-    gbx_autofree char *ts = rfc3339(now);
+    gbx_autofree char *ts = gbx_rfc3339(now);
     json_array_append_new(
         arr, json_pack("{s:s,s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:I}", "timestamp", ts, "timestampUnix",
                        (json_int_t)now_s, "cpuCount", cpu_count(l), "cpuUsedPct",

@@ -24,6 +24,7 @@
 
 #include "api/egress_api.h"
 #include "api/http.h"
+#include "base/clock.h"
 #include "base/mem.h"
 #include "base/parse.h"
 #include "egress/egress.h"
@@ -236,12 +237,7 @@ static int log_row(void *arg, const struct gbx_audit_row *r)
         json_decref(d);
         d = json_object();
     }
-    char ts[40];
-    time_t t = (time_t)(r->ts_ns / 1000000000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    size_t n = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(ts + n, sizeof(ts) - n, ".%03dZ", (int)((r->ts_ns / 1000000) % 1000));
+    gbx_autofree char *ts = gbx_rfc3339(r->ts_ns);
     json_object_set_new(d, "seq", json_integer(r->seq));
     json_object_set_new(d, "time", json_string(ts));
     json_object_set_new(d, "kind", json_string(r->kind ? r->kind + 7 : "")); /* "egress." */

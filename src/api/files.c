@@ -39,6 +39,7 @@
 #include "api/http.h"
 #include "api/multipart.h"
 #include "api/server.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "sandbox/backend.h"
@@ -263,16 +264,6 @@ static const char *type_name(uint32_t ftype)
     }
 }
 
-static char *rfc3339_ns(uint64_t ns)
-{
-    time_t t = (time_t)(ns / 1000000000u);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    char buf[40];
-    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-    return gbx_asprintf("%s.%03dZ", buf, (int)((ns / 1000000u) % 1000u));
-}
-
 static char *attr_dup(const uint8_t *p, size_t len, uint16_t tag)
 {
     char buf[FILES_PATH_MAX + 1];
@@ -294,7 +285,7 @@ static json_t *stat_json(const uint8_t *p, size_t len, const char *name, const c
     (void)!gbx_attrs_get_u64(p, len, GBX_A_MTIME_NS, &mtime);
     char octal[16];
     snprintf(octal, sizeof(octal), "%04o", mode & 07777);
-    gbx_autofree char *when = rfc3339_ns(mtime);
+    gbx_autofree char *when = gbx_rfc3339((int64_t)mtime);
     /* names come from the sandbox: any bytes (gbx_json_text) */
     json_t *j =
         json_pack("{s:o,s:o,s:s,s:I,s:s,s:s,s:I,s:I}", "name", gbx_json_text(name), "path",

@@ -132,16 +132,6 @@ void gbx_server_exec_bytes(struct gbx_server *s, unsigned long long out, unsigne
     s->m.exec_err_bytes += err;
 }
 
-static char *rfc3339(int64_t ns)
-{
-    time_t t = (time_t)(ns / 1000000000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    char buf[40];
-    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-    return gbx_asprintf("%s.%03dZ", buf, (int)((ns / 1000000) % 1000));
-}
-
 static struct gbx_live *live_find_any(struct gbx_server *s, const char *id)
 {
     for (struct gbx_live *l = s->live; l; l = l->next)
@@ -165,7 +155,7 @@ static struct gbx_live *live_find(struct gbx_server *s, const char *id)
 
 static json_t *sandbox_json(const struct gbx_live *l)
 {
-    gbx_autofree char *created = rfc3339(l->created_ns);
+    gbx_autofree char *created = gbx_rfc3339(l->created_ns);
     json_t *limits = json_object();
     json_object_set_new(limits, "memory",
                         l->limits.memory_bytes ? json_integer((json_int_t)l->limits.memory_bytes)
@@ -180,7 +170,7 @@ static json_t *sandbox_json(const struct gbx_live *l)
                           l->template_name, "state", l->paused ? "paused" : "running", "created_at",
                           created, "limits", limits, "host_uid", (json_int_t)l->sb->host_uid);
     if (l->expires_ns) {
-        gbx_autofree char *exp = rfc3339(l->expires_ns);
+        gbx_autofree char *exp = gbx_rfc3339(l->expires_ns);
         json_object_set_new(j, "expires_at", json_string(exp));
     } else {
         json_object_set_new(j, "expires_at", json_null());

@@ -56,16 +56,6 @@ static int id_valid(const char *id)
     return 1;
 }
 
-static char *rfc3339(int64_t ns)
-{
-    time_t t = (time_t)(ns / 1000000000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    char buf[40];
-    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-    return gbx_asprintf("%s.%03dZ", buf, (int)((ns / 1000000) % 1000));
-}
-
 static struct gbx_store *store_of(const struct gbx_session *ses)
 {
     return gbx_server_store(ses->all->srv);
@@ -76,7 +66,7 @@ static struct gbx_store *store_of(const struct gbx_session *ses)
 static json_t *event_json(const struct gbx_store_event *ev)
 {
     json_t *data = json_loads(ev->data, 0, NULL);
-    gbx_autofree char *ts = rfc3339(ev->ts_ns);
+    gbx_autofree char *ts = gbx_rfc3339(ev->ts_ns);
     json_t *j = json_pack("{s:I,s:s,s:s,s:o,s:s}", "seq", (json_int_t)ev->seq, "time", ts, "type",
                           ev->type, "data", data ? data : json_object(), "hash", ev->hash);
     if (ev->tool_use_id)
@@ -354,7 +344,7 @@ static struct gbx_session *find(struct gbx_sessions *all, const char *id)
 
 static json_t *session_json(struct gbx_session *ses)
 {
-    gbx_autofree char *created = rfc3339(ses->created_ns);
+    gbx_autofree char *created = gbx_rfc3339(ses->created_ns);
     struct gbx_live *l = live_of(ses);
     json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:o}", "id", ses->id, "created_at", created, "workdir",
                           ses->workdir, "state", "active", "sandbox_id",

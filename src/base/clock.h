@@ -22,4 +22,7 @@ static inline int64_t gbx_monotonic_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* "2026-11-30T01:02:03.456Z" (UTC, milliseconds), malloc'd. */
+char *gbx_rfc3339(int64_t ns);
+
 #endif

@@ -138,3 +138,45 @@ int gbx_rm_rf(const char *path)
 {
     return rm_rf_at(AT_FDCWD, path);
 }
+
+int gbx_fsync_dir_of(const char *path)
+{
+    gbx_autofree char *dir = gbx_xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        strcpy(dir, ".");
+    else if (slash == dir)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    gbx_autoclose int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    return fsync(fd) < 0 ? -errno : 0;
+}
+
+int gbx_write_file_durable(const char *path, const void *data, size_t len, mode_t mode)
+{
+    gbx_autofree char *tmp = gbx_asprintf("%s.tmp", path);
+    if (unlink(tmp) < 0 && errno != ENOENT)
+        return -errno;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd < 0)
+        return -errno;
+    int r = 0;
+    if (fchmod(fd, mode) < 0) /* whatever the umask */
+        r = -errno;
+    if (r == 0)
+        r = gbx_write_all(fd, data, len);
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0)
+        unlink(tmp);
+    else
+        r = gbx_fsync_dir_of(path);
+    return r;
+}

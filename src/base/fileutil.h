@@ -21,4 +21,10 @@ int gbx_write_all(int fd, const void *data, size_t len) GBX_WUR;
 /* Remove a tree without following symlinks (like rm -rf); missing is fine. */
 int gbx_rm_rf(const char *path) GBX_WUR;
 
+/* fsync the directory that holds path (a new or renamed entry survives a crash). -errno. */
+int gbx_fsync_dir_of(const char *path) GBX_WUR;
+/* Like gbx_write_file_atomic, durable: path.tmp created exclusively with mode (whatever the
+ * umask), fsync'd, renamed over path, and the directory fsync'd. -errno. */
+int gbx_write_file_durable(const char *path, const void *data, size_t len, mode_t mode) GBX_WUR;
+
 #endif

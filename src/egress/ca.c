@@ -54,9 +54,7 @@ struct gbx_ca {
     size_t count;
 };
 
-/* Fill *err with msg and the OpenSSL error at the bottom of the queue, then clear the queue. */
-GBX_PRINTF(3, 4)
-static int ssl_fail(struct gbx_err **err, enum gbx_err_kind kind, const char *fmt, ...)
+int gbx_egress_ssl_fail(struct gbx_err **err, enum gbx_err_kind kind, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -104,42 +102,6 @@ static int read_fd(int fd, size_t max, char **out, size_t *len)
     *out = buf;
     *len = n;
     return 0;
-}
-
-static int fsync_dir(const char *dir)
-{
-    gbx_autoclose int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    if (fsync(fd) < 0)
-        return -errno;
-    return 0;
-}
-
-/* Write path through path.tmp: created exclusively with mode, fsync'd, renamed. The caller
- * fsyncs the directory. -errno. */
-static int write_durable(const char *path, const void *data, size_t len, mode_t mode)
-{
-    gbx_autofree char *tmp = gbx_asprintf("%s.tmp", path);
-    if (unlink(tmp) < 0 && errno != ENOENT)
-        return -errno;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd < 0)
-        return -errno;
-    int r = 0;
-    if (fchmod(fd, mode) < 0) /* whatever the umask */
-        r = -errno;
-    if (r == 0)
-        r = gbx_write_all(fd, data, len);
-    if (r == 0 && fsync(fd) < 0)
-        r = -errno;
-    if (close(fd) < 0 && r == 0)
-        r = -errno;
-    if (r == 0 && rename(tmp, path) < 0)
-        r = -errno;
-    if (r < 0)
-        unlink(tmp);
-    return r;
 }
 
 /* ---- certificates ---- */
@@ -206,7 +168,7 @@ static X509 *ca_cert_new(EVP_PKEY *key, struct gbx_err **err)
     return x;
 fail:
     X509_free(x);
-    ssl_fail(err, GBX_ERR_INTERNAL, "create CA certificate");
+    gbx_egress_ssl_fail(err, GBX_ERR_INTERNAL, "create CA certificate");
     return NULL;
 }
 
@@ -257,7 +219,7 @@ static int load_key(const char *path, EVP_PKEY **key, struct gbx_err **err)
     OPENSSL_cleanse(buf, len);
     free(buf);
     if (*key == NULL)
-        return ssl_fail(err, GBX_ERR_INVALID, "cannot parse CA key '%s'", path);
+        return gbx_egress_ssl_fail(err, GBX_ERR_INVALID, "cannot parse CA key '%s'", path);
     return 0;
 }
 
@@ -276,7 +238,7 @@ static int load_cert(const char *path, X509 **cert, struct gbx_err **err)
     *cert = PEM_read_bio_X509(b, NULL, NULL, NULL);
     BIO_free(b);
     if (*cert == NULL)
-        return ssl_fail(err, GBX_ERR_INVALID, "cannot parse CA certificate '%s'", path);
+        return gbx_egress_ssl_fail(err, GBX_ERR_INVALID, "cannot parse CA certificate '%s'", path);
     return 0;
 }
 
@@ -286,11 +248,11 @@ static int save_key(const char *path, EVP_PKEY *key, struct gbx_err **err)
     GBX_BUG_ON(b == NULL);
     if (!PEM_write_bio_PrivateKey(b, key, NULL, NULL, 0, NULL, NULL)) {
         BIO_free(b);
-        return ssl_fail(err, GBX_ERR_INTERNAL, "encode CA key");
+        return gbx_egress_ssl_fail(err, GBX_ERR_INTERNAL, "encode CA key");
     }
     char *data;
     long n = BIO_get_mem_data(b, &data);
-    int r = write_durable(path, data, (size_t)n, 0600);
+    int r = gbx_write_file_durable(path, data, (size_t)n, 0600);
     BIO_free(b);
     if (r < 0)
         return gbx_err_sys(err, -r, "cannot write CA key '%s'", path);
@@ -299,7 +261,7 @@ static int save_key(const char *path, EVP_PKEY *key, struct gbx_err **err)
 
 static int save_cert(const char *path, const char *pem, struct gbx_err **err)
 {
-    int r = write_durable(path, pem, strlen(pem), 0644);
+    int r = gbx_write_file_durable(path, pem, strlen(pem), 0644);
     if (r < 0)
         return gbx_err_sys(err, -r, "cannot write CA certificate '%s'", path);
     return 0;
@@ -366,8 +328,8 @@ static int leaf_exts_init(struct gbx_ca *ca, struct gbx_err **err)
     for (size_t i = 0; i < GBX_ARRAY_SIZE(exts); i++) {
         ca->leaf_ext[i] = X509V3_EXT_nconf_nid(NULL, &v3, exts[i].nid, exts[i].value);
         if (ca->leaf_ext[i] == NULL)
-            return ssl_fail(err, GBX_ERR_INTERNAL, "build leaf extension '%s'",
-                            OBJ_nid2sn(exts[i].nid));
+            return gbx_egress_ssl_fail(err, GBX_ERR_INTERNAL, "build leaf extension '%s'",
+                                       OBJ_nid2sn(exts[i].nid));
     }
     return 0;
 }
@@ -392,7 +354,7 @@ static int ca_load_or_create(struct gbx_ca *ca, const char *dir, struct gbx_err 
     if (key_absent) {
         ca->key = EVP_EC_gen("P-256");
         if (ca->key == NULL)
-            return ssl_fail(err, GBX_ERR_INTERNAL, "generate CA key");
+            return gbx_egress_ssl_fail(err, GBX_ERR_INTERNAL, "generate CA key");
         if (save_key(key_path, ca->key, err) < 0)
             return -1;
     }
@@ -406,11 +368,6 @@ static int ca_load_or_create(struct gbx_ca *ca, const char *dir, struct gbx_err 
         if (save_cert(cert_path, ca->cert_pem, err) < 0)
             return -1;
     }
-    if (key_absent || cert_absent) {
-        r = fsync_dir(dir);
-        if (r < 0)
-            return gbx_err_sys(err, -r, "cannot sync '%s'", dir);
-    }
     return check_pair(key_path, cert_path, ca->key, ca->cert, err);
 }
 
@@ -421,7 +378,7 @@ int gbx_ca_open(const char *dir, struct gbx_ca **out, struct gbx_err **err)
         goto fail;
     ca->leaf_key = EVP_EC_gen("P-256");
     if (ca->leaf_key == NULL) {
-        ssl_fail(err, GBX_ERR_INTERNAL, "generate leaf key");
+        gbx_egress_ssl_fail(err, GBX_ERR_INTERNAL, "generate leaf key");
         goto fail;
     }
     ca->leaf_pub = leaf_pub_new(ca->leaf_key);
@@ -658,7 +615,7 @@ static SSL_CTX *server_ctx_new(struct gbx_ca *ca, const char *host, int is_ip, t
 {
     X509 *leaf = leaf_new(ca, host, is_ip, now, not_after);
     if (leaf == NULL) {
-        ssl_fail(err, GBX_ERR_INTERNAL, "mint certificate for '%s'", host);
+        gbx_egress_ssl_fail(err, GBX_ERR_INTERNAL, "mint certificate for '%s'", host);
         return NULL;
     }
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
@@ -667,7 +624,7 @@ static SSL_CTX *server_ctx_new(struct gbx_ca *ca, const char *host, int is_ip, t
         !SSL_CTX_add1_chain_cert(ctx, ca->cert)) {
         X509_free(leaf);
         SSL_CTX_free(ctx);
-        ssl_fail(err, GBX_ERR_INTERNAL, "server TLS context for '%s'", host);
+        gbx_egress_ssl_fail(err, GBX_ERR_INTERNAL, "server TLS context for '%s'", host);
         return NULL;
     }
     X509_free(leaf);
@@ -734,7 +691,7 @@ static int add_ca_file(SSL_CTX *ctx, const char *path, struct gbx_err **err)
     STACK_OF(X509_INFO) *infos = PEM_X509_INFO_read_bio(b, NULL, NULL, NULL);
     BIO_free(b);
     if (infos == NULL)
-        return ssl_fail(err, GBX_ERR_INVALID, "cannot parse CA certificates '%s'", path);
+        return gbx_egress_ssl_fail(err, GBX_ERR_INVALID, "cannot parse CA certificates '%s'", path);
     X509_STORE *store = SSL_CTX_get_cert_store(ctx);
     int n = 0;
     r = 0;
@@ -743,7 +700,7 @@ static int add_ca_file(SSL_CTX *ctx, const char *path, struct gbx_err **err)
         if (x == NULL)
             continue;
         if (!X509_STORE_add_cert(store, x))
-            r = ssl_fail(err, GBX_ERR_INTERNAL, "add CA certificate from '%s'", path);
+            r = gbx_egress_ssl_fail(err, GBX_ERR_INTERNAL, "add CA certificate from '%s'", path);
         n++;
     }
     sk_X509_INFO_pop_free(infos, X509_INFO_free);
@@ -761,7 +718,7 @@ SSL_CTX *gbx_ca_client_ctx_new(const char *extra_ca_file, struct gbx_err **err)
         !SSL_CTX_set_default_verify_paths(ctx) ||
         SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) != 0) {
         SSL_CTX_free(ctx);
-        ssl_fail(err, GBX_ERR_INTERNAL, "upstream TLS context");
+        gbx_egress_ssl_fail(err, GBX_ERR_INTERNAL, "upstream TLS context");
         return NULL;
     }
     if (extra_ca_file && add_ca_file(ctx, extra_ca_file, err) < 0) {
@@ -782,11 +739,11 @@ int gbx_ca_client_prepare(SSL *ssl, const char *host, struct gbx_err **err)
                            HOST_MAX, host);
     if (is_ip) {
         if (!X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), norm))
-            return ssl_fail(err, GBX_ERR_INTERNAL, "verify IP address '%s'", norm);
+            return gbx_egress_ssl_fail(err, GBX_ERR_INTERNAL, "verify IP address '%s'", norm);
         return 0;
     }
     SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
     if (!SSL_set_tlsext_host_name(ssl, norm) || !SSL_set1_host(ssl, norm))
-        return ssl_fail(err, GBX_ERR_INTERNAL, "server name '%s'", norm);
+        return gbx_egress_ssl_fail(err, GBX_ERR_INTERNAL, "server name '%s'", norm);
     return 0;
 }

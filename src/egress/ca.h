@@ -48,4 +48,9 @@ SSL_CTX *gbx_ca_client_ctx_new(const char *extra_ca_file, struct gbx_err **err) 
  * name, IP address verification (no SNI) for an IPv4/IPv6 literal. 0, or -1 with err. */
 int gbx_ca_client_prepare(SSL *ssl, const char *host, struct gbx_err **err) GBX_WUR;
 
+/* Fill *err (kind) with the message and the OpenSSL error at the bottom of the queue, then
+ * clear the queue. Returns -1. (Shared by ca.c and seal.c.) */
+int gbx_egress_ssl_fail(struct gbx_err **err, enum gbx_err_kind kind, const char *fmt, ...)
+    GBX_PRINTF(3, 4);
+
 #endif

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include "egress/ca.h"
 #include "egress/seal.h"
 
 #include <fcntl.h>
@@ -16,44 +17,6 @@
 #include "base/mem.h"
 
 #define SEAL_MAX ((size_t)1 << 30) /* secrets are small; EVP lengths are int */
-
-/* Fill *err with msg and the OpenSSL error at the bottom of the queue, then clear the queue. */
-GBX_PRINTF(2, 3)
-static int ssl_fail(struct gbx_err **err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    gbx_autofree char *msg = gbx_vasprintf(fmt, ap);
-    va_end(ap);
-    unsigned long e = ERR_peek_last_error();
-    if (e != 0) {
-        char buf[256];
-        ERR_error_string_n(e, buf, sizeof(buf));
-        gbx_err_set(err, 0, GBX_ERR_INTERNAL, "%s: %s", msg, buf);
-    } else {
-        gbx_err_set(err, 0, GBX_ERR_INTERNAL, "%s", msg);
-    }
-    ERR_clear_error();
-    return -1;
-}
-
-static int fsync_parent(const char *path)
-{
-    gbx_autofree char *dir = gbx_xstrdup(path);
-    char *slash = strrchr(dir, '/');
-    if (slash == NULL)
-        strcpy(dir, ".");
-    else if (slash == dir)
-        slash[1] = '\0';
-    else
-        *slash = '\0';
-    gbx_autoclose int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    if (fsync(fd) < 0)
-        return -errno;
-    return 0;
-}
 
 static int key_read(int fd, const char *path, uint8_t key[GBX_SEAL_KEY_LEN], struct gbx_err **err)
 {
@@ -122,7 +85,7 @@ static int key_create(const char *path, uint8_t key[GBX_SEAL_KEY_LEN], struct gb
     if (close(fd) < 0 && r == 0)
         r = -errno;
     if (r == 0)
-        r = fsync_parent(path);
+        r = gbx_fsync_dir_of(path);
     if (r < 0) {
         OPENSSL_cleanse(key, GBX_SEAL_KEY_LEN);
         unlink(path);
@@ -166,7 +129,7 @@ int gbx_seal(const uint8_t key[GBX_SEAL_KEY_LEN], const void *plain, size_t n, c
         !EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, GBX_SEAL_TAG_LEN, tag)) {
         EVP_CIPHER_CTX_free(c);
         free(buf);
-        return ssl_fail(err, "seal");
+        return gbx_egress_ssl_fail(err, GBX_ERR_INTERNAL, "seal");
     }
     EVP_CIPHER_CTX_free(c);
     *out = buf;
@@ -194,7 +157,7 @@ int gbx_seal_open(const uint8_t key[GBX_SEAL_KEY_LEN], const uint8_t *blob, size
         EVP_CIPHER_CTX_free(c);
         OPENSSL_cleanse(out, ctlen + 1);
         free(out);
-        return ssl_fail(err, "open sealed value");
+        return gbx_egress_ssl_fail(err, GBX_ERR_INTERNAL, "open sealed value");
     }
     int ok = EVP_DecryptFinal_ex(c, (unsigned char *)out + ctlen, &len);
     EVP_CIPHER_CTX_free(c);
