@@ -11,10 +11,13 @@ IDLE="${GBX_BENCH_IDLE:-1000}"            # live idle sandboxes; 0 skips that st
 RATE_SECS="${GBX_BENCH_RATE_SECS:-10}"    # per line of the sustained-create loop
 POOL="${GBX_BENCH_POOL:-8}"
 E2B_RUNS="${BENCH_E2B_RUNS:-200}"        # E2B SDK: create + run + kill, and as many execs
-ONLY="${GBX_BENCH_ONLY:-}"                # "e2b" or "egress": only that section
+ONLY="${GBX_BENCH_ONLY:-}"                # "e2b", "egress" or "sessions": only that section
 EG_N="${BENCH_EGRESS_N:-2000}"            # egress: sequential requests per path
 EG_BULK="${BENCH_EGRESS_BULK:-1073741824}" # egress: bytes of one bulk download
 EG_BULK_RUNS="${BENCH_EGRESS_BULK_RUNS:-5}" # egress: bulk downloads per path (the median counts)
+SES_RUNS="${BENCH_SESSION_RUNS:-1000}"    # sessions: execute round trips (bash, replay, read)
+SES_IMAGE_RUNS="${BENCH_SESSION_IMAGE_RUNS:-100}" # sessions: reads of the 1 MiB image
+SES_REPLACE_RUNS="${BENCH_SESSION_REPLACE_RUNS:-20}" # sessions: replacements per variant
 T=$(mktemp -d /tmp/gbx-bench-XXXXXX)
 chmod 711 "$T"
 DPID=
@@ -130,6 +133,20 @@ else
         e2b_bench --pool "$POOL"
     fi
 fi
+fi
+
+# Sessions (src/api/sessions.c): execute round trips of the tools against the native API doing
+# the same work (exec with wait, the files download), idempotent replay, and the replacement of
+# a deleted sandbox (create + workspace restore + run) against a plain create, on a private
+# gloveboxd; bench/bench_session.c says what each line times.
+if [ -z "$ONLY" ] || [ "$ONLY" = sessions ]; then
+echo
+echo "== sessions: gloveboxd over its admin socket (bench/bench_session.c: libcurl, one keep-alive connection)"
+start_daemon
+"$BUILD/bench/bench_session" --socket "$GLOVEBOX_RUNTIME_DIR/api.sock" --runs "$SES_RUNS" \
+    --image-runs "$SES_IMAGE_RUNS" --replace-runs "$SES_REPLACE_RUNS" ||
+    { echo "bench_session failed; the daemon's log ends:"; tail -n 20 "$T/daemon.log"; exit 1; }
+stop_daemon
 fi
 
 # The egress gateway (src/egress): HTTP and HTTPS from sandboxes through the daemon's proxy,
