@@ -50,6 +50,7 @@ struct gbx_ckpt_job {
     struct evbuffer *buf;
     uint32_t handle;
     int failed;
+    int refresh; /* a listing after a restore: learn the restored files' metadata */
 };
 
 static struct ckpt_entry *manifest_find(struct gbx_session *ses, const char *rel)
@@ -214,6 +215,15 @@ static void listed_entry(struct gbx_ckpt_job *j, const uint8_t *p, size_t len)
     (void)gbx_attrs_get_u64(p, len, GBX_A_MTIME_NS, &mt);
     if (ft != GBX_FT_FILE)
         return;
+    if (j->refresh) { /* the restored files as they are now: unchanged for the next diff */
+        struct ckpt_entry *r = manifest_find(ses, name);
+        if (r) {
+            r->size = size;
+            r->mtime_ns = (int64_t)mt;
+            r->mode = mode;
+        }
+        return;
+    }
     struct ckpt_entry *e = manifest_find(ses, name);
     if (e)
         e->seen = 1;
@@ -236,6 +246,13 @@ static void listed(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, i
             if (a.tag == GBX_A_ENTRY)
                 listed_entry(j, a.data, a.len);
         return;
+    }
+    if (j->refresh) {
+        struct gbx_call *c = j->c;
+        void (*rdone)(struct gbx_call *, int) = j->rdone;
+        ses->ckpt = NULL;
+        job_free(j);
+        return rdone(c, 1);
     }
     if (h == NULL || h->type != GBX_MSG_OK)
         return job_finish(j); /* nothing listed: nothing changes in the copy */
@@ -305,11 +322,22 @@ static void restore_finish(struct gbx_ckpt_job *j, int ok)
     struct gbx_session *ses = c->ses;
     ses->ckpt = NULL;
     void (*rdone)(struct gbx_call *, int) = j->rdone;
-    /* the copy is the new sandbox's content: the manifest starts over (mtimes differ) */
+    /* the copy is the new sandbox's content: one listing learns the new files' mtimes, so
+     * the next checkpoint reads back only what changes after this */
     for (size_t i = 0; i < ses->nmanifest; i++)
         ses->manifest[i].mtime_ns = -1;
     gbx_log_info("session '%s': restored %zu files into sandbox '%s'", ses->id, j->i,
                  ses->sandbox_id);
+    if (ok && ses->ac && !gbx_aconn_lost(ses->ac)) {
+        j->refresh = 1;
+        ses->ckpt = j;
+        struct gbx_msg *m = gbx_aconn_begin(ses->ac, GBX_MSG_LIST);
+        gbx_msg_put_str(m, GBX_A_PATH, ses->workdir);
+        gbx_msg_put_u32(m, GBX_A_DEPTH, CKPT_DEPTH);
+        if (gbx_aconn_send(ses->ac, listed, j) >= 0)
+            return;
+        ses->ckpt = NULL;
+    }
     job_free(j);
     rdone(c, ok);
 }

@@ -13,7 +13,6 @@
 
 #include "base/mem.h"
 
-
 /* Schema history. Each entry takes the database from version i to i + 1; never edit one
  * that has shipped, append a new one. */
 static const char *const migrations[] = {
@@ -209,8 +208,7 @@ void gbx_store_close(struct gbx_store *s)
 /* sha256(prev_hash || len:field ...) as lowercase hex. Length prefixes make the encoding
  * unambiguous: no two different records hash the same bytes. */
 void gbx_store_chain_hash(const char *prev, int64_t seq, int64_t ts, const char *actor,
-                          const char *kind, const char *sandbox, const char *detail,
-                          char out[65])
+                          const char *kind, const char *sandbox, const char *detail, char out[65])
 {
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     GBX_BUG_ON(md == NULL);
@@ -370,8 +368,8 @@ int gbx_store_audit_verify(struct gbx_store *s, struct gbx_audit_report *rep, st
                 (long long)seq);
         if (strcmp(cols[4], prev) != 0)
             BAD(seq, "record %lld does not follow record %lld", (long long)seq, (long long)seq - 1);
-        gbx_store_chain_hash(prev, seq, sqlite3_column_int64(st, 1), cols[0], cols[1], cols[2], cols[3],
-                   want);
+        gbx_store_chain_hash(prev, seq, sqlite3_column_int64(st, 1), cols[0], cols[1], cols[2],
+                             cols[3], want);
         if (strcmp(want, cols[5]) != 0)
             BAD(seq, "record %lld was changed after it was written", (long long)seq);
         snprintf(prev, sizeof(prev), "%s", want);

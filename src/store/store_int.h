@@ -22,7 +22,6 @@ int gbx_store_db_err(struct gbx_store *s, struct gbx_err **err, const char *what
 /* sha256(prev || len:field ...) as lowercase hex: the chain of the audit log and of every
  * session log. */
 void gbx_store_chain_hash(const char *prev, int64_t seq, int64_t ts, const char *actor,
-                          const char *kind, const char *sandbox, const char *detail,
-                          char out[65]);
+                          const char *kind, const char *sandbox, const char *detail, char out[65]);
 
 #endif
