@@ -168,7 +168,7 @@ $(PROBE): tests/probe/probe.c
 
 test: all $(UNIT_BINS) $(INTEG_BINS) $(PROBE)
 	@BUILD=$(BUILD) ./tests/run-tests.sh $(UNIT_BINS) $(INTEG_BINS) tests/integration/t*.sh \
-	    tests/e2b/run.sh tests/mcp/run.sh
+	    tests/e2b/run.sh tests/mcp/run.sh tests/worker/run.sh
 
 unit: $(UNIT_BINS)
 	@BUILD=$(BUILD) ./tests/run-tests.sh $(UNIT_BINS)

@@ -17,7 +17,9 @@
 //    "x_api_key":false, "anthropic_beta":"managed-agents-2026-04-01",
 //    "anthropic_version":"2026-10-21", "anthropic_worker_id":"worker-1",
 //    "content_type":null, "accept":"application/json",
-//    "body":null | <parsed JSON> | "<raw text>"}
+//    "body":null | <parsed JSON> | "<raw text>",             the request body
+//    "response":<parsed JSON>}                                the JSON answer, absent when none
+//                                                             (204, SSE, empty 200)
 // SIGTERM / SIGINT close the server and exit 0.
 //
 // ---- Scenario (SCENARIO.json) --------------------------------------------------------------
@@ -303,7 +305,7 @@ function authOf(req) {
   return { kind, tail: '…' + token.slice(-12), token };
 }
 
-function logReq(req, url, body, status) {
+function logReq(req, url, body, status, response) {
   const a = authOf(req);
   const h = req.headers;
   const rec = {
@@ -324,6 +326,7 @@ function logReq(req, url, body, status) {
     accept: h.accept ?? null,
     body,
   };
+  if (response !== undefined) rec.response = response;
   fs.writeSync(logFd, JSON.stringify(rec) + '\n');
 }
 
@@ -362,7 +365,7 @@ function handler(req, res) {
     const ctl = url.pathname.startsWith('/_fake/');
     let logged = false;
     const send = (status, obj) => {
-      if (!ctl && !logged) logReq(req, url, body, status);
+      if (!ctl && !logged) logReq(req, url, body, status, obj);
       logged = true;
       if (obj === undefined) {
         res.writeHead(status);

@@ -1,0 +1,277 @@
+// Keeps the fake control plane (fake_cp.mjs) honest: the official npm @anthropic-ai/sdk
+// EnvironmentWorker (sdk_worker.mjs, pinned by package-lock.json) runs each scenario against
+// it, and the fake's request log and /_fake/state must show what
+// managed-agents-worker.md §2-§5 and §11 say a real worker does. If the SDK and the fake
+// disagree, the fake (or the spec) is wrong before Glovebox's worker is tested against it.
+//   node --test tests/worker/worker.test.mjs        (tests/worker/run.sh)
+import { test, describe, before } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const BETA = 'managed-agents-2026-04-01';
+// what npm @anthropic-ai/sdk 1.14.0 sends (the py/go snapshots send 2023-06-01; §2)
+const SDK_VERSION_HEADER = '2026-10-21';
+
+function startFake(scenario, logFile) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [path.join(HERE, 'fake_cp.mjs'), scenario, logFile], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    p.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening (\d+)\n/.exec(out);
+      if (m) resolve({ proc: p, port: Number(m[1]) });
+    });
+    p.on('exit', (code) => reject(new Error(`fake_cp exited ${code} before listening`)));
+  });
+}
+
+function runWorker(scenario, baseURL, timeoutMs) {
+  return new Promise((resolve) => {
+    const p = spawn(process.execPath, [path.join(HERE, 'sdk_worker.mjs'), scenario, baseURL, String(timeoutMs)], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, KEEP_WORKDIR: '0' },
+    });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (stdout += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    const kill = setTimeout(() => p.kill('SIGKILL'), timeoutMs + 15000);
+    p.on('exit', (code) => {
+      clearTimeout(kill);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+// run one scenario end to end; returns the fake's request log and final state
+async function runScenario(name, timeoutMs = 40000) {
+  const scenario = path.join(HERE, 'scenarios', name);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gbx-worker-test-'));
+  const logFile = path.join(dir, 'log.jsonl');
+  const fake = await startFake(scenario, logFile);
+  const base = `http://127.0.0.1:${fake.port}`;
+  try {
+    const w = await runWorker(scenario, base, timeoutMs);
+    const state = await (await fetch(`${base}/_fake/state`)).json();
+    const log = fs
+      .readFileSync(logFile, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l));
+    return { worker: w, state, log, spec: JSON.parse(fs.readFileSync(scenario, 'utf8')) };
+  } finally {
+    fake.proc.kill('SIGTERM');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// ---- helpers over the log
+const workPath = (id, verb) => `/v1/environments/env_test/work/${id}/${verb}`;
+const isPoll = (r) => r.path === '/v1/environments/env_test/work/poll';
+const forItem = (log, id) => log.filter((r) => r.path.startsWith(`/v1/environments/env_test/work/${id}/`));
+const forSession = (log, sid) => log.filter((r) => r.path === `/v1/sessions/${sid}` || r.path.startsWith(`/v1/sessions/${sid}/`));
+const idx = (log, pred) => log.findIndex(pred);
+const results = (log, sid) =>
+  forSession(log, sid)
+    .filter((r) => r.method === 'POST' && r.path.endsWith('/events'))
+    .flatMap((r) => r.body.events);
+
+function explain(run) {
+  return (
+    '\nlog:\n' +
+    run.log.map((r) => `${r.t_ms} ${r.method} ${r.path}?${r.raw_query} ${r.status} ${r.auth}`).join('\n') +
+    `\nworker exit ${run.worker.code}\nstdout: ${run.worker.stdout}\nstderr: ${run.worker.stderr.slice(-3000)}`
+  );
+}
+
+// checks every scenario shares: headers, credentials, no invalid posts, §11 order per item
+function commonChecks(run) {
+  const { log, state, spec } = run;
+  assert.equal(run.worker.code, 0, 'the SDK worker finished every item' + explain(run));
+  assert.ok(state.all_done, 'all items done');
+  for (const r of log) {
+    const what = `${r.method} ${r.path}`;
+    assert.ok((r.anthropic_beta ?? '').split(',').map((s) => s.trim()).includes(BETA), `${what}: anthropic-beta`);
+    assert.equal(r.anthropic_version, SDK_VERSION_HEADER, `${what}: anthropic-version`);
+    assert.equal(r.x_api_key, false, `${what}: no x-api-key`);
+    assert.ok(!('beta' in r.query), `${what}: no ?beta=true`);
+    if (r.method === 'POST' && r.body !== null) assert.equal(r.content_type, 'application/json', `${what}: content-type`);
+  }
+  for (const r of log.filter(isPoll)) {
+    assert.equal(r.auth, 'env', 'poll uses the environment key');
+    assert.equal(r.anthropic_worker_id, 'worker-1', 'poll carries Anthropic-Worker-ID');
+    assert.equal(r.query.block_ms, '999', 'always-on loop polls with block_ms=999');
+  }
+  for (const w of spec.work) {
+    const sid = w.session;
+    const cred = w.secret ? `session:${w.id}` : 'env';
+    const ack = log.filter((r) => r.path === workPath(w.id, 'ack'));
+    assert.equal(ack.length, 1, `${w.id}: one ack`);
+    assert.equal(ack[0].auth, 'env', `${w.id}: ack uses the environment key even with a secret`);
+    assert.equal(ack[0].body, null, `${w.id}: ack has no body`);
+    for (const r of [...forItem(log, w.id).filter((r) => !r.path.endsWith('/ack')), ...forSession(log, sid)])
+      assert.equal(r.auth, cred, `${r.method} ${r.path}: ${w.secret ? 'sessions_token' : 'environment key (no secret)'}`);
+    for (const r of [...forItem(log, w.id), ...forSession(log, sid)])
+      assert.equal(r.anthropic_worker_id, null, `${r.path}: Anthropic-Worker-ID on poll only`);
+
+    // §11 order: poll (item) → ack → heartbeat NO_HEARTBEAT → GET session → stream → events list
+    const iPoll = idx(log, (r) => isPoll(r) && r.response?.id === w.id);
+    const iAck = idx(log, (r) => r.path === workPath(w.id, 'ack'));
+    const iHb = idx(log, (r) => r.path === workPath(w.id, 'heartbeat'));
+    const iSess = idx(log, (r) => r.path === `/v1/sessions/${sid}`);
+    const iStream = idx(log, (r) => r.path === `/v1/sessions/${sid}/events/stream`);
+    const iList = idx(log, (r) => r.method === 'GET' && r.path === `/v1/sessions/${sid}/events`);
+    assert.ok(iPoll >= 0 && iPoll < iAck && iAck < iHb && iHb < iSess && iSess < iStream && iStream < iList,
+      `${w.id}: poll < ack < heartbeat < session < stream < list` + explain(run));
+    assert.equal(log[iHb].query.expected_last_heartbeat, 'NO_HEARTBEAT', `${w.id}: first beat claims with NO_HEARTBEAT`);
+    assert.equal(log[iList].query.limit, '1000', `${w.id}: reconcile lists with limit=1000`);
+
+    // every later beat echoes the previous 200's last_heartbeat byte for byte
+    const beats = log.filter((r) => r.path === workPath(w.id, 'heartbeat'));
+    for (let i = 1; i < beats.length; i++) {
+      assert.equal(beats[i - 1].status, 200);
+      assert.equal(beats[i].query.expected_last_heartbeat, beats[i - 1].response.last_heartbeat, `${w.id}: beat ${i + 1} echoes`);
+      assert.ok(beats[i].t_ms - beats[i - 1].t_ms >= 1500, `${w.id}: beats ttl/2 = 2 s apart`);
+    }
+
+    // reconcile pages through all of the history, following next_page
+    const lists = log.filter((r) => r.method === 'GET' && r.path === `/v1/sessions/${sid}/events`);
+    for (let i = 1; i < lists.length; i++)
+      if (lists[i - 1].response?.next_page) assert.equal(lists[i].query.page, lists[i - 1].response.next_page);
+
+    const s = state.sessions[sid];
+    assert.deepEqual(s.rejected, [], `${sid}: no post rejected by the fake`);
+    assert.deepEqual(s.duplicates, [], `${sid}: no call answered twice`);
+    assert.deepEqual(s.unexpected, [], `${sid}: no result for an unowned call`);
+    assert.deepEqual(s.custom_tool_results, [], `${sid}: no custom tool results (the SDK owns no custom tools here)`);
+    for (const e of results(log, sid)) {
+      assert.equal(e.type, 'user.tool_result');
+      assert.ok(Array.isArray(e.content) && e.content.length > 0, `${e.tool_use_id}: content never empty`);
+      for (const b of e.content) if (b.type === 'text') assert.ok(b.text.length > 0, `${e.tool_use_id}: text never empty`);
+      assert.equal(typeof e.is_error, 'boolean');
+    }
+  }
+}
+
+// the stop that ends a served item: one, forced, after the last result, 204
+function checkStopped(run, workId, sid) {
+  const stops = run.log.filter((r) => r.path === workPath(workId, 'stop'));
+  assert.equal(stops.length, 1, `${workId}: one stop` + explain(run));
+  assert.deepEqual(stops[0].body, { force: true });
+  assert.equal(stops[0].status, 204);
+  const lastPost = run.log.findLastIndex((r) => r.method === 'POST' && r.path === `/v1/sessions/${sid}/events`);
+  assert.ok(run.log.indexOf(stops[0]) > lastPost, `${workId}: stop after the last result`);
+  // maxIdleMs 1000: the stop follows the end_turn idle by about a second
+  const lastT = run.log[lastPost].t_ms;
+  assert.ok(stops[0].t_ms - lastT >= 900, `${workId}: stop waits maxIdleMs after end_turn`);
+  assert.equal(run.state.items.find((i) => i.id === workId).state, 'stopped');
+}
+
+describe('happy path: every tool, end_turn', () => {
+  let run;
+  before(async () => {
+    run = await runScenario('happy.json');
+  });
+  test('headers, credentials and §11 order', () => commonChecks(run));
+  test('one result per owned call, history first, in order; none for custom / web_fetch', () => {
+    const got = results(run.log, 'sesn_A').map((e) => e.tool_use_id);
+    assert.deepEqual(got, ['sevt_hist_open', 'sevt_a1', 'sevt_a2', 'sevt_a3', 'sevt_a4', 'sevt_a5', 'sevt_a6', 'sevt_a7', 'sevt_a8', 'sevt_a9']);
+    const s = run.state.sessions.sesn_A;
+    assert.deepEqual(s.pending, []);
+    assert.deepEqual(s.unowned.sort(), ['sevt_c1', 'sevt_w1']);
+    assert.ok(!got.includes('sevt_hist_done'), 'an answered history call is not run again');
+  });
+  test('tool results match §6', () => {
+    const r = Object.fromEntries(run.state.sessions.sesn_A.tool_results.map((x) => [x.tool_use_id, x]));
+    const text = (id) => r[id].content.map((b) => b.text).join('');
+    assert.equal(text('sevt_hist_open'), 'from-history');
+    assert.equal(r.sevt_a1.is_error, true);
+    assert.equal(text('sevt_a1'), 'out\nerr');
+    assert.equal(text('sevt_a2'), 'wrote 22 bytes to src/m.c');
+    assert.equal(text('sevt_a3'), 'edited src/m.c (1 replacement(s))');
+    assert.equal(text('sevt_a4'), 'int main(){return 1;}\n');
+    // glob: the SDK's glob uses fs.glob, which Node 20 lacks (§6): on Node 20 it answers
+    // is_error ("fsGlob(...) is not a function ..."); on Node >= 22 it finds the file
+    if (r.sevt_a5.is_error) assert.match(text('sevt_a5'), /glob/);
+    else assert.match(text('sevt_a5'), /src\/m\.c/);
+    assert.equal(r.sevt_a6.is_error, false);
+    assert.match(text('sevt_a6'), /src\/m\.c:1:int main\(\)\{return 1;\}/);
+    assert.equal(text('sevt_a7'), 'bash session restarted');
+    assert.match(text('sevt_a8'), /^\/.*gbx-sdk-worker-/, 'bash starts in the workdir');
+    assert.equal(text('sevt_a9'), 'slept');
+  });
+  test('heartbeats repeat during a long call; stop after end_turn idle', () => {
+    const beats = run.log.filter((r) => r.path === workPath('work_A', 'heartbeat'));
+    assert.ok(beats.length >= 2, 'a second beat during the 2.5 s call');
+    assert.ok(beats.every((b) => b.status === 200));
+    checkStopped(run, 'work_A', 'sesn_A');
+    assert.equal(run.state.sessions.sesn_A.status, 'idle');
+  });
+  test('empty polls after the item answer 204 and the worker keeps polling', () => {
+    const iStop = idx(run.log, (r) => r.path === workPath('work_A', 'stop'));
+    const later = run.log.slice(iStop + 1).filter(isPoll);
+    assert.ok(later.length >= 1 && later.every((r) => r.status === 204), explain(run));
+  });
+});
+
+describe('lost lease: no secret, heartbeat 412, no stop', () => {
+  let run;
+  before(async () => {
+    run = await runScenario('lost_lease.json');
+  });
+  test('headers, credentials and §11 order', () => commonChecks(run));
+  test('412 on the second beat: the SDK releases the item without stopping it', () => {
+    const beats = run.log.filter((r) => r.path === workPath('work_B', 'heartbeat'));
+    assert.deepEqual(beats.map((b) => b.status), [200, 412], explain(run));
+    assert.equal(beats[1].response.error.type, 'precondition_failed_error');
+    assert.ok(beats[1].response.error.details.current_state.last_heartbeat);
+    assert.equal(run.log.filter((r) => r.path === workPath('work_B', 'stop')).length, 0, 'no stop after a 412');
+    const b = run.state.items.find((i) => i.id === 'work_B');
+    assert.equal(b.stop_calls, 0);
+    assert.equal(b.lost, true);
+  });
+  test('no tool result after the lease is lost (the in-flight call is dropped)', () => {
+    const i412 = idx(run.log, (r) => r.status === 412);
+    const after = run.log.slice(i412 + 1).filter((r) => r.path.startsWith('/v1/sessions/sesn_B'));
+    assert.deepEqual(after, [], 'nothing for sesn_B after the 412' + explain(run));
+    assert.deepEqual(results(run.log, 'sesn_B').map((e) => e.tool_use_id), ['sevt_b1']);
+    assert.deepEqual(run.state.sessions.sesn_B.pending, ['sevt_b2']);
+  });
+  test('the worker goes on to the next item and empty polls answer 200 null', () => {
+    assert.deepEqual(results(run.log, 'sesn_C').map((e) => e.tool_use_id), ['sevt_c1']);
+    checkStopped(run, 'work_C', 'sesn_C');
+    const iStop = idx(run.log, (r) => r.path === workPath('work_C', 'stop'));
+    const later = run.log.slice(iStop + 1).filter(isPoll);
+    assert.ok(later.length >= 1 && later.every((r) => r.status === 200 && r.response === null), explain(run));
+  });
+});
+
+describe('reconcile: unanswered history calls, paged history', () => {
+  let run;
+  before(async () => {
+    run = await runScenario('reconcile.json');
+  });
+  test('headers, credentials and §11 order', () => commonChecks(run));
+  test('every history page is read before any call runs', () => {
+    const lists = run.log.filter((r) => r.method === 'GET' && r.path === '/v1/sessions/sesn_R/events');
+    assert.equal(lists.length, 3, 'eight events, three per page' + explain(run));
+    assert.equal(lists[2].response.next_page, null);
+    const lastList = run.log.indexOf(lists[2]);
+    const firstPost = idx(run.log, (r) => r.method === 'POST' && r.path === '/v1/sessions/sesn_R/events');
+    assert.ok(lastList < firstPost);
+  });
+  test('exactly the unanswered owned calls are answered, in order', () => {
+    assert.deepEqual(results(run.log, 'sesn_R').map((e) => e.tool_use_id), ['sevt_r2', 'sevt_r3']);
+    const r = Object.fromEntries(run.state.sessions.sesn_R.tool_results.map((x) => [x.tool_use_id, x]));
+    assert.equal(r.sevt_r3.content[0].text, 'reconciled\n', 'the calls ran in history order');
+    assert.deepEqual(run.state.sessions.sesn_R.unowned, ['sevt_r_custom']);
+    checkStopped(run, 'work_R', 'sesn_R');
+  });
+});
