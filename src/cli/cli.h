@@ -22,6 +22,7 @@ int gbx_cmd_version(int argc, char **argv);
 int gbx_cmd_egress(int argc, char **argv);
 int gbx_cmd_secret(int argc, char **argv);
 int gbx_cmd_mcp(int argc, char **argv);
+int gbx_cmd_worker(int argc, char **argv);
 
 /* A JSON argument: literal JSON, @FILE, or - (standard input). NULL after printing why. */
 struct json_t;

@@ -29,6 +29,7 @@ static const struct {
     {"egress", gbx_cmd_egress, "network policy, egress log and the emergency block"},
     {"secret", gbx_cmd_secret, "credentials injected into sandboxes' HTTPS requests"},
     {"mcp", gbx_cmd_mcp, "serve a session's tools as an MCP server on stdio"},
+    {"worker", gbx_cmd_worker, "run Claude Managed Agents tool calls (self-hosted worker)"},
     {"audit", run_audit, "verify the daemon's hash-chained audit log"},
     {"version", gbx_cmd_version, "print the version"},
 };
