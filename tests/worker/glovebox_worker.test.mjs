@@ -1,0 +1,329 @@
+// `glovebox worker` end to end: a private gloveboxd (its own state and runtime dirs), the fake
+// control plane (fake_cp.mjs) running each scenario, and `build/glovebox worker
+// --environment-id env_test --once` between them. The fake's request log and /_fake/state
+// must show what managed-agents-worker.md §2-§5 says a worker does: every owned call answered
+// exactly once with a non-empty user.tool_result and the right is_error, unowned calls left
+// alone, a forced stop at the end, and none after a 412.
+//   node --test tests/worker/glovebox_worker.test.mjs        (as root, after make; BUILD=build-san)
+// Skips without root or without $BUILD/gloveboxd and $BUILD/glovebox.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.resolve(HERE, '..', '..');
+const BUILD = path.resolve(REPO, process.env.BUILD ?? 'build');
+const GLOVEBOX = path.join(BUILD, 'glovebox');
+const GLOVEBOXD = path.join(BUILD, 'gloveboxd');
+const BETA = 'managed-agents-2026-04-01';
+const VERSION = '2023-06-01';
+const ENV_KEY = 'sk-ant-oat01-FAKEENVKEY';
+const OWNED = new Set(['bash', 'read', 'write', 'edit', 'glob', 'grep']);
+
+const skip =
+  process.getuid?.() !== 0
+    ? 'needs root (gloveboxd creates sandboxes)'
+    : !fs.existsSync(GLOVEBOXD) || !fs.existsSync(GLOVEBOX)
+      ? `no ${GLOVEBOXD}: run make`
+      : false;
+
+// ---- the private daemon
+let tmp;
+let daemon;
+let runDir;
+
+function healthz(sock) {
+  return new Promise((resolve) => {
+    const req = http.get({ socketPath: sock, path: '/healthz', host: 'glovebox' }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on('error', () => resolve(false));
+  });
+}
+
+async function startDaemon() {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'gbx-worker-e2e-'));
+  fs.chmodSync(tmp, 0o711);
+  runDir = path.join(tmp, 'run');
+  const log = fs.openSync(path.join(tmp, 'daemon.log'), 'a');
+  daemon = spawn(GLOVEBOXD, ['--state-dir', path.join(tmp, 'state'), '--runtime-dir', runDir, '--kill-on-exit'], {
+    stdio: ['ignore', log, log],
+  });
+  fs.closeSync(log);
+  let exited = false;
+  daemon.on('exit', () => (exited = true));
+  for (let i = 0; i < 200 && !exited; i++) {
+    if (await healthz(path.join(runDir, 'api.sock'))) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('gloveboxd did not start:\n' + fs.readFileSync(path.join(tmp, 'daemon.log'), 'utf8'));
+}
+
+async function stopDaemon() {
+  if (daemon && daemon.exitCode === null) {
+    const done = new Promise((r) => daemon.on('exit', r));
+    daemon.kill('SIGTERM');
+    const t = setTimeout(() => daemon.kill('SIGKILL'), 30000);
+    await done;
+    clearTimeout(t);
+  }
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+}
+
+// ---- the fake and the worker
+function startFake(scenario, logFile) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [path.join(HERE, 'fake_cp.mjs'), scenario, logFile], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    p.stdout.on('data', (d) => {
+      out += d;
+      const m = /listening (\d+)\n/.exec(out);
+      if (m) resolve({ proc: p, port: Number(m[1]) });
+    });
+    p.on('exit', (code) => reject(new Error(`fake_cp exited ${code} before listening`)));
+  });
+}
+
+function runWorker(base, timeoutMs) {
+  return new Promise((resolve) => {
+    const env = { ...process.env, GLOVEBOX_RUNTIME_DIR: runDir, ANTHROPIC_BASE_URL: base, ANTHROPIC_ENVIRONMENT_KEY: ENV_KEY };
+    delete env.ANTHROPIC_VERSION;
+    const p = spawn(GLOVEBOX, ['worker', '--environment-id', 'env_test', '--once', '--max-idle-ms', '1000'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env,
+    });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (stdout += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    const kill = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
+    p.on('exit', (code, signal) => {
+      clearTimeout(kill);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+// run a scenario: `runs` workers with --once one after the other; returns log and state
+async function runScenario(name, runs = 1, timeoutMs = 60000) {
+  const scenario = path.join(HERE, 'scenarios', name);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gbx-worker-fake-'));
+  const logFile = path.join(dir, 'log.jsonl');
+  const fake = await startFake(scenario, logFile);
+  const base = `http://127.0.0.1:${fake.port}`;
+  try {
+    const workers = [];
+    for (let i = 0; i < runs; i++) workers.push(await runWorker(base, timeoutMs));
+    const state = await (await fetch(`${base}/_fake/state`)).json();
+    const log = fs
+      .readFileSync(logFile, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l));
+    return { workers, state, log, spec: JSON.parse(fs.readFileSync(scenario, 'utf8')) };
+  } finally {
+    fake.proc.kill('SIGTERM');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// ---- helpers over the log
+const workPath = (id, verb) => `/v1/environments/env_test/work/${id}/${verb}`;
+const isPoll = (r) => r.path === '/v1/environments/env_test/work/poll';
+const forItem = (log, id) => log.filter((r) => r.path.startsWith(`/v1/environments/env_test/work/${id}/`));
+const forSession = (log, sid) => log.filter((r) => r.path === `/v1/sessions/${sid}` || r.path.startsWith(`/v1/sessions/${sid}/`));
+const idx = (log, pred) => log.findIndex(pred);
+const results = (log, sid) =>
+  forSession(log, sid)
+    .filter((r) => r.method === 'POST' && r.path.endsWith('/events'))
+    .flatMap((r) => r.body.events);
+
+function explain(run) {
+  return (
+    '\nlog:\n' +
+    run.log.map((r) => `${r.t_ms} ${r.method} ${r.path}?${r.raw_query} ${r.status} ${r.auth}`).join('\n') +
+    run.workers.map((w) => `\nworker exit ${w.code} ${w.signal ?? ''}\nstderr: ${w.stderr.slice(-3000)}`).join('')
+  );
+}
+
+// every owned agent.tool_use the session ever held (history and script), in order
+function ownedCalls(spec, sid) {
+  const s = spec.sessions[sid];
+  return [...(s.history ?? []), ...(s.script ?? [])].filter((e) => e.type === 'agent.tool_use' && OWNED.has(e.name));
+}
+function unownedCalls(spec, sid) {
+  const s = spec.sessions[sid];
+  return [...(s.history ?? []), ...(s.script ?? [])]
+    .filter((e) => (e.type === 'agent.tool_use' && !OWNED.has(e.name)) || e.type === 'agent.custom_tool_use')
+    .map((e) => e.id);
+}
+function answeredInHistory(spec, sid) {
+  return new Set((spec.sessions[sid].history ?? []).filter((e) => e.type === 'user.tool_result').map((e) => e.tool_use_id));
+}
+
+// what every scenario shares: headers, credentials, valid posts, results for owned calls only
+function commonChecks(run, { lostItems = [] } = {}) {
+  const { log, state, spec } = run;
+  for (const w of run.workers) assert.equal(w.code, 0, 'glovebox worker exits 0' + explain(run));
+  assert.ok(state.all_done, 'all items done' + explain(run));
+  for (const r of log) {
+    const what = `${r.method} ${r.path}`;
+    assert.ok((r.anthropic_beta ?? '').split(',').map((s) => s.trim()).includes(BETA), `${what}: anthropic-beta`);
+    assert.equal(r.anthropic_version, VERSION, `${what}: anthropic-version`);
+    assert.equal(r.x_api_key, false, `${what}: no x-api-key`);
+    assert.notEqual(r.auth, 'none', `${what}: a bearer`);
+    if (r.method === 'POST' && r.body !== null) assert.equal(r.content_type, 'application/json', `${what}: content-type`);
+  }
+  for (const r of log.filter(isPoll)) {
+    assert.equal(r.auth, 'env', 'poll uses the environment key');
+    assert.match(r.anthropic_worker_id ?? '', /^.+-[0-9a-f-]{36}$/, 'poll carries Anthropic-Worker-ID hostname-uuid');
+    assert.equal(r.query.block_ms, '999');
+  }
+  for (const w of spec.work) {
+    const sid = w.session;
+    const cred = w.secret ? `session:${w.id}` : 'env';
+    const ack = log.filter((r) => r.path === workPath(w.id, 'ack'));
+    assert.equal(ack.length, 1, `${w.id}: one ack`);
+    assert.equal(ack[0].auth, 'env', `${w.id}: ack uses the environment key`);
+    for (const r of [...forItem(log, w.id).filter((r) => !r.path.endsWith('/ack')), ...forSession(log, sid)])
+      assert.equal(r.auth, cred, `${r.method} ${r.path}: ${w.secret ? 'sessions_token' : 'environment key'}`);
+    for (const r of [...forItem(log, w.id), ...forSession(log, sid)])
+      assert.equal(r.anthropic_worker_id, null, `${r.path}: Anthropic-Worker-ID on poll only`);
+
+    // heartbeat first with NO_HEARTBEAT, then echoing; stream opened before the history is read
+    const beats = log.filter((r) => r.path === workPath(w.id, 'heartbeat'));
+    assert.ok(beats.length >= 1, `${w.id}: heartbeats`);
+    assert.equal(beats[0].query.expected_last_heartbeat, 'NO_HEARTBEAT');
+    assert.ok(idx(log, (r) => r === ack[0]) < log.indexOf(beats[0]), `${w.id}: beat after ack`);
+    for (let i = 1; i < beats.length; i++) {
+      assert.equal(beats[i].query.expected_last_heartbeat, beats[i - 1].response.last_heartbeat, `${w.id}: beat ${i + 1} echoes`);
+      assert.ok(beats[i].t_ms - beats[i - 1].t_ms >= 1500, `${w.id}: beats ttl/2 = 2 s apart`);
+    }
+    const iStream = idx(log, (r) => r.path === `/v1/sessions/${sid}/events/stream`);
+    const iList = idx(log, (r) => r.method === 'GET' && r.path === `/v1/sessions/${sid}/events`);
+    assert.ok(iStream >= 0 && iStream < iList, `${w.id}: stream before reconcile` + explain(run));
+    assert.equal(log[iList].query.limit, '1000');
+
+    const s = state.sessions[sid];
+    assert.deepEqual(s.rejected, [], `${sid}: no post rejected by the fake`);
+    assert.deepEqual(s.duplicates, [], `${sid}: no call answered twice`);
+    assert.deepEqual(s.unexpected, [], `${sid}: no result for an unowned call`);
+    assert.deepEqual(s.custom_tool_results, [], `${sid}: no custom tool results`);
+    const posted = results(log, sid);
+    for (const e of posted) {
+      assert.equal(e.type, 'user.tool_result');
+      assert.ok(Array.isArray(e.content) && e.content.length > 0, `${e.tool_use_id}: content never empty`);
+      for (const b of e.content) if (b.type === 'text') assert.ok(b.text.length > 0, `${e.tool_use_id}: text never empty`);
+      assert.equal(typeof e.is_error, 'boolean');
+    }
+    // exactly one result per owned, unanswered call (unless the lease was lost); none for unowned
+    const ids = posted.map((e) => e.tool_use_id);
+    const unowned = unownedCalls(spec, sid);
+    for (const u of unowned) assert.ok(!ids.includes(u), `${sid}: ${u} (unowned) left alone`);
+    assert.deepEqual(s.unowned.slice().sort(), unowned.slice().sort(), `${sid}: unowned calls still unanswered`);
+    if (!lostItems.includes(w.id)) {
+      const want = ownedCalls(spec, sid)
+        .map((e) => e.id)
+        .filter((id) => !answeredInHistory(spec, sid).has(id));
+      assert.deepEqual(ids, want, `${sid}: one result per owned call, in order` + explain(run));
+      assert.deepEqual(s.pending, [], `${sid}: nothing owned left pending`);
+    }
+  }
+}
+
+function checkStopped(run, workId, sid) {
+  const stops = run.log.filter((r) => r.path === workPath(workId, 'stop'));
+  assert.equal(stops.length, 1, `${workId}: one stop` + explain(run));
+  assert.deepEqual(stops[0].body, { force: true });
+  assert.equal(stops[0].status, 204);
+  const lastPost = run.log.findLastIndex((r) => r.method === 'POST' && r.path === `/v1/sessions/${sid}/events`);
+  assert.ok(run.log.indexOf(stops[0]) > lastPost, `${workId}: stop after the last result`);
+  assert.ok(stops[0].t_ms - run.log[lastPost].t_ms >= 900, `${workId}: stop waits --max-idle-ms after end_turn`);
+  assert.equal(run.state.items.find((i) => i.id === workId).state, 'stopped');
+}
+
+const resultsById = (run, sid) => Object.fromEntries(run.state.sessions[sid].tool_results.map((x) => [x.tool_use_id, x]));
+const text = (r) => r.content.map((b) => b.text).join('');
+
+describe('glovebox worker against the fake control plane', { skip }, () => {
+  before(startDaemon);
+  after(stopDaemon);
+
+  describe('happy path: every tool, unowned calls, end_turn', () => {
+    let run;
+    before(async () => {
+      run = await runScenario('happy.json');
+    });
+    test('headers, credentials, one result per owned call', () => commonChecks(run));
+    test('results and is_error as the tools answer them', () => {
+      const r = resultsById(run, 'sesn_A');
+      assert.equal(text(r.sevt_hist_open), 'from-history');
+      assert.equal(r.sevt_hist_open.is_error, false);
+      assert.equal(r.sevt_a1.is_error, true, 'a non-zero exit is an error');
+      assert.equal(text(r.sevt_a1), 'out\nerr');
+      for (const id of ['sevt_a2', 'sevt_a3', 'sevt_a4', 'sevt_a5', 'sevt_a6', 'sevt_a7', 'sevt_a8', 'sevt_a9'])
+        assert.equal(r[id].is_error, false, `${id}: ${text(r[id])}`);
+      assert.match(text(r.sevt_a2), /^wrote 22 bytes to /);
+      assert.match(text(r.sevt_a3), /\(1 replacement\(s\)\)$/);
+      assert.equal(text(r.sevt_a4), 'int main(){return 1;}\n');
+      assert.match(text(r.sevt_a5), /src\/m\.c/);
+      assert.match(text(r.sevt_a6), /src\/m\.c:1:int main\(\)\{return 1;\}/);
+      assert.equal(text(r.sevt_a7), 'bash session restarted');
+      assert.equal(text(r.sevt_a9), 'slept');
+      assert.ok(!('sevt_hist_done' in r), 'an answered history call is not run again');
+    });
+    test('heartbeats repeat during a long call; one forced stop after the idle', () => {
+      const beats = run.log.filter((r) => r.path === workPath('work_A', 'heartbeat'));
+      assert.ok(beats.length >= 2 && beats.every((b) => b.status === 200), explain(run));
+      checkStopped(run, 'work_A', 'sesn_A');
+    });
+  });
+
+  describe('reconcile: unanswered history calls over three pages', () => {
+    let run;
+    before(async () => {
+      run = await runScenario('reconcile.json');
+    });
+    test('headers, credentials, one result per owned call', () => commonChecks(run));
+    test('every page read before any call runs; calls in history order', () => {
+      const lists = run.log.filter((r) => r.method === 'GET' && r.path === '/v1/sessions/sesn_R/events');
+      assert.ok(lists.length >= 3, explain(run));
+      for (let i = 1; i < 3; i++) assert.equal(lists[i].query.page, lists[i - 1].response.next_page);
+      const firstPost = idx(run.log, (r) => r.method === 'POST' && r.path === '/v1/sessions/sesn_R/events');
+      assert.ok(run.log.indexOf(lists[2]) < firstPost);
+      assert.equal(text(resultsById(run, 'sesn_R').sevt_r3), 'reconciled\n');
+      checkStopped(run, 'work_R', 'sesn_R');
+    });
+  });
+
+  describe('lost lease: heartbeat 412, no stop; then the next item', () => {
+    let run;
+    before(async () => {
+      run = await runScenario('lost_lease.json', 2); // two --once runs: work_B, then work_C
+    });
+    test('headers, credentials, one result per owned call', () => commonChecks(run, { lostItems: ['work_B'] }));
+    test('412: no stop call, no result after it', () => {
+      const beats = run.log.filter((r) => r.path === workPath('work_B', 'heartbeat'));
+      assert.deepEqual(beats.map((b) => b.status), [200, 412], explain(run));
+      const b = run.state.items.find((i) => i.id === 'work_B');
+      assert.equal(b.stop_calls, 0, 'never stop after a 412');
+      assert.equal(b.lost, true);
+      const i412 = idx(run.log, (r) => r.status === 412);
+      const after412 = run.log.slice(i412 + 1).filter((r) => r.path.startsWith('/v1/sessions/sesn_B') && r.method === 'POST');
+      assert.deepEqual(after412, [], 'nothing posted for sesn_B after the 412' + explain(run));
+      assert.deepEqual(results(run.log, 'sesn_B').map((e) => e.tool_use_id), ['sevt_b1']);
+    });
+    test('the next item is served and stopped', () => {
+      assert.deepEqual(results(run.log, 'sesn_C').map((e) => e.tool_use_id), ['sevt_c1']);
+      checkStopped(run, 'work_C', 'sesn_C');
+    });
+  });
+});
