@@ -17,6 +17,7 @@
 //    "x_api_key":false, "anthropic_beta":"managed-agents-2026-04-01",
 //    "anthropic_version":"2026-10-21", "anthropic_worker_id":"worker-1",
 //    "content_type":null, "accept":"application/json",
+//    "retry_count":"0",                                       x-stainless-retry-count (SDK) or null
 //    "body":null | <parsed JSON> | "<raw text>",             the request body
 //    "response":<parsed JSON>}                                the JSON answer, absent when none
 //                                                             (204, SSE, empty 200)
@@ -53,9 +54,12 @@
 //       "agent": { "skills": [] }, "resources": [],
 //       "history": [ …events… ],                   in the event log before any worker connects
 //       "script": [ …events… ],                    emitted on the stream, one by one (below)
-//       "end": "end_turn"                          after the script: "end_turn" (session.status_idle
+//       "end": "end_turn",                         after the script: "end_turn" (session.status_idle
 //                                                  {stop_reason:{type:"end_turn"}}), "terminated"
 //                                                  (session.status_terminated), or "none"
+//       "post_status": { "sevt_x": [503] }         answer the first POST …/events carrying a result
+//                                                  for sevt_x with these statuses, in turn, before
+//                                                  accepting one (a retried post)
 //     } }
 // }
 // Events are session events: {"type":"agent.tool_use","id":"sevt_a1","name":"bash","input":{…}}
@@ -65,6 +69,9 @@
 // agent.custom_tool_use and other names (web_fetch, …) are unowned: never waited for, and a
 // result for them is recorded as an error of the worker (state.sessions[sid].unexpected).
 // After the script, once everything owned is answered, the `end` event is emitted.
+// A script entry {"type":"_fake.drop_stream"} is not emitted: it closes every open stream of
+// the session (the worker must reconnect, reconcile and not run anything twice); the script
+// goes on once a stream is open again.
 //
 // ---- Routes --------------------------------------------------------------------------------
 // GET  /v1/environments/{env}/work/poll        bearer = env key; block_ms ≤ 999; 200 item | empty
@@ -91,7 +98,12 @@
 // POST /_fake/drop/{sid}                       close every open stream of the session
 //
 // Item flags in /_fake/state: state; acked; heartbeats (count); lost (a 412 was returned);
-// stop_calls (count of stop requests, any status); done = stopped or lost.
+// stop_calls (count of stop requests, any status); late_beats (beats that arrived more than
+// ttl_seconds after the previous successful one: the lease had expired; what a real server
+// does then is undocumented, the fake only counts them); done = stopped or lost.
+// Session fields: streams_opened (count), tool_results and custom_tool_results (accepted
+// posts, in order), pending (owned calls without a result), unowned, unexpected (results for
+// unowned calls), rejected ({reason, event}), duplicates (ids answered more than once).
 import http from 'node:http';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -140,6 +152,7 @@ const items = (sc.work ?? []).map((w) => ({
   heartbeats: 0,
   lost: false,
   stop_calls: 0,
+  late_beats: 0,
   token: w.secret && typeof w.secret === 'object' ? w.secret.sessions_token : null,
 }));
 const itemById = new Map(items.map((i) => [i.id, i]));
@@ -163,6 +176,8 @@ function sessionOf(sid) {
     rejected: [],
     duplicates: [],
     answered: new Set(),
+    streams_opened: 0,
+    post_status: Object.fromEntries(Object.entries(spec.post_status ?? {}).map(([k, v]) => [k, [...v]])),
   };
   sessions.set(sid, s);
   for (const e of spec.history ?? []) append(s, e, false);
@@ -229,7 +244,13 @@ function advance(s) {
   if (s.streams.size === 0) return;
   while (pendingOwned(s).length === 0) {
     if (s.script.length > 0) {
-      append(s, s.script.shift());
+      const e = s.script.shift();
+      if (e.type === '_fake.drop_stream') {
+        for (const st of [...s.streams]) st.destroy();
+        s.streams.clear();
+        return;
+      }
+      append(s, e);
       continue;
     }
     if (!s.ended) {
@@ -324,6 +345,7 @@ function logReq(req, url, body, status, response) {
     anthropic_worker_id: h['anthropic-worker-id'] ?? null,
     content_type: h['content-type'] ?? null,
     accept: h.accept ?? null,
+    retry_count: h['x-stainless-retry-count'] ?? null,
     body,
   };
   if (response !== undefined) rec.response = response;
@@ -507,6 +529,7 @@ async function route(req, res, url, body, send, fail, sse, ctl) {
         it.last_heartbeat = new Date(Date.now() + 7).toISOString();
         it.latest_heartbeat_at = it.last_heartbeat;
       }
+      if (it.latest_heartbeat_at && Date.now() - Date.parse(it.latest_heartbeat_at) > TTL * 1000) it.late_beats++;
       const expected = url.searchParams.get('expected_last_heartbeat');
       const stored = it.last_heartbeat ?? 'NO_HEARTBEAT';
       if (expected !== stored) {
@@ -601,6 +624,14 @@ async function route(req, res, url, body, send, fail, sse, ctl) {
           return fail(400, why);
         }
       }
+      for (const e of evs) {
+        const id = e.tool_use_id ?? e.custom_tool_use_id;
+        const q = id !== undefined ? s.post_status[id] : undefined;
+        if (q && q.length) {
+          const st = q.shift();
+          return fail(st, `scripted error ${st} for the result of ${id}`);
+        }
+      }
       const out = [];
       for (const e of evs) {
         if (e.type === 'user.tool_result' || e.type === 'user.custom_tool_result') {
@@ -627,6 +658,7 @@ async function route(req, res, url, body, send, fail, sse, ctl) {
       });
       res.write(': fake control plane stream\n\n');
       s.streams.add(res);
+      s.streams_opened++;
       const ping = setInterval(() => {
         res.write(': keep-alive\n\n');
         sseSend(res, 'ping', { type: 'ping' });
@@ -657,6 +689,7 @@ function stateView() {
       last_heartbeat: i.last_heartbeat,
       lost: i.lost,
       stop_calls: i.stop_calls,
+      late_beats: i.late_beats,
       done: isDone(i),
     });
   }
@@ -665,6 +698,7 @@ function stateView() {
       status: s.status,
       ended: s.ended,
       streams_open: s.streams.size,
+      streams_opened: s.streams_opened,
       script_left: s.script.length,
       tool_results: s.tool_results,
       custom_tool_results: s.custom_tool_results,

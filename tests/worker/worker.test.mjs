@@ -133,12 +133,17 @@ function commonChecks(run) {
     assert.equal(log[iHb].query.expected_last_heartbeat, 'NO_HEARTBEAT', `${w.id}: first beat claims with NO_HEARTBEAT`);
     assert.equal(log[iList].query.limit, '1000', `${w.id}: reconcile lists with limit=1000`);
 
-    // every later beat echoes the previous 200's last_heartbeat byte for byte
+    // every later beat echoes the last successful beat's last_heartbeat byte for byte; beats
+    // are ttl/2 = 2 s apart, except the SDK HTTP client's own retries (x-stainless-retry-count)
     const beats = log.filter((r) => r.path === workPath(w.id, 'heartbeat'));
-    for (let i = 1; i < beats.length; i++) {
-      assert.equal(beats[i - 1].status, 200);
-      assert.equal(beats[i].query.expected_last_heartbeat, beats[i - 1].response.last_heartbeat, `${w.id}: beat ${i + 1} echoes`);
-      assert.ok(beats[i].t_ms - beats[i - 1].t_ms >= 1500, `${w.id}: beats ttl/2 = 2 s apart`);
+    let lastOk = null;
+    for (let i = 0; i < beats.length; i++) {
+      if (i > 0) {
+        assert.equal(beats[i].query.expected_last_heartbeat, lastOk?.response.last_heartbeat ?? 'NO_HEARTBEAT', `${w.id}: beat ${i + 1} echoes`);
+        if ((beats[i].retry_count ?? '0') === '0')
+          assert.ok(beats[i].t_ms - beats[i - 1].t_ms >= 1500, `${w.id}: beats ttl/2 = 2 s apart` + explain(run));
+      }
+      if (beats[i].status === 200) lastOk = beats[i];
     }
 
     // reconcile pages through all of the history, following next_page
@@ -273,5 +278,58 @@ describe('reconcile: unanswered history calls, paged history', () => {
     assert.equal(r.sevt_r3.content[0].text, 'reconciled\n', 'the calls ran in history order');
     assert.deepEqual(run.state.sessions.sesn_R.unowned, ['sevt_r_custom']);
     checkStopped(run, 'work_R', 'sesn_R');
+  });
+});
+
+// a shutdown the heartbeat asks for: one forced stop right after that beat; the call in flight
+// is abandoned (no result posted)
+function checkShutdownByBeat(run, workId, sid, inflight) {
+  const beats = run.log.filter((r) => r.path === workPath(workId, 'heartbeat'));
+  assert.deepEqual(beats.map((b) => b.status), [200, 200], explain(run));
+  const stops = run.log.filter((r) => r.path === workPath(workId, 'stop'));
+  assert.equal(stops.length, 1, `${workId}: one stop` + explain(run));
+  assert.deepEqual(stops[0].body, { force: true });
+  assert.equal(stops[0].status, 204);
+  assert.ok(run.log.indexOf(stops[0]) > run.log.indexOf(beats[1]));
+  assert.ok(stops[0].t_ms - beats[1].t_ms < 1000, `${workId}: stops at once`);
+  assert.equal(run.state.items.find((i) => i.id === workId).state, 'stopped');
+  assert.deepEqual(run.state.sessions[sid].pending, [inflight], `${workId}: the call in flight gets no result`);
+}
+
+describe('lifecycle: stopping, lease_extended false, transient 503s, stream drop', () => {
+  let run;
+  before(async () => {
+    run = await runScenario('lifecycle.json');
+  });
+  test('headers, credentials and §11 order', () => commonChecks(run));
+  test('heartbeat state stopping: force-stop at once', () => {
+    assert.equal(run.log.filter((r) => r.path === workPath('work_S', 'heartbeat'))[1].response.state, 'stopping');
+    checkShutdownByBeat(run, 'work_S', 'sesn_S', 'sevt_s2');
+    assert.deepEqual(results(run.log, 'sesn_S').map((e) => e.tool_use_id), ['sevt_s1']);
+  });
+  test('heartbeat lease_extended false: force-stop at once', () => {
+    assert.equal(run.log.filter((r) => r.path === workPath('work_L', 'heartbeat'))[1].response.lease_extended, false);
+    checkShutdownByBeat(run, 'work_L', 'sesn_L', 'sevt_l1');
+  });
+  test('heartbeat 503s are retried by the SDK client and the lease kept', () => {
+    const beats = run.log.filter((r) => r.path === workPath('work_T', 'heartbeat'));
+    assert.deepEqual(beats.slice(0, 4).map((b) => [b.status, b.retry_count]), [[200, '0'], [503, '0'], [503, '1'], [200, '2']], explain(run));
+    assert.equal(run.state.items.find((i) => i.id === 'work_T').lost, false);
+  });
+  test('stream drop: reconnect, reconcile again, nothing run twice', () => {
+    const streams = run.log.filter((r) => r.path === '/v1/sessions/sesn_T/events/stream');
+    const lists = run.log.filter((r) => r.method === 'GET' && r.path === '/v1/sessions/sesn_T/events');
+    assert.equal(streams.length, 2, explain(run));
+    assert.equal(lists.length, 2);
+    assert.ok(run.log.indexOf(streams[1]) < run.log.indexOf(lists[1]), 'stream reopened before the second reconcile');
+    assert.ok(streams[1].t_ms - lists[0].t_ms >= 400, 'reconnect after a backoff (0.5 s)');
+    const r = Object.fromEntries(run.state.sessions.sesn_T.tool_results.map((x) => [x.tool_use_id, x]));
+    assert.equal(r.sevt_t2.content[0].text, '1', 'sevt_t2 ran once');
+  });
+  test('a result post answered 503 is retried, then accepted once', () => {
+    const posts = run.log.filter((r) => r.method === 'POST' && r.path === '/v1/sessions/sesn_T/events' && r.body.events[0].tool_use_id === 'sevt_t3');
+    assert.deepEqual(posts.map((p) => [p.status, p.retry_count]), [[503, '0'], [200, '1']], explain(run));
+    assert.deepEqual(run.state.sessions.sesn_T.tool_results.map((x) => x.tool_use_id), ['sevt_t1', 'sevt_t2', 'sevt_t3']);
+    checkStopped(run, 'work_T', 'sesn_T');
   });
 });
