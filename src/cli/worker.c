@@ -161,9 +161,21 @@ static void *heartbeat_main(void *arg)
         gbx_autofree char *path =
             gbx_asprintf("/v1/environments/%s/work/%s/heartbeat?expected_last_heartbeat=%s",
                          x->w->env_id, x->it.id, exp);
+        gbx_autofree char *url = gbx_asprintf("%s%s", x->base, path);
+        struct gbx_worker_http_req r = {.method = "POST",
+                                        .url = url,
+                                        .token = x->token,
+                                        .version = x->w->version,
+                                        .timeout_ms = interval,
+                                        .abort = item_done, /* teardown does not wait for it */
+                                        .arg = x};
         json_t *reply = NULL;
         gbx_autoerr struct gbx_err *err = NULL;
-        int status = item_call(x, "POST", path, NULL, interval, &reply, &err);
+        int status = gbx_worker_http(&r, &reply, &err);
+        if (item_done(x)) {
+            json_decref(reply);
+            return NULL;
+        }
         char *nlast = NULL;
         long nttl = 0;
         enum gbx_worker_beat v = gbx_worker_beat_verdict(status, reply, &nlast, &nttl);
@@ -197,7 +209,9 @@ static void *heartbeat_main(void *arg)
         /* wait the interval, or less when teardown comes */
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
-        long wait = v == GBX_WORKER_BEAT_OK ? interval : (interval < 1000 ? interval : 1000);
+        /* after a failure, again soon: within the TTL, whatever the retries cost */
+        long retry = interval / 4 < 250 ? 250 : interval / 4 > 1000 ? 1000 : interval / 4;
+        long wait = v == GBX_WORKER_BEAT_OK ? interval : retry;
         until.tv_sec += wait / 1000;
         until.tv_nsec += (wait % 1000) * 1000000L;
         if (until.tv_nsec >= 1000000000L) {
@@ -322,6 +336,94 @@ static int item_serving(struct item *x)
     return ok;
 }
 
+/* A call to the daemon's execute, on a thread of its own so that the item can end while it
+ * runs (a lost lease, a stop): then the call is abandoned and the thread finishes alone. Two
+ * references (the thread's and the caller's); the last one out frees it. */
+struct exec_job {
+    pthread_mutex_t mu;
+    pthread_cond_t *cv; /* the item's, signalled when done; NULL once the caller left */
+    int refs, done, status;
+    char *path;
+    json_t *body, *reply;
+};
+
+static void job_unref(struct exec_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    int last = --j->refs == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (!last)
+        return;
+    pthread_mutex_destroy(&j->mu);
+    free(j->path);
+    json_decref(j->body);
+    json_decref(j->reply);
+    free(j);
+}
+
+static void *job_main(void *arg)
+{
+    struct exec_job *j = arg;
+    json_t *reply = NULL;
+    int status = gbx_cli_call("POST", j->path, j->body, &reply);
+    pthread_mutex_lock(&j->mu);
+    j->status = status;
+    j->reply = reply;
+    j->done = 1;
+    if (j->cv) /* without the item's mutex: the caller's wait is timed */
+        pthread_cond_broadcast(j->cv);
+    pthread_mutex_unlock(&j->mu);
+    job_unref(j);
+    return NULL;
+}
+
+#define EXEC_ABANDONED (-1000)
+
+/* POST /v1/sessions/{gid}/execute: the status and *reply, or EXEC_ABANDONED when serving
+ * ended first (a SIGTERM drains the call instead). */
+static int execute(struct item *x, json_t *body, json_t **reply)
+{
+    struct exec_job *j = gbx_xcalloc(1, sizeof(*j));
+    pthread_mutex_init(&j->mu, NULL);
+    j->cv = &x->cv;
+    j->refs = 2;
+    j->path = gbx_asprintf("/v1/sessions/%s/execute", x->gid);
+    j->body = json_incref(body);
+    pthread_t t;
+    if (pthread_create(&t, NULL, job_main, j) != 0) { /* no thread: run it here */
+        int status = gbx_cli_call("POST", j->path, body, reply);
+        j->refs = 1;
+        job_unref(j);
+        return status;
+    }
+    pthread_detach(t);
+    pthread_mutex_lock(&x->mu);
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        int done = j->done;
+        pthread_mutex_unlock(&j->mu);
+        if (done || x->finish || x->lost)
+            break;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100 * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&x->cv, &x->mu, &until);
+    }
+    pthread_mutex_unlock(&x->mu);
+    pthread_mutex_lock(&j->mu);
+    int status = j->done ? j->status : EXEC_ABANDONED;
+    if (j->done)
+        *reply = gbx_steal_ptr(&j->reply);
+    j->cv = NULL;
+    pthread_mutex_unlock(&j->mu);
+    job_unref(j);
+    return status;
+}
+
 /* Run one call through the daemon and post its result. */
 static void run_call(struct item *x, struct exec_state *st, json_t *ev)
 {
@@ -336,9 +438,14 @@ static void run_call(struct item *x, struct exec_state *st, json_t *ev)
     }
     json_object_set_new(st->seen, id, json_true());
     st->ran++;
-    gbx_autofree char *path = gbx_asprintf("/v1/sessions/%s/execute", x->gid);
     json_t *reply = NULL;
-    int status = gbx_cli_call("POST", path, body, &reply);
+    int status = execute(x, body, &reply);
+    if (status == EXEC_ABANDONED) {
+        wlog("session '%s': %s '%s' abandoned: serving ended while it ran", x->it.session_id, name,
+             id);
+        json_decref(body);
+        return;
+    }
     gbx_autofree char *errmsg = NULL;
     if (status != 200) {
         const char *m =
@@ -649,9 +756,7 @@ out:
     x.done = 1;
     pthread_cond_broadcast(&x.cv);
     pthread_mutex_unlock(&x.mu);
-    if (x.have_sse)
-        pthread_join(x.sse, NULL);
-    if (x.have_hb)
+    if (x.have_hb) /* the beats end first, then the stop (spec §4) */
         pthread_join(x.hb, NULL);
     if (x.why)
         wlog("work '%s': finished: %s", x.it.id, x.why);
@@ -668,7 +773,9 @@ out:
         else
             wlog("work '%s': stop failed: %s", x.it.id, err ? err->msg : "refused");
     }
-    if (x.gid) {
+    if (x.have_sse)
+        pthread_join(x.sse, NULL);
+    if (x.gid) { /* a call still running (abandoned) ends with its sandbox */
         gbx_autofree char *path = gbx_asprintf("/v1/sessions/%s", x.gid);
         json_t *r = NULL;
         int s = gbx_cli_call("DELETE", path, NULL, &r);

@@ -193,8 +193,8 @@ json_t *gbx_worker_execute_body(json_t *ev)
         return NULL;
     if (input && !json_is_object(input) && !json_is_null(input))
         return NULL;
-    return json_pack("{s:s,s:s,s:O}", "tool_use_id", id, "name", name, "input",
-                     json_is_object(input) ? input : json_object());
+    json_t *in = json_is_object(input) ? json_incref(input) : json_object();
+    return json_pack("{s:s,s:s,s:o}", "tool_use_id", id, "name", name, "input", in);
 }
 
 json_t *gbx_worker_reconcile(json_t *events)

@@ -203,9 +203,16 @@ function commonChecks(run, { lostItems = [] } = {}) {
     assert.ok(beats.length >= 1, `${w.id}: heartbeats`);
     assert.equal(beats[0].query.expected_last_heartbeat, 'NO_HEARTBEAT');
     assert.ok(idx(log, (r) => r === ack[0]) < log.indexOf(beats[0]), `${w.id}: beat after ack`);
-    for (let i = 1; i < beats.length; i++) {
-      assert.equal(beats[i].query.expected_last_heartbeat, beats[i - 1].response.last_heartbeat, `${w.id}: beat ${i + 1} echoes`);
-      assert.ok(beats[i].t_ms - beats[i - 1].t_ms >= 1500, `${w.id}: beats ttl/2 = 2 s apart`);
+    // each beat echoes the last successful one's last_heartbeat byte for byte; after a success
+    // the next beat comes ttl/2 = 2 s later (after a failure, sooner)
+    let lastOk = null;
+    for (let i = 0; i < beats.length; i++) {
+      if (i > 0) {
+        assert.equal(beats[i].query.expected_last_heartbeat, lastOk?.response.last_heartbeat ?? 'NO_HEARTBEAT', `${w.id}: beat ${i + 1} echoes`);
+        if (beats[i - 1].status === 200)
+          assert.ok(beats[i].t_ms - beats[i - 1].t_ms >= 1500, `${w.id}: beats ttl/2 = 2 s apart` + explain(run));
+      }
+      if (beats[i].status === 200) lastOk = beats[i];
     }
     const iStream = idx(log, (r) => r.path === `/v1/sessions/${sid}/events/stream`);
     const iList = idx(log, (r) => r.method === 'GET' && r.path === `/v1/sessions/${sid}/events`);
@@ -225,7 +232,10 @@ function commonChecks(run, { lostItems = [] } = {}) {
       assert.equal(typeof e.is_error, 'boolean');
     }
     // exactly one result per owned, unanswered call (unless the lease was lost); none for unowned
-    const ids = posted.map((e) => e.tool_use_id);
+    const ids = forSession(log, sid)
+      .filter((r) => r.method === 'POST' && r.path.endsWith('/events') && r.status === 200)
+      .flatMap((r) => r.body.events)
+      .map((e) => e.tool_use_id);
     const unowned = unownedCalls(spec, sid);
     for (const u of unowned) assert.ok(!ids.includes(u), `${sid}: ${u} (unowned) left alone`);
     assert.deepEqual(s.unowned.slice().sort(), unowned.slice().sort(), `${sid}: unowned calls still unanswered`);
@@ -248,6 +258,20 @@ function checkStopped(run, workId, sid) {
   assert.ok(run.log.indexOf(stops[0]) > lastPost, `${workId}: stop after the last result`);
   assert.ok(stops[0].t_ms - run.log[lastPost].t_ms >= 900, `${workId}: stop waits --max-idle-ms after end_turn`);
   assert.equal(run.state.items.find((i) => i.id === workId).state, 'stopped');
+}
+
+// a shutdown the heartbeat asks for: one forced stop right after that beat; the call in flight
+// is abandoned (no result posted)
+function checkShutdownByBeat(run, workId, sid, inflight) {
+  const beats = run.log.filter((r) => r.path === workPath(workId, 'heartbeat'));
+  assert.deepEqual(beats.map((b) => b.status), [200, 200], explain(run));
+  const stops = run.log.filter((r) => r.path === workPath(workId, 'stop'));
+  assert.equal(stops.length, 1, `${workId}: one stop` + explain(run));
+  assert.deepEqual(stops[0].body, { force: true });
+  assert.ok(run.log.indexOf(stops[0]) > run.log.indexOf(beats[1]));
+  assert.ok(stops[0].t_ms - beats[1].t_ms < 1000, `${workId}: stops at once`);
+  assert.equal(run.state.items.find((i) => i.id === workId).state, 'stopped');
+  assert.deepEqual(run.state.sessions[sid].pending, [inflight], `${workId}: the call in flight gets no result`);
 }
 
 const resultsById = (run, sid) => Object.fromEntries(run.state.sessions[sid].tool_results.map((x) => [x.tool_use_id, x]));
@@ -301,6 +325,48 @@ describe('glovebox worker against the fake control plane', { skip }, () => {
       assert.ok(run.log.indexOf(lists[2]) < firstPost);
       assert.equal(text(resultsById(run, 'sesn_R').sevt_r3), 'reconciled\n');
       checkStopped(run, 'work_R', 'sesn_R');
+    });
+  });
+
+  const lifecycle = path.join(HERE, 'scenarios', 'lifecycle.json');
+  describe('lifecycle: stopping, lease_extended false, transient 503s, stream drop', {
+    skip: !fs.existsSync(lifecycle) && 'no scenarios/lifecycle.json',
+  }, () => {
+    let run;
+    before(async () => {
+      run = await runScenario('lifecycle.json', 3); // three --once runs: work_S, work_L, work_T
+    });
+    test('headers, credentials, one result per owned call', () =>
+      commonChecks(run, { lostItems: ['work_S', 'work_L'] }));
+    test('heartbeat state stopping: force-stop at once, the call in flight abandoned', () => {
+      checkShutdownByBeat(run, 'work_S', 'sesn_S', 'sevt_s2');
+      assert.deepEqual(results(run.log, 'sesn_S').map((e) => e.tool_use_id), ['sevt_s1']);
+    });
+    test('heartbeat lease_extended false: force-stop at once', () => {
+      checkShutdownByBeat(run, 'work_L', 'sesn_L', 'sevt_l1');
+    });
+    test('heartbeat 503s are retried within the TTL and the lease kept', () => {
+      const beats = run.log.filter((r) => r.path === workPath('work_T', 'heartbeat'));
+      assert.deepEqual(beats.slice(0, 4).map((b) => b.status), [200, 503, 503, 200], explain(run));
+      for (const i of run.state.items) assert.equal(i.late_beats ?? 0, 0, `${i.id}: no beat later than the TTL`);
+      assert.equal(run.state.items.find((i) => i.id === 'work_T').lost, false);
+    });
+    test('stream drop: reconnect, reconcile again, nothing run twice', () => {
+      const streams = run.log.filter((r) => r.path === '/v1/sessions/sesn_T/events/stream');
+      const lists = run.log.filter((r) => r.method === 'GET' && r.path === '/v1/sessions/sesn_T/events');
+      assert.equal(streams.length, 2, explain(run));
+      assert.equal(lists.length, 2);
+      assert.ok(run.log.indexOf(streams[1]) < run.log.indexOf(lists[1]), 'stream reopened before the second reconcile');
+      assert.ok(streams[1].t_ms - lists[0].t_ms >= 400, 'reconnect after a backoff (0.5 s)');
+      assert.equal(text(resultsById(run, 'sesn_T').sevt_t2), '1', 'sevt_t2 ran once');
+    });
+    test('a result post answered 503 is retried, then accepted once', () => {
+      const posts = run.log.filter(
+        (r) => r.method === 'POST' && r.path === '/v1/sessions/sesn_T/events' && r.body.events[0].tool_use_id === 'sevt_t3',
+      );
+      assert.deepEqual(posts.map((p) => p.status), [503, 200], explain(run));
+      assert.deepEqual(run.state.sessions.sesn_T.tool_results.map((x) => x.tool_use_id), ['sevt_t1', 'sevt_t2', 'sevt_t3']);
+      checkStopped(run, 'work_T', 'sesn_T');
     });
   });
 
