@@ -32,6 +32,12 @@
 //   "events_page_size": 2,                         max events per GET …/events page (default 1000)
 //   "ping_ms": 300,                                SSE `event: ping` period (default 500)
 //   "reclaim_older_than_ms": 5000,                 default when the poll does not send it
+//   "skills": {                                    skills the session agents may name (optional)
+//     "skill_pdf": { "name": "pdf", "versions": { "3": {
+//         "format": "zip",                         "zip" (stored) | "tar.gz"
+//         "files": { "pdf/SKILL.md": "# pdf\n",   member → text, or {"content": "…", "mode": 493};
+//                    "pdf/run.sh": { "content": "#!/bin/sh\n", "mode": 493 },   a name ending in
+//                    "../evil.txt": "slip" } } } } },   "/" is a directory; no checks on names
 //   "work": [                                      handed out by poll in this order
 //     { "id": "work_A", "session": "sesn_A",
 //       "secret": { "sessions_token": "sk-ant-req-FAKE-A", "api_base_url": "self" },
@@ -51,7 +57,8 @@
 //   "sessions": {
 //     "sesn_A": {
 //       "status": "idle",                          session object status before the stream opens
-//       "agent": { "skills": [] }, "resources": [],
+//       "agent": { "skills": [ { "type": "custom", "skill_id": "skill_pdf", "version": "latest" } ] },
+//       "resources": [],
 //       "history": [ …events… ],                   in the event log before any worker connects
 //       "script": [ …events… ],                    emitted on the stream, one by one (below)
 //       "end": "end_turn",                         after the script: "end_turn" (session.status_idle
@@ -84,12 +91,17 @@
 // GET  /v1/environments/{env}/work/{id}        item (secret null); GET …/work list; GET …/work/stats;
 // POST /v1/environments/{env}/work/{id}        {"metadata":{…}} merge patch
 // GET  /v1/sessions/{sid}                      session object
+// GET  /v1/skills/{skill}/versions             {data:[skill_version…], has_more:false, next_page:null}
+// GET  /v1/skills/{skill}/versions/{v}         skill_version {id: v, skill_id, name, description,
+//      created_at}; v = a version key, its id, or "latest" (the largest numeric key)
+// GET  /v1/skills/{skill}/versions/{v}/content the archive (application/zip | application/gzip)
 // GET  /v1/sessions/{sid}/events               {data,next_page}; limit, page, order=asc|desc
 // GET  /v1/sessions/{sid}/events/stream        SSE (`event: TYPE` / `data: JSON`, pings, `: …`)
 // POST /v1/sessions/{sid}/events               {"events":[…]}: validated (400 with the reason,
 //      recorded in state.sessions[sid].rejected), appended, echoed on the stream, {data:[…]}
-// Per-item calls accept the environment key or the item's sessions_token (the log says which).
-// A trailing `?beta=true` is ignored.
+// Per-item calls accept the environment key or the item's sessions_token (the log says which);
+// skills routes accept the environment key or any item's sessions_token.
+// A `beta=true` query parameter is ignored (but logged).
 // Control (not part of the API, not logged):
 // GET  /_fake/state                            {all_done, items:[…], sessions:{sid:{status,
 //      tool_results:[{tool_use_id,is_error,content}], custom_tool_results, pending, unowned,
@@ -107,6 +119,7 @@
 import http from 'node:http';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import zlib from 'node:zlib';
 
 const OWNED = new Set(['bash', 'read', 'write', 'edit', 'glob', 'grep']);
 
@@ -311,6 +324,124 @@ function validateEvent(s, e) {
   }
 }
 
+// ---- skill archives --------------------------------------------------------------------------
+const CRC_TABLE = (() => {
+  const t = new Uint32Array(256);
+  for (let n = 0; n < 256; n++) {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    t[n] = c >>> 0;
+  }
+  return t;
+})();
+function crc32(buf) {
+  let c = 0xffffffff;
+  for (const b of buf) c = CRC_TABLE[(c ^ b) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
+}
+function members(files) {
+  return Object.entries(files).map(([name, v]) => {
+    const dir = name.endsWith('/');
+    const content = Buffer.from(dir ? '' : typeof v === 'string' ? v : (v.content ?? ''));
+    const mode = (typeof v === 'object' && v !== null && v.mode) || (dir ? 0o755 : 0o644);
+    return { name, dir, content, mode };
+  });
+}
+// a zip with stored (uncompressed) members and Unix modes
+function buildZip(files) {
+  const locals = [];
+  const centrals = [];
+  let offset = 0;
+  for (const m of members(files)) {
+    const name = Buffer.from(m.name);
+    const crc = crc32(m.content);
+    const lh = Buffer.alloc(30);
+    lh.writeUInt32LE(0x04034b50, 0);
+    lh.writeUInt16LE(20, 4);
+    lh.writeUInt16LE(0, 6);
+    lh.writeUInt16LE(0, 8); // stored
+    lh.writeUInt32LE(0x21 << 16, 10); // 1980-01-01 00:00
+    lh.writeUInt32LE(crc, 14);
+    lh.writeUInt32LE(m.content.length, 18);
+    lh.writeUInt32LE(m.content.length, 22);
+    lh.writeUInt16LE(name.length, 26);
+    lh.writeUInt16LE(0, 28);
+    locals.push(lh, name, m.content);
+    const ch = Buffer.alloc(46);
+    ch.writeUInt32LE(0x02014b50, 0);
+    ch.writeUInt16LE((3 << 8) | 20, 4); // made by Unix
+    ch.writeUInt16LE(20, 6);
+    ch.writeUInt16LE(0, 8);
+    ch.writeUInt16LE(0, 10);
+    ch.writeUInt32LE(0x21 << 16, 12);
+    ch.writeUInt32LE(crc, 16);
+    ch.writeUInt32LE(m.content.length, 20);
+    ch.writeUInt32LE(m.content.length, 24);
+    ch.writeUInt16LE(name.length, 28);
+    ch.writeUInt16LE(0, 30);
+    ch.writeUInt16LE(0, 32);
+    ch.writeUInt16LE(0, 34);
+    ch.writeUInt16LE(0, 36);
+    ch.writeUInt32LE((((m.dir ? 0o040000 : 0o100000) | m.mode) << 16 | (m.dir ? 0x10 : 0)) >>> 0, 38);
+    ch.writeUInt32LE(offset, 42);
+    centrals.push(ch, name);
+    offset += 30 + name.length + m.content.length;
+  }
+  const cd = Buffer.concat(centrals);
+  const end = Buffer.alloc(22);
+  end.writeUInt32LE(0x06054b50, 0);
+  const n = centrals.length / 2;
+  end.writeUInt16LE(n, 8);
+  end.writeUInt16LE(n, 10);
+  end.writeUInt32LE(cd.length, 12);
+  end.writeUInt32LE(offset, 16);
+  return Buffer.concat([...locals, cd, end]);
+}
+// a gzipped ustar archive
+function buildTarGz(files) {
+  const blocks = [];
+  for (const m of members(files)) {
+    const h = Buffer.alloc(512);
+    const name = m.dir ? m.name : m.name;
+    h.write(name.slice(0, 100), 0, 'utf8');
+    h.write(m.mode.toString(8).padStart(7, '0') + '\0', 100);
+    h.write('0000000\0', 108);
+    h.write('0000000\0', 116);
+    h.write(m.content.length.toString(8).padStart(11, '0') + '\0', 124);
+    h.write('00000000000\0', 136);
+    h.write('        ', 148);
+    h.write(m.dir ? '5' : '0', 156);
+    h.write('ustar\0', 257);
+    h.write('00', 263);
+    let sum = 0;
+    for (const b of h) sum += b;
+    h.write(sum.toString(8).padStart(6, '0') + '\0 ', 148);
+    blocks.push(h, m.content, Buffer.alloc((512 - (m.content.length % 512)) % 512));
+  }
+  blocks.push(Buffer.alloc(1024));
+  return zlib.gzipSync(Buffer.concat(blocks));
+}
+function skillVersion(skillId, v) {
+  const sk = sc.skills?.[skillId];
+  if (!sk) return null;
+  const keys = Object.keys(sk.versions ?? {});
+  let key = v;
+  if (v === 'latest') key = keys.filter((k) => /^\d+$/.test(k)).sort((a, b) => Number(b) - Number(a))[0];
+  if (!key || !sk.versions[key]) return null;
+  return {
+    key,
+    spec: sk.versions[key],
+    obj: {
+      type: 'skill_version',
+      id: key,
+      skill_id: skillId,
+      name: sk.name ?? skillId,
+      description: sk.description ?? `${sk.name ?? skillId} (fake)`,
+      created_at: '2026-09-01T00:00:00Z',
+    },
+  };
+}
+
 // ---- HTTP ----------------------------------------------------------------------------------
 function authOf(req) {
   const h = req.headers.authorization;
@@ -371,6 +502,7 @@ const ERR_TYPES = {
 
 function handler(req, res) {
   const url = new URL(req.url, 'http://x');
+  const logUrl = new URL(req.url, 'http://x'); // as sent, ?beta=true included
   url.searchParams.delete('beta');
   const chunks = [];
   req.on('data', (c) => chunks.push(c));
@@ -387,7 +519,7 @@ function handler(req, res) {
     const ctl = url.pathname.startsWith('/_fake/');
     let logged = false;
     const send = (status, obj) => {
-      if (!ctl && !logged) logReq(req, url, body, status, obj);
+      if (!ctl && !logged) logReq(req, logUrl, body, status, obj);
       logged = true;
       if (obj === undefined) {
         res.writeHead(status);
@@ -400,11 +532,11 @@ function handler(req, res) {
     };
     const fail = (status, msg, details) => send(status, errBody(ERR_TYPES[status] ?? 'api_error', msg, details));
     const sse = () => {
-      if (!logged) logReq(req, url, body, 200);
+      if (!logged) logReq(req, logUrl, body, 200);
       logged = true;
     };
     Promise.resolve()
-      .then(() => route(req, res, url, body, send, fail, sse, ctl))
+      .then(() => route(req, res, url, body, send, fail, sse, ctl, logUrl))
       .catch((e) => {
         process.stderr.write(`fake_cp: ${e.stack}\n`);
         if (!res.headersSent) fail(500, String(e));
@@ -427,7 +559,7 @@ function pollable(nowMs, reclaim) {
   return null;
 }
 
-async function route(req, res, url, body, send, fail, sse, ctl) {
+async function route(req, res, url, body, send, fail, sse, ctl, logUrl) {
   const p = url.pathname.split('/').filter(Boolean);
   const m = req.method;
   if (ctl) return control(m, p, body, send);
@@ -467,7 +599,7 @@ async function route(req, res, url, body, send, fail, sse, ctl) {
       emptyPolls++;
       if (mode === 'null') return send(200, null);
       if (mode === 'empty200') {
-        logReq(req, url, body, 200);
+        logReq(req, logUrl, body, 200);
         res.writeHead(200, { 'content-type': 'application/json' });
         return res.end();
       }
@@ -572,6 +704,32 @@ async function route(req, res, url, body, send, fail, sse, ctl) {
         it.stop_requested_at = now();
       }
       return send(204);
+    }
+    return fail(404, `no route for ${m} ${url.pathname}`);
+  }
+
+  // ---- skills
+  if (p[0] === 'v1' && p[1] === 'skills' && p[2] && p[3] === 'versions' && m === 'GET') {
+    if (!(a.kind === 'env' || a.kind.startsWith('session:'))) return fail(401, 'unknown credential');
+    const sk = sc.skills?.[p[2]];
+    if (!sk) return fail(404, `skill ${p[2]} not found`);
+    if (p.length === 4) {
+      const data = Object.keys(sk.versions ?? {}).map((k) => skillVersion(p[2], k).obj);
+      return send(200, { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, next_page: null });
+    }
+    const sv = skillVersion(p[2], p[4]);
+    if (!sv) return fail(404, `version ${p[4]} of skill ${p[2]} not found`);
+    if (p.length === 5) return send(200, sv.obj);
+    if (p.length === 6 && p[5] === 'content') {
+      const tgz = sv.spec.format === 'tar.gz';
+      const buf = tgz ? buildTarGz(sv.spec.files ?? {}) : buildZip(sv.spec.files ?? {});
+      logReq(req, logUrl, body, 200);
+      res.writeHead(200, {
+        'content-type': tgz ? 'application/gzip' : 'application/zip',
+        'content-length': buf.length,
+        'content-disposition': `attachment; filename="${sv.obj.name}.${tgz ? 'tar.gz' : 'zip'}"`,
+      });
+      return res.end(buf);
     }
     return fail(404, `no route for ${m} ${url.pathname}`);
   }

@@ -9,7 +9,8 @@
 // stop call that must not happen, e.g. after a 412, would still show in the fake's log), then
 // aborts it. Exit 0 when all items were done, 1 on timeout, 2 on a usage error. The worker's
 // workdir is a fresh temporary directory, printed as `workdir DIR` and removed at exit unless
-// KEEP_WORKDIR=1. The SDK's own logs go to stderr.
+// KEEP_WORKDIR=1; before that its remaining contents are printed as `workdir_left [JSON list]`.
+// The SDK's own logs go to stderr.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -78,6 +79,9 @@ try {
 }
 ctrl.abort();
 await watcher;
+// what the worker left behind (skill directories must be gone after teardown)
+const left = fs.readdirSync(workdir, { recursive: true }).map(String).sort();
+process.stdout.write(`workdir_left ${JSON.stringify(left)}\n`);
 if (process.env.KEEP_WORKDIR !== '1') fs.rmSync(workdir, { recursive: true, force: true });
 process.stdout.write(`${outcome}\n`);
 process.exit(outcome === 'done' ? 0 : 1);

@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const BETA = 'managed-agents-2026-04-01';
+const SKILLS_BETA = 'skills-2025-10-02';
 // what npm @anthropic-ai/sdk 1.14.0 sends (the py/go snapshots send 2023-06-01; §2)
 const SDK_VERSION_HEADER = '2026-10-21';
 
@@ -98,7 +99,11 @@ function commonChecks(run) {
   assert.ok(state.all_done, 'all items done');
   for (const r of log) {
     const what = `${r.method} ${r.path}`;
-    assert.ok((r.anthropic_beta ?? '').split(',').map((s) => s.trim()).includes(BETA), `${what}: anthropic-beta`);
+    const betas = (r.anthropic_beta ?? '').split(',').map((s) => s.trim());
+    // the skills calls of npm 1.14.0 carry no anthropic-beta at all (§2 and §7 say
+    // skills-2025-10-02): the fake must accept them either way
+    if (r.path.startsWith('/v1/skills/')) assert.ok(r.anthropic_beta === null || betas.includes(SKILLS_BETA), `${what}: anthropic-beta`);
+    else assert.ok(betas.includes(BETA), `${what}: anthropic-beta`);
     assert.equal(r.anthropic_version, SDK_VERSION_HEADER, `${what}: anthropic-version`);
     assert.equal(r.x_api_key, false, `${what}: no x-api-key`);
     assert.ok(!('beta' in r.query), `${what}: no ?beta=true`);
@@ -331,5 +336,49 @@ describe('lifecycle: stopping, lease_extended false, transient 503s, stream drop
     assert.deepEqual(posts.map((p) => [p.status, p.retry_count]), [[503, '0'], [200, '1']], explain(run));
     assert.deepEqual(run.state.sessions.sesn_T.tool_results.map((x) => x.tool_use_id), ['sevt_t1', 'sevt_t2', 'sevt_t3']);
     checkStopped(run, 'work_T', 'sesn_T');
+  });
+});
+
+describe('skills: latest resolved, zip and tar.gz extracted, slip refused, removed on teardown', () => {
+  let run;
+  before(async () => {
+    run = await runScenario('skills.json');
+  });
+  test('headers, credentials and §11 order', () => commonChecks(run));
+  test('skills are fetched after the session and before the stream, with the sessions_token', () => {
+    const sk = run.log.filter((r) => r.path.startsWith('/v1/skills/'));
+    assert.deepEqual(sk.map((r) => r.path), [
+      // TS 1.14.0 resolves the alias with the retrieve endpoint (no version listing) and
+      // downloads by the id it returns
+      '/v1/skills/skill_pdf/versions/latest',
+      '/v1/skills/skill_pdf/versions/3/content',
+      '/v1/skills/skill_evil/versions/1',
+      '/v1/skills/skill_evil/versions/1/content',
+      '/v1/skills/skill_xlsx/versions/2',
+      '/v1/skills/skill_xlsx/versions/2/content',
+    ], explain(run));
+    assert.ok(sk.every((r) => r.auth === 'session:work_K' && r.status === 200));
+    const iSess = idx(run.log, (r) => r.path === '/v1/sessions/sesn_K');
+    const iStream = idx(run.log, (r) => r.path === '/v1/sessions/sesn_K/events/stream');
+    assert.ok(iSess < run.log.indexOf(sk[0]) && run.log.indexOf(sk.at(-1)) < iStream);
+  });
+  test('wrapper stripped, modes 0644 / 0755, the slip archive refused, the others kept', () => {
+    const r = Object.fromEntries(run.state.sessions.sesn_K.tool_results.map((x) => [x.tool_use_id, x]));
+    const lines = r.sevt_k1.content[0].text.split('\n');
+    assert.ok(lines.includes('skills/pdf/SKILL.md') && lines.includes('skills/xlsx/bin/go.sh'), r.sevt_k1.content[0].text);
+    assert.ok(!lines.some((l) => l.startsWith('skills/evil/')), 'nothing of the slip archive extracted');
+    assert.ok(!lines.some((l) => l.includes('escaped')));
+    assert.ok(lines.includes('644 skills/pdf/SKILL.md'));
+    assert.ok(lines.includes('755 skills/pdf/scripts/run.sh'));
+    assert.ok(lines.includes('755 skills/xlsx/bin/go.sh'), 'any x bit (0700 in the archive) becomes 0755');
+    assert.equal(r.sevt_k2.content[0].text, '# pdf\n', '"latest" is the largest numeric version');
+    assert.equal(r.sevt_k3.content[0].text, 'go');
+    checkStopped(run, 'work_K', 'sesn_K');
+  });
+  test('skill directories removed on teardown', () => {
+    const m = /workdir_left (.*)\n/.exec(run.worker.stdout);
+    assert.ok(m, run.worker.stdout);
+    // the empty skills/ root itself stays
+    assert.deepEqual(JSON.parse(m[1]).filter((f) => f !== 'skills'), []);
   });
 });
