@@ -92,11 +92,11 @@ function startFake(scenario, logFile) {
   });
 }
 
-function runWorker(base, timeoutMs) {
+function runWorker(base, timeoutMs, maxIdleMs = 1000) {
   return new Promise((resolve) => {
     const env = { ...process.env, GLOVEBOX_RUNTIME_DIR: runDir, ANTHROPIC_BASE_URL: base, ANTHROPIC_ENVIRONMENT_KEY: ENV_KEY };
     delete env.ANTHROPIC_VERSION;
-    const p = spawn(GLOVEBOX, ['worker', '--environment-id', 'env_test', '--once', '--max-idle-ms', '1000'], {
+    const p = spawn(GLOVEBOX, ['worker', '--environment-id', 'env_test', '--once', '--max-idle-ms', String(maxIdleMs)], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env,
     });
@@ -112,16 +112,21 @@ function runWorker(base, timeoutMs) {
   });
 }
 
-// run a scenario: `runs` workers with --once one after the other; returns log and state
-async function runScenario(name, runs = 1, timeoutMs = 60000) {
-  const scenario = path.join(HERE, 'scenarios', name);
+// run a scenario (a file in scenarios/, or an object): `runs` workers with --once one after
+// the other; returns log and state
+async function runScenario(name, runs = 1, timeoutMs = 60000, maxIdleMs = 1000) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gbx-worker-fake-'));
+  let scenario = path.join(HERE, 'scenarios', String(name));
+  if (typeof name === 'object') {
+    scenario = path.join(dir, 'scenario.json');
+    fs.writeFileSync(scenario, JSON.stringify(name));
+  }
   const logFile = path.join(dir, 'log.jsonl');
   const fake = await startFake(scenario, logFile);
   const base = `http://127.0.0.1:${fake.port}`;
   try {
     const workers = [];
-    for (let i = 0; i < runs; i++) workers.push(await runWorker(base, timeoutMs));
+    for (let i = 0; i < runs; i++) workers.push(await runWorker(base, timeoutMs, maxIdleMs));
     const state = await (await fetch(`${base}/_fake/state`)).json();
     const log = fs
       .readFileSync(logFile, 'utf8')
@@ -189,12 +194,13 @@ function commonChecks(run, { lostItems = [] } = {}) {
   }
   for (const w of spec.work) {
     const sid = w.session;
-    const cred = w.secret ? `session:${w.id}` : 'env';
+    const usable = w.secret && typeof w.secret === 'object'; // a string is sent verbatim: undecodable
+    const cred = usable ? `session:${w.id}` : 'env';
     const ack = log.filter((r) => r.path === workPath(w.id, 'ack'));
     assert.equal(ack.length, 1, `${w.id}: one ack`);
     assert.equal(ack[0].auth, 'env', `${w.id}: ack uses the environment key`);
     for (const r of [...forItem(log, w.id).filter((r) => !r.path.endsWith('/ack')), ...forSession(log, sid)])
-      assert.equal(r.auth, cred, `${r.method} ${r.path}: ${w.secret ? 'sessions_token' : 'environment key'}`);
+      assert.equal(r.auth, cred, `${r.method} ${r.path}: ${usable ? 'sessions_token' : 'environment key'}`);
     for (const r of [...forItem(log, w.id), ...forSession(log, sid)])
       assert.equal(r.anthropic_worker_id, null, `${r.path}: Anthropic-Worker-ID on poll only`);
 
@@ -367,6 +373,63 @@ describe('glovebox worker against the fake control plane', { skip }, () => {
       assert.deepEqual(posts.map((p) => p.status), [503, 200], explain(run));
       assert.deepEqual(run.state.sessions.sesn_T.tool_results.map((x) => x.tool_use_id), ['sevt_t1', 'sevt_t2', 'sevt_t3']);
       checkStopped(run, 'work_T', 'sesn_T');
+    });
+  });
+
+  describe('edges: poll 401, an undecodable secret, termination, memory stores', () => {
+    test('poll 401: the worker exits 1 and says why', async () => {
+      const run = await runScenario({
+        work: [{ id: 'work_X', session: 'sesn_X', poll_status: 401 }],
+        sessions: { sesn_X: { script: [] } },
+      });
+      assert.equal(run.workers[0].code, 1, explain(run));
+      assert.match(run.workers[0].stderr, /refused the environment key \(401\)/);
+      assert.equal(run.log.filter((r) => !isPoll(r)).length, 0, 'nothing but the poll' + explain(run));
+    });
+    test('an undecodable secret: the environment key for every call; session.status_terminated ends the item', async () => {
+      const t0 = Date.now();
+      const run = await runScenario(
+        {
+          ttl_seconds: 4,
+          work: [{ id: 'work_U', session: 'sesn_U', secret: 'not base64url json!' }],
+          sessions: {
+            sesn_U: {
+              end: 'terminated',
+              script: [{ type: 'agent.tool_use', id: 'sevt_u1', name: 'bash', input: { command: 'printf ""' } }],
+            },
+          },
+        },
+        1,
+        60000,
+        60000, // a minute of --max-idle-ms: only the termination can end it soon
+      );
+      commonChecks(run);
+      assert.ok(Date.now() - t0 < 30000, 'termination ends the item without waiting for the idle');
+      const r = resultsById(run, 'sesn_U').sevt_u1;
+      assert.deepEqual(r.content, [{ type: 'text', text: '(no output)' }], 'an empty output is never empty content');
+      assert.equal(r.is_error, false);
+      const stops = run.log.filter((x) => x.path === workPath('work_U', 'stop'));
+      assert.equal(stops.length, 1);
+      assert.equal(stops[0].auth, 'env');
+      assert.match(run.workers[0].stderr, /secret is not usable/);
+      assert.doesNotMatch(run.workers[0].stderr, /not base64url json/, 'the secret is never logged');
+    });
+    test('a session with memory stores: the item is stopped with a clear message, nothing run', async () => {
+      const run = await runScenario({
+        work: [{ id: 'work_M', session: 'sesn_M', secret: { sessions_token: 'sk-ant-req-FAKE-M' } }],
+        sessions: {
+          sesn_M: {
+            resources: [{ type: 'memory_store', memory_store_id: 'memstore_1', mount_path: '/mnt/memory/notes', access: 'read_write', name: 'notes' }],
+            script: [{ type: 'agent.tool_use', id: 'sevt_m1', name: 'bash', input: { command: 'echo no' } }],
+          },
+        },
+      });
+      assert.equal(run.workers[0].code, 0, explain(run));
+      assert.match(run.workers[0].stderr, /memory stores/);
+      assert.deepEqual(results(run.log, 'sesn_M'), []);
+      const stops = run.log.filter((x) => x.path === workPath('work_M', 'stop'));
+      assert.equal(stops.length, 1, explain(run));
+      assert.equal(run.state.items[0].state, 'stopped');
     });
   });
 
