@@ -51,8 +51,11 @@
 //                 // {"state":"stopping"}: graceful stop requested (item → stopping);
 //                 // {"lease_extended":false}: lease not extended;
 //                 // beats past the end of the list are normal
-//       "poll_status": 401                         (optional) answer the poll that would hand this
+//       "poll_status": 401,                        (optional) answer the poll that would hand this
 //                                                  item out with this error instead
+//       "ack_status": [403]                        (optional) answer the first acks with these
+//                                                  statuses, in turn (the item stays queued and is
+//                                                  handed out again after reclaim_older_than_ms)
 //     } ],
 //   "sessions": {
 //     "sesn_A": {
@@ -76,6 +79,10 @@
 // agent.custom_tool_use and other names (web_fetch, …) are unowned: never waited for, and a
 // result for them is recorded as an error of the worker (state.sessions[sid].unexpected).
 // After the script, once everything owned is answered, the `end` event is emitted.
+// Permission gating: an owned call with "evaluated_permission":"ask" is waited for only once a
+// user.tool_confirmation {tool_use_id, result:"allow"} for it is in the log (script it next);
+// "deny" (or any value but allow/ask), or a deny verdict, is never waited for. A result for a
+// held or denied call is recorded in state.sessions[sid].unexpected.
 // A script entry {"type":"_fake.drop_stream"} is not emitted: it closes every open stream of
 // the session (the worker must reconnect, reconcile and not run anything twice); the script
 // goes on once a stream is open again.
@@ -166,6 +173,7 @@ const items = (sc.work ?? []).map((w) => ({
   lost: false,
   stop_calls: 0,
   late_beats: 0,
+  ack_calls: 0,
   token: w.secret && typeof w.secret === 'object' ? w.secret.sessions_token : null,
 }));
 const itemById = new Map(items.map((i) => [i.id, i]));
@@ -248,8 +256,21 @@ function append(s, ev, broadcast = true) {
   return e;
 }
 
+// permission gating (§5.5): 'await' (the worker must run it), 'hold' (evaluated_permission ask,
+// no verdict yet) or 'denied' (evaluated_permission deny or unknown, or a deny verdict)
+function permission(s, e) {
+  const p = e.evaluated_permission;
+  if (p === undefined || p === null || p === 'allow') return 'await';
+  if (p !== 'ask') return 'denied';
+  const verdict = s.log.findLast((x) => x.type === 'user.tool_confirmation' && x.tool_use_id === e.id);
+  if (!verdict) return 'hold';
+  return verdict.result === 'allow' ? 'await' : 'denied';
+}
+
 function pendingOwned(s) {
-  return s.log.filter((e) => ownedToolUse(e) && !s.answered.has(e.id)).map((e) => e.id);
+  return s.log
+    .filter((e) => ownedToolUse(e) && !s.answered.has(e.id) && permission(s, e) === 'await')
+    .map((e) => e.id);
 }
 
 // emit scripted events while nothing owned is outstanding and a stream is open
@@ -643,6 +664,9 @@ async function route(req, res, url, body, send, fail, sse, ctl, logUrl) {
     }
     if (p.length === 6 && m === 'POST' && p[5] === 'ack') {
       if (it.state !== 'queued') return fail(409, `work ${it.id} is ${it.state}, not queued`);
+      it.ack_calls++;
+      const ackQ = it.spec.ack_status ?? [];
+      if (it.ack_calls <= ackQ.length) return fail(ackQ[it.ack_calls - 1], `scripted ack error ${ackQ[it.ack_calls - 1]}`);
       it.state = 'starting';
       it.acked = true;
       it.acknowledged_at = now();
@@ -799,7 +823,7 @@ async function route(req, res, url, body, send, fail, sse, ctl, logUrl) {
           const rec = { tool_use_id: id, name: use.name, is_error: e.is_error ?? false, content: e.content };
           if (e.type === 'user.tool_result') s.tool_results.push(rec);
           else s.custom_tool_results.push(rec);
-          if (!ownedToolUse(use)) s.unexpected.push(id);
+          if (!ownedToolUse(use) || permission(s, use) !== 'await') s.unexpected.push(id);
         }
         out.push(append(s, e));
       }

@@ -7,7 +7,9 @@
 //
 // After the fake reports all_done it keeps the worker running for GRACE_MS more (so that a
 // stop call that must not happen, e.g. after a 412, would still show in the fake's log), then
-// aborts it. Exit 0 when all items were done, 1 on timeout, 2 on a usage error. The worker's
+// aborts it. Prints the outcome as the last line: `done` (exit 0), `timeout` (exit 1), or
+// `exited ERROR` when EnvironmentWorker.run ended by itself, e.g. on a poll 401 (exit 3);
+// 2 is a usage error. The worker's
 // workdir is a fresh temporary directory, printed as `workdir DIR` and removed at exit unless
 // KEEP_WORKDIR=1; before that its remaining contents are printed as `workdir_left [JSON list]`.
 // The SDK's own logs go to stderr.
@@ -74,8 +76,13 @@ const watcher = (async () => {
 
 try {
   await worker.run(ctrl.signal);
+  if (!ctrl.signal.aborted) outcome = 'exited';
 } catch (e) {
-  if (!ctrl.signal.aborted) process.stderr.write(`sdk_worker: run: ${e?.stack ?? e}\n`);
+  if (!ctrl.signal.aborted) {
+    // the worker gave up by itself (e.g. a fatal poll error)
+    outcome = `exited ${String(e).split('\n')[0]}`;
+    process.stderr.write(`sdk_worker: run: ${e?.stack ?? e}\n`);
+  }
 }
 ctrl.abort();
 await watcher;
@@ -84,4 +91,4 @@ const left = fs.readdirSync(workdir, { recursive: true }).map(String).sort();
 process.stdout.write(`workdir_left ${JSON.stringify(left)}\n`);
 if (process.env.KEEP_WORKDIR !== '1') fs.rmSync(workdir, { recursive: true, force: true });
 process.stdout.write(`${outcome}\n`);
-process.exit(outcome === 'done' ? 0 : 1);
+process.exit(outcome === 'done' ? 0 : outcome.startsWith('exited') ? 3 : 1);

@@ -93,10 +93,12 @@ function explain(run) {
 }
 
 // checks every scenario shares: headers, credentials, no invalid posts, §11 order per item
-function commonChecks(run) {
+function commonChecks(run, { exits = false } = {}) {
   const { log, state, spec } = run;
-  assert.equal(run.worker.code, 0, 'the SDK worker finished every item' + explain(run));
-  assert.ok(state.all_done, 'all items done');
+  if (!exits) {
+    assert.equal(run.worker.code, 0, 'the SDK worker finished every item' + explain(run));
+    assert.ok(state.all_done, 'all items done');
+  }
   for (const r of log) {
     const what = `${r.method} ${r.path}`;
     const betas = (r.anthropic_beta ?? '').split(',').map((s) => s.trim());
@@ -114,11 +116,11 @@ function commonChecks(run) {
     assert.equal(r.anthropic_worker_id, 'worker-1', 'poll carries Anthropic-Worker-ID');
     assert.equal(r.query.block_ms, '999', 'always-on loop polls with block_ms=999');
   }
-  for (const w of spec.work) {
+  for (const w of spec.work.filter((w) => !w.poll_status)) {
     const sid = w.session;
     const cred = w.secret ? `session:${w.id}` : 'env';
     const ack = log.filter((r) => r.path === workPath(w.id, 'ack'));
-    assert.equal(ack.length, 1, `${w.id}: one ack`);
+    assert.equal(ack.length, 1 + (w.ack_status?.length ?? 0), `${w.id}: one ack (plus the failed ones)`);
     assert.equal(ack[0].auth, 'env', `${w.id}: ack uses the environment key even with a secret`);
     assert.equal(ack[0].body, null, `${w.id}: ack has no body`);
     for (const r of [...forItem(log, w.id).filter((r) => !r.path.endsWith('/ack')), ...forSession(log, sid)])
@@ -380,5 +382,49 @@ describe('skills: latest resolved, zip and tar.gz extracted, slip refused, remov
     assert.ok(m, run.worker.stdout);
     // the empty skills/ root itself stays
     assert.deepEqual(JSON.parse(m[1]).filter((f) => f !== 'skills'), []);
+  });
+});
+
+describe('permissions: ask held until allowed, denied calls never run', () => {
+  let run;
+  before(async () => {
+    run = await runScenario('permissions.json');
+  });
+  test('headers, credentials and §11 order', () => commonChecks(run));
+  test('results for the allowed calls only', () => {
+    assert.deepEqual(results(run.log, 'sesn_P').map((e) => e.tool_use_id), ['sevt_p1', 'sevt_p4'], explain(run));
+    const r = Object.fromEntries(run.state.sessions.sesn_P.tool_results.map((x) => [x.tool_use_id, x]));
+    const out = r.sevt_p4.content[0].text;
+    assert.match(out, /p1\.txt/);
+    assert.match(out, /cannot access 'p2\.txt'/, 'the ask call denied by its confirmation did not run');
+    assert.match(out, /cannot access 'p3\.txt'/, 'the evaluated_permission deny call did not run');
+    checkStopped(run, 'work_P', 'sesn_P');
+  });
+});
+
+describe('claim errors: ack 403 then reclaim; poll 401 ends the worker', () => {
+  let run;
+  before(async () => {
+    run = await runScenario('claim_errors.json');
+  });
+  test('headers, credentials and §11 order', () => commonChecks(run, { exits: true }));
+  test('ack 403: no stop (TS; §8 says py/go force-stop), re-poll, the item comes back after the reclaim window', () => {
+    const acks = run.log.filter((r) => r.path === workPath('work_Q', 'ack'));
+    assert.deepEqual(acks.map((a) => a.status), [403, 200], explain(run));
+    const deliveries = run.log.filter((r) => isPoll(r) && r.response?.id === 'work_Q');
+    assert.equal(deliveries.length, 2);
+    assert.ok(deliveries[1].t_ms - deliveries[0].t_ms >= 1500, 'handed out again only after reclaim_older_than_ms');
+    const stopsBefore = run.log.slice(0, run.log.indexOf(acks[1])).filter((r) => r.path.endsWith('/stop'));
+    assert.deepEqual(stopsBefore, [], 'no stop after the failed ack');
+    assert.deepEqual(results(run.log, 'sesn_Q').map((e) => e.tool_use_id), ['sevt_q1']);
+    checkStopped(run, 'work_Q', 'sesn_Q');
+  });
+  test('poll 401: the worker stops polling and exits', () => {
+    assert.equal(run.worker.code, 3, explain(run));
+    assert.match(run.worker.stdout, /exited .*401/);
+    const polls = run.log.filter(isPoll);
+    assert.equal(polls.at(-1).status, 401);
+    assert.equal(polls.filter((r) => r.status === 401).length, 1, 'no retry of a fatal 4xx');
+    assert.equal(run.state.items.find((i) => i.id === 'work_Z').acked, false);
   });
 });
