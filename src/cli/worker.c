@@ -324,6 +324,7 @@ static void *stream_main(void *arg)
 struct exec_state {
     json_t *seen;     /* tool_use ids dispatched */
     json_t *answered; /* tool_use ids with a result (posted or seen) */
+    json_t *held;     /* id -> agent.tool_use event waiting for a user.tool_confirmation */
     long long idle_since;
     int ran;
 };
@@ -425,9 +426,9 @@ static int execute(struct item *x, json_t *body, json_t **reply)
 }
 
 /* Run one call through the daemon and post its result. */
-static void run_call(struct item *x, struct exec_state *st, json_t *ev)
+static void run_call(struct item *x, struct exec_state *st, json_t *ev, int confirmed)
 {
-    json_t *body = gbx_worker_execute_body(ev);
+    json_t *body = gbx_worker_execute_body(ev, confirmed);
     if (body == NULL)
         return;
     const char *id = json_string_value(json_object_get(body, "tool_use_id"));
@@ -529,15 +530,27 @@ static int reconcile(struct item *x, struct exec_state *st)
     json_array_foreach(all, i, ev)
     {
         const char *tid = json_string_value(json_object_get(ev, "tool_use_id"));
-        if (gbx_worker_event_kind(NULL, ev) == GBX_WORKER_EV_RESULT && tid)
+        if (gbx_worker_event_kind(NULL, ev) == GBX_WORKER_EV_RESULT && tid) {
             json_object_set_new(st->answered, tid, json_true());
+            json_object_del(st->held, tid);
+        }
     }
-    json_t *todo = gbx_worker_reconcile(all);
+    json_t *held = NULL;
+    json_t *todo = gbx_worker_reconcile(all, &held);
+    const char *hid;
+    json_object_foreach(held, hid, ev)
+    {
+        if (!json_object_get(st->held, hid))
+            wlog("session '%s': '%s' waits for a confirmation", x->it.session_id, hid);
+        json_object_set(st->held, hid, ev);
+    }
+    json_decref(held);
     json_array_foreach(todo, i, ev)
     {
         if (!item_serving(x))
             break;
-        run_call(x, st, ev);
+        json_object_del(st->held, json_string_value(json_object_get(ev, "id")));
+        run_call(x, st, ev, 1); /* reconcile let it through: confirmed if it had to be */
     }
     /* a history that ends idle after end_turn with nothing left to run arms the idle clock */
     size_t n = json_array_size(all);
@@ -555,7 +568,13 @@ static void handle_event(struct item *x, struct exec_state *st, json_t *ev)
     switch (gbx_worker_event_kind(NULL, ev)) {
     case GBX_WORKER_EV_TOOL_USE: {
         st->idle_since = 0;
-        json_t *body = gbx_worker_execute_body(ev);
+        const char *hid = json_string_value(json_object_get(ev, "id"));
+        if (gbx_worker_tool_held(ev) && hid && !json_object_get(st->answered, hid)) {
+            wlog("session '%s': '%s' waits for a confirmation", x->it.session_id, hid);
+            json_object_set(st->held, hid, ev);
+            break;
+        }
+        json_t *body = gbx_worker_execute_body(ev, 0);
         if (body == NULL) {
             const char *id = json_string_value(json_object_get(ev, "id"));
             const char *name = json_string_value(json_object_get(ev, "name"));
@@ -564,13 +583,32 @@ static void handle_event(struct item *x, struct exec_state *st, json_t *ev)
             break;
         }
         json_decref(body);
-        run_call(x, st, ev);
+        run_call(x, st, ev, 0);
+        break;
+    }
+    case GBX_WORKER_EV_CONFIRM: { /* does not touch the idle clock */
+        const char *tid = NULL;
+        int allow = gbx_worker_confirmation(ev, &tid);
+        json_t *call = tid ? json_incref(json_object_get(st->held, tid)) : NULL;
+        if (call == NULL)
+            break;
+        json_object_del(st->held, tid);
+        if (allow == 1)
+            run_call(x, st, call, 1);
+        else
+            wlog("session '%s': '%s' denied: not run", x->it.session_id,
+                 json_string_value(json_object_get(call, "id")));
+        json_decref(call);
+        if (json_object_size(st->held) == 0 && st->idle_since)
+            st->idle_since = now_ms(); /* the countdown starts fresh when the last resolves */
         break;
     }
     case GBX_WORKER_EV_RESULT: {
         const char *tid = json_string_value(json_object_get(ev, "tool_use_id"));
-        if (tid)
+        if (tid) {
             json_object_set_new(st->answered, tid, json_true());
+            json_object_del(st->held, tid);
+        }
         break;
     }
     case GBX_WORKER_EV_IDLE_END:
@@ -592,7 +630,8 @@ static void handle_event(struct item *x, struct exec_state *st, json_t *ev)
 /* Serve the session until something ends it. */
 static void serve(struct item *x)
 {
-    struct exec_state st = {.seen = json_object(), .answered = json_object()};
+    struct exec_state st = {
+        .seen = json_object(), .answered = json_object(), .held = json_object()};
     pthread_mutex_lock(&x->mu);
     for (;;) {
         if (x->finish || x->lost || interrupted)
@@ -618,7 +657,8 @@ static void serve(struct item *x)
             pthread_mutex_lock(&x->mu);
             continue;
         }
-        if (st.idle_since && now_ms() - st.idle_since >= x->w->max_idle_ms) {
+        if (st.idle_since && json_object_size(st.held) == 0 &&
+            now_ms() - st.idle_since >= x->w->max_idle_ms) {
             x->finish = 1;
             x->why = "idle after end_turn";
             break;
@@ -636,6 +676,7 @@ static void serve(struct item *x)
     wlog("session '%s': %d tool call(s) run", x->it.session_id, st.ran);
     json_decref(st.seen);
     json_decref(st.answered);
+    json_decref(st.held);
 }
 
 /* Read the CMA session object: 0 when it can be served (a failure to read it is only a
@@ -683,8 +724,9 @@ static int glovebox_session(struct item *x)
     return 0;
 }
 
-/* Handle one claimed (not yet acked) item. Returns 0, or -1 for a failure that should end
- * the worker (the daemon unreachable). */
+/* Handle one polled (not yet acked) item. Returns 0 when it was served, 1 when the ack
+ * failed (it was never ours), -1 for a failure that should end the worker (the daemon
+ * unreachable). */
 static int handle_item(struct worker *w, struct gbx_worker_item *it)
 {
     gbx_autofree char *ack =
@@ -719,9 +761,13 @@ static int handle_item(struct worker *w, struct gbx_worker_item *it)
     }
 
     if (status / 100 != 2) {
-        wlog("work '%s': ack failed: %s", x.it.id, aerr ? aerr->msg : "refused");
-        /* transient: someone else may take it; a refusal: force-stop it */
-        stop = status >= 400 && status < 500 && status != 408 && status != 409 && status != 429;
+        /* not ours: no stop (as the TS worker; the item comes back after the reclaim window) */
+        wlog("work '%s': ack failed: %s", x.it.id,
+             aerr            ? aerr->msg
+             : status == 409 ? "not queued any more"
+                             : "refused");
+        stop = 0;
+        rc = 1;
         goto out;
     }
     wlog("work '%s': acked (session '%s')", x.it.id, x.it.session_id ? x.it.session_id : "-");
@@ -844,10 +890,11 @@ static int poll_loop(struct worker *w)
             nap(1000 + rand() % 2000);
             continue;
         }
-        if (handle_item(w, &it) < 0)
-            return 1;
+        int hr = handle_item(w, &it);
         gbx_worker_item_release(&it);
-        if (w->once)
+        if (hr < 0)
+            return 1;
+        if (hr == 0 && w->once)
             return 0;
     }
     return 130;

@@ -159,8 +159,10 @@ enum gbx_worker_event gbx_worker_event_kind(const char *sse_name, json_t *ev)
         return GBX_WORKER_EV_OTHER;
     if (strcmp(type, "error") == 0)
         return GBX_WORKER_EV_ERROR;
-    if (strcmp(type, "ping") == 0 || strcmp(type, "user.tool_confirmation") == 0)
+    if (strcmp(type, "ping") == 0)
         return GBX_WORKER_EV_IGNORE;
+    if (strcmp(type, "user.tool_confirmation") == 0)
+        return GBX_WORKER_EV_CONFIRM;
     if (strcmp(type, "agent.tool_use") == 0)
         return GBX_WORKER_EV_TOOL_USE;
     if (strcmp(type, "user.tool_result") == 0)
@@ -176,7 +178,7 @@ enum gbx_worker_event gbx_worker_event_kind(const char *sse_name, json_t *ev)
     return GBX_WORKER_EV_OTHER;
 }
 
-json_t *gbx_worker_execute_body(json_t *ev)
+json_t *gbx_worker_execute_body(json_t *ev, int confirmed)
 {
     if (!json_is_object(ev))
         return NULL;
@@ -188,8 +190,9 @@ json_t *gbx_worker_execute_body(json_t *ev)
     if (type == NULL || strcmp(type, "agent.tool_use") != 0 || id == NULL || *id == '\0' ||
         !gbx_worker_tool_owned(name))
         return NULL;
+    const char *p = json_string_value(perm);
     if (perm && !json_is_null(perm) &&
-        !(json_is_string(perm) && strcmp(json_string_value(perm), "allow") == 0))
+        !(p && (strcmp(p, "allow") == 0 || (confirmed && strcmp(p, "ask") == 0))))
         return NULL;
     if (input && !json_is_object(input) && !json_is_null(input))
         return NULL;
@@ -197,30 +200,61 @@ json_t *gbx_worker_execute_body(json_t *ev)
     return json_pack("{s:s,s:s,s:o}", "tool_use_id", id, "name", name, "input", in);
 }
 
-json_t *gbx_worker_reconcile(json_t *events)
+int gbx_worker_tool_held(json_t *ev)
 {
-    json_t *answered = json_object(), *out = json_array();
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    const char *p = json_string_value(json_object_get(ev, "evaluated_permission"));
+    return type && strcmp(type, "agent.tool_use") == 0 &&
+           gbx_worker_tool_owned(json_string_value(json_object_get(ev, "name"))) && p &&
+           strcmp(p, "ask") == 0;
+}
+
+int gbx_worker_confirmation(json_t *ev, const char **tool_use_id)
+{
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    const char *id = json_string_value(json_object_get(ev, "tool_use_id"));
+    const char *result = json_string_value(json_object_get(ev, "result"));
+    if (type == NULL || strcmp(type, "user.tool_confirmation") != 0 || id == NULL || *id == '\0')
+        return -1;
+    *tool_use_id = id;
+    return result && strcmp(result, "allow") == 0 ? 1 : 0;
+}
+
+json_t *gbx_worker_reconcile(json_t *events, json_t **held)
+{
+    json_t *answered = json_object(), *verdicts = json_object(), *out = json_array();
     size_t i;
     json_t *ev;
     json_array_foreach(events, i, ev)
     {
         const char *type = json_string_value(json_object_get(ev, "type"));
         const char *tid = json_string_value(json_object_get(ev, "tool_use_id"));
-        if (type && tid && strcmp(type, "user.tool_result") == 0)
+        int v = gbx_worker_confirmation(ev, &tid);
+        if (v >= 0)
+            json_object_set_new(verdicts, tid, json_boolean(v)); /* the last one counts */
+        else if (type && tid && strcmp(type, "user.tool_result") == 0)
             json_object_set_new(answered, tid, json_true());
     }
+    if (held)
+        *held = json_object();
     json_t *queued = json_object(); /* a call listed twice runs once */
     json_array_foreach(events, i, ev)
     {
         const char *id = json_string_value(json_object_get(ev, "id"));
-        json_t *body = gbx_worker_execute_body(ev);
-        if (body && !json_object_get(answered, id) && !json_object_get(queued, id)) {
+        if (id == NULL || json_object_get(answered, id) || json_object_get(queued, id))
+            continue;
+        json_t *verdict = json_object_get(verdicts, id);
+        json_t *body = gbx_worker_execute_body(ev, json_is_true(verdict));
+        if (body) {
             json_object_set_new(queued, id, json_true());
             json_array_append(out, ev);
+        } else if (held && verdict == NULL && gbx_worker_tool_held(ev)) {
+            json_object_set(*held, id, ev);
         }
         json_decref(body);
     }
     json_decref(queued);
+    json_decref(verdicts);
     json_decref(answered);
     return out;
 }

@@ -79,7 +79,8 @@ int gbx_worker_tool_owned(const char *name);
 
 enum gbx_worker_event {
     GBX_WORKER_EV_OTHER,      /* anything else: disarms the idle clock */
-    GBX_WORKER_EV_IGNORE,     /* ping, user.tool_confirmation: changes nothing */
+    GBX_WORKER_EV_IGNORE,     /* ping: changes nothing */
+    GBX_WORKER_EV_CONFIRM,    /* user.tool_confirmation: releases or drops a held call */
     GBX_WORKER_EV_TOOL_USE,   /* agent.tool_use */
     GBX_WORKER_EV_RESULT,     /* user.tool_result: that call is answered */
     GBX_WORKER_EV_IDLE_END,   /* session.status_idle with stop_reason end_turn: arm the clock */
@@ -94,14 +95,25 @@ enum gbx_worker_event gbx_worker_event_kind(const char *sse_name, json_t *ev);
 
 /* The daemon's execute request {tool_use_id, name, input} for an agent.tool_use event this
  * worker should run: an owned name, a string id, an object input (absent: {}) and an
- * evaluated_permission that is absent or "allow" (ask and deny, and anything unknown, are
- * never run: fail closed). NULL otherwise. */
-json_t *gbx_worker_execute_body(json_t *ev);
+ * evaluated_permission that is absent or "allow", or "ask" when `confirmed` (a
+ * user.tool_confirmation allowed it). "deny" and anything unknown are never run (fail
+ * closed). NULL otherwise. */
+json_t *gbx_worker_execute_body(json_t *ev, int confirmed);
+
+/* An owned agent.tool_use whose evaluated_permission is "ask": held until a
+ * user.tool_confirmation for it arrives (spec §5.5). */
+int gbx_worker_tool_held(json_t *ev);
+
+/* The verdict of a user.tool_confirmation event: 1 allow, 0 deny (or anything else: fail
+ * closed), with *tool_use_id set (borrowed); -1 when it is not a confirmation with an id. */
+int gbx_worker_confirmation(json_t *ev, const char **tool_use_id);
 
 /* Reconcile (spec §5.2): from a session's history (an array of events, oldest first), the
  * agent.tool_use events that have no user.tool_result and that this worker should run
- * (gbx_worker_execute_body is not NULL), in order. Returns a new array. */
-json_t *gbx_worker_reconcile(json_t *events);
+ * (gbx_worker_execute_body is not NULL, with confirmed when the history holds an allowing
+ * user.tool_confirmation for it), in order. Returns a new array. When held is not NULL it
+ * gets a new object: id -> event for the unanswered "ask" calls that have no verdict yet. */
+json_t *gbx_worker_reconcile(json_t *events, json_t **held);
 
 /* The body {"events":[{"type":"user.tool_result","tool_use_id",is_error,content}]} that
  * answers tool_use_id, from the daemon's execute reply {content, is_error} (NULL, or no

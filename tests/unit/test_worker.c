@@ -302,7 +302,7 @@ static void test_event_kind(void **state)
         {"{\"type\":\"session.status_terminated\"}", NULL, GBX_WORKER_EV_TERMINATED},
         {"{\"type\":\"session.deleted\"}", NULL, GBX_WORKER_EV_TERMINATED},
         {"{\"type\":\"agent.message\"}", NULL, GBX_WORKER_EV_OTHER},
-        {"{\"type\":\"user.tool_confirmation\"}", NULL, GBX_WORKER_EV_IGNORE},
+        {"{\"type\":\"user.tool_confirmation\"}", NULL, GBX_WORKER_EV_CONFIRM},
         {"{}", "ping", GBX_WORKER_EV_IGNORE},
         {"{\"error\":{}}", "error", GBX_WORKER_EV_ERROR},
         {"{}", "session.status_terminated", GBX_WORKER_EV_TERMINATED},
@@ -320,7 +320,7 @@ static void test_execute_body(void **state)
     json_t *ev = json_loads("{\"type\":\"agent.tool_use\",\"id\":\"sevt_1\",\"name\":\"bash\","
                             "\"input\":{\"command\":\"ls\"},\"processed_at\":\"t\"}",
                             0, NULL);
-    json_t *b = gbx_worker_execute_body(ev);
+    json_t *b = gbx_worker_execute_body(ev, 1);
     assert_non_null(b);
     char *s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
     assert_string_equal(s, "{\"input\":{\"command\":\"ls\"},\"name\":\"bash\",\"tool_use_id\":"
@@ -345,15 +345,26 @@ static void test_execute_body(void **state)
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
         ev = json_loads(refused[i], 0, NULL);
         assert_non_null(ev);
-        b = gbx_worker_execute_body(ev);
+        b = gbx_worker_execute_body(ev, 0);
         if (b)
             fail_msg("executed: %s", refused[i]);
         json_decref(ev);
     }
+    ev = json_loads("{\"type\":\"agent.tool_use\",\"id\":\"x\",\"name\":\"bash\","
+                    "\"evaluated_permission\":\"ask\"}",
+                    0, NULL);
+    assert_true(gbx_worker_tool_held(ev));
+    b = gbx_worker_execute_body(ev, 1); /* confirmed */
+    assert_non_null(b);
+    json_decref(b);
+    json_object_set_new(ev, "evaluated_permission", json_string("deny"));
+    assert_false(gbx_worker_tool_held(ev));
+    assert_null(gbx_worker_execute_body(ev, 1));
+    json_decref(ev);
     ev = json_loads("{\"type\":\"agent.tool_use\",\"id\":\"x\",\"name\":\"read\","
                     "\"evaluated_permission\":\"allow\"}",
                     0, NULL);
-    b = gbx_worker_execute_body(ev);
+    b = gbx_worker_execute_body(ev, 0);
     assert_non_null(b);
     assert_true(json_is_object(json_object_get(b, "input"))); /* absent input: {} */
     json_decref(b);
@@ -377,17 +388,57 @@ static void test_reconcile(void **state)
         "{\"type\":\"user.tool_result\",\"tool_use_id\":\"t_late\",\"content\":[]}]",
         0, NULL);
     assert_non_null(hist);
-    json_t *todo = gbx_worker_reconcile(hist);
+    json_t *held = NULL;
+    json_t *todo = gbx_worker_reconcile(hist, &held);
     assert_int_equal(json_array_size(todo), 2);
     assert_string_equal(json_string_value(json_object_get(json_array_get(todo, 0), "id")),
                         "t_open1");
     assert_string_equal(json_string_value(json_object_get(json_array_get(todo, 1), "id")),
                         "t_open2");
+    assert_int_equal(json_object_size(held), 1); /* t_ask waits for a confirmation */
+    assert_non_null(json_object_get(held, "t_ask"));
+    json_decref(held);
     json_decref(todo);
     json_decref(hist);
 
+    /* confirmations: allowed runs (in order), denied never, unknown permissions never */
+    hist = json_loads(
+        "[{\"type\":\"agent.tool_use\",\"id\":\"a1\",\"name\":\"bash\",\"input\":{},"
+        "\"evaluated_permission\":\"ask\"},"
+        "{\"type\":\"agent.tool_use\",\"id\":\"a2\",\"name\":\"bash\",\"input\":{},"
+        "\"evaluated_permission\":\"ask\"},"
+        "{\"type\":\"agent.tool_use\",\"id\":\"a3\",\"name\":\"bash\",\"input\":{},"
+        "\"evaluated_permission\":\"deny\"},"
+        "{\"type\":\"agent.tool_use\",\"id\":\"a4\",\"name\":\"bash\",\"input\":{},"
+        "\"evaluated_permission\":\"ask\"},"
+        "{\"type\":\"user.tool_confirmation\",\"tool_use_id\":\"a2\",\"result\":\"deny\"},"
+        "{\"type\":\"user.tool_confirmation\",\"tool_use_id\":\"a1\",\"result\":\"allow\"},"
+        "{\"type\":\"user.tool_confirmation\",\"tool_use_id\":\"a3\",\"result\":\"allow\"}]",
+        0, NULL);
+    assert_non_null(hist);
+    todo = gbx_worker_reconcile(hist, &held);
+    assert_int_equal(json_array_size(todo), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(todo, 0), "id")), "a1");
+    assert_int_equal(json_object_size(held), 1);
+    assert_non_null(json_object_get(held, "a4"));
+    json_decref(held);
+    json_decref(todo);
+    json_decref(hist);
+
+    const char *tid = NULL;
+    json_t *c = json_loads("{\"type\":\"user.tool_confirmation\",\"tool_use_id\":\"x\","
+                           "\"result\":\"allow\"}",
+                           0, NULL);
+    assert_int_equal(gbx_worker_confirmation(c, &tid), 1);
+    assert_string_equal(tid, "x");
+    json_object_set_new(c, "result", json_string("maybe"));
+    assert_int_equal(gbx_worker_confirmation(c, &tid), 0);
+    json_object_del(c, "tool_use_id");
+    assert_int_equal(gbx_worker_confirmation(c, &tid), -1);
+    json_decref(c);
+
     json_t *empty = json_array();
-    todo = gbx_worker_reconcile(empty);
+    todo = gbx_worker_reconcile(empty, NULL);
     assert_int_equal(json_array_size(todo), 0);
     json_decref(todo);
     json_decref(empty);
