@@ -32,6 +32,7 @@
 //   "events_page_size": 2,                         max events per GET …/events page (default 1000)
 //   "ping_ms": 300,                                SSE `event: ping` period (default 500)
 //   "reclaim_older_than_ms": 5000,                 default when the poll does not send it
+//   "webhook_signing_key": "whsec_…",              default key for POST /_fake/webhook
 //   "skills": {                                    skills the session agents may name (optional)
 //     "skill_pdf": { "name": "pdf", "versions": { "3": {
 //         "format": "zip",                         "zip" (stored) | "tar.gz"
@@ -115,6 +116,16 @@
 //      unexpected, rejected, duplicates, events}}}
 // POST /_fake/emit/{sid}                       {"events":[…]}: append and broadcast now
 // POST /_fake/drop/{sid}                       close every open stream of the session
+// POST /_fake/webhook                          send one Standard Webhooks delivery and report it:
+//      {"url": "http://127.0.0.1:PORT/hook", "signing_key": "whsec_<base64 key>" (default: the
+//       scenario's "webhook_signing_key"), "type": "session.status_run_started",
+//       "session_id": "sesn_A", "id": "event_…" (default fresh; reuse one to test dedupe),
+//       "timestamp": <unix seconds> (default now; e.g. now - 600 to test staleness),
+//       "tamper": "signature" | "body" (optional: break the signature or change the body after
+//       signing), "omit_header": "webhook-signature" (optional)}
+//      → {"status": <receiver's status>, "response": "<its body>", "request": {"headers": {…},
+//         "body": "<raw body sent>"}}. Signature: webhook-signature "v1,<base64 HMAC-SHA256 of
+//         `${id}.${timestamp}.${body}` keyed with the base64-decoded key after whsec_>".
 //
 // Item flags in /_fake/state: state; acked; heartbeats (count); lost (a 412 was returned);
 // stop_calls (count of stop requests, any status); late_beats (beats that arrived more than
@@ -897,8 +908,44 @@ function stateView() {
   return out;
 }
 
-function control(m, p, body, send) {
+async function sendWebhook(o) {
+  const key = o.signing_key ?? sc.webhook_signing_key;
+  if (!o.url || !key) return { error: 'url and signing_key (or the scenario webhook_signing_key) required' };
+  const id = o.id ?? `event_fake_${crypto.randomBytes(6).toString('hex')}`;
+  const ts = String(o.timestamp ?? Math.floor(Date.now() / 1000));
+  let payload = JSON.stringify({
+    type: 'event',
+    id,
+    created_at: new Date(Number(ts) * 1000).toISOString(),
+    data: {
+      type: o.type ?? 'session.status_run_started',
+      id: o.session_id ?? Object.keys(sc.sessions ?? {})[0] ?? 'sesn_fake',
+      organization_id: 'org_fake',
+      workspace_id: 'wrkspc_fake',
+    },
+  });
+  const k = Buffer.from(key.replace(/^whsec_/, ''), 'base64');
+  let sig = crypto.createHmac('sha256', k).update(`${id}.${ts}.${payload}`).digest('base64');
+  if (o.tamper === 'signature') sig = crypto.createHmac('sha256', Buffer.from('wrong')).update(payload).digest('base64');
+  if (o.tamper === 'body') payload = payload.replace('"type":"event"', '"type":"event" ');
+  const headers = {
+    'content-type': 'application/json',
+    'webhook-id': id,
+    'webhook-timestamp': ts,
+    'webhook-signature': `v1,${sig}`,
+  };
+  if (o.omit_header) delete headers[o.omit_header];
+  try {
+    const r = await fetch(o.url, { method: 'POST', headers, body: payload });
+    return { status: r.status, response: await r.text(), request: { headers, body: payload } };
+  } catch (e) {
+    return { status: null, error: String(e), request: { headers, body: payload } };
+  }
+}
+
+async function control(m, p, body, send) {
   if (m === 'GET' && p[1] === 'state') return send(200, stateView());
+  if (m === 'POST' && p[1] === 'webhook') return send(200, await sendWebhook(body ?? {}));
   const s = p[2] ? sessionOf(p[2]) : null;
   if (m === 'POST' && p[1] === 'emit' && s) {
     const evs = body?.events ?? [];

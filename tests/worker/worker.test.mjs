@@ -4,10 +4,11 @@
 // managed-agents-worker.md §2-§5 and §11 say a real worker does. If the SDK and the fake
 // disagree, the fake (or the spec) is wrong before Glovebox's worker is tested against it.
 //   node --test tests/worker/worker.test.mjs        (tests/worker/run.sh)
-import { test, describe, before } from 'node:test';
+import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -427,4 +428,63 @@ describe('claim errors: ack 403 then reclaim; poll 401 ends the worker', () => {
     assert.equal(polls.filter((r) => r.status === 401).length, 1, 'no retry of a fatal 4xx');
     assert.equal(run.state.items.find((i) => i.id === 'work_Z').acked, false);
   });
+});
+
+describe('webhooks: the fake signs deliveries the way the SDK unwrap() verifies', () => {
+  const KEY = 'whsec_' + Buffer.from('fake-webhook-signing-key-0123456789').toString('base64');
+  let fake, receiver, hookURL, base;
+  const seen = [];
+  before(async () => {
+    const { default: Anthropic } = await import('@anthropic-ai/sdk');
+    const client = new Anthropic({ apiKey: 'unused' });
+    receiver = http.createServer((req, res) => {
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        const raw = Buffer.concat(chunks).toString('utf8');
+        try {
+          const ev = client.beta.webhooks.unwrap(raw, { headers: req.headers, key: KEY });
+          seen.push(ev);
+          res.writeHead(200).end('ok');
+        } catch (e) {
+          res.writeHead(400).end(String(e));
+        }
+      });
+    });
+    await new Promise((r) => receiver.listen(0, '127.0.0.1', r));
+    hookURL = `http://127.0.0.1:${receiver.address().port}/hook`;
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gbx-worker-test-'));
+    fake = await startFake(path.join(HERE, 'scenarios', 'happy.json'), path.join(dir, 'log.jsonl'));
+    base = `http://127.0.0.1:${fake.port}`;
+  });
+  after(() => {
+    fake?.proc.kill('SIGTERM');
+    receiver?.close();
+  });
+  const deliver = async (o) =>
+    (await fetch(`${base}/_fake/webhook`, { method: 'POST', body: JSON.stringify({ url: hookURL, signing_key: KEY, ...o }) })).json();
+
+  test('a valid delivery verifies and carries the session id', async () => {
+    const r = await deliver({ session_id: 'sesn_A', id: 'event_dup' });
+    assert.equal(r.status, 200, r.response);
+    assert.match(r.request.headers['webhook-signature'], /^v1,[A-Za-z0-9+/]+=*$/);
+    const ev = seen.at(-1);
+    assert.equal(ev.type, 'event');
+    assert.equal(ev.id, 'event_dup');
+    assert.deepEqual([ev.data.type, ev.data.id], ['session.status_run_started', 'sesn_A']);
+  });
+  test('a retry reuses the id and verifies again (dedupe is the receiver\'s job)', async () => {
+    const r = await deliver({ session_id: 'sesn_A', id: 'event_dup' });
+    assert.equal(r.status, 200, r.response);
+  });
+  for (const [what, o] of [
+    ['a wrong signature', { tamper: 'signature' }],
+    ['a body changed after signing', { tamper: 'body' }],
+    ['a timestamp 10 minutes old', { timestamp: Math.floor(Date.now() / 1000) - 600 }],
+    ['a missing webhook-signature header', { omit_header: 'webhook-signature' }],
+  ])
+    test(`${what} is refused`, async () => {
+      const r = await deliver(o);
+      assert.equal(r.status, 400, r.response);
+    });
 });
