@@ -781,7 +781,7 @@ static int handle_item(struct worker *w, struct gbx_worker_item *it)
         goto out;
     }
     if (session_check(&x) < 0) {
-        x.why = "not supported";
+        item_end(&x, 0, "not supported");
         goto out;
     }
     if (glovebox_session(&x) < 0) {
@@ -804,8 +804,11 @@ out:
     pthread_mutex_unlock(&x.mu);
     if (x.have_hb) /* the beats end first, then the stop (spec §4) */
         pthread_join(x.hb, NULL);
-    if (x.why)
-        wlog("work '%s': finished: %s", x.it.id, x.why);
+    pthread_mutex_lock(&x.mu);
+    const char *why = x.why;
+    pthread_mutex_unlock(&x.mu);
+    if (why)
+        wlog("work '%s': finished: %s", x.it.id, why);
     if (stop && !x.lost) {
         gbx_autofree char *path =
             gbx_asprintf("/v1/environments/%s/work/%s/stop", w->env_id, x.it.id);
