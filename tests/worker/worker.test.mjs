@@ -38,7 +38,8 @@ function runWorker(scenario, baseURL, timeoutMs) {
   return new Promise((resolve) => {
     const p = spawn(process.execPath, [path.join(HERE, 'sdk_worker.mjs'), scenario, baseURL, String(timeoutMs)], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, KEEP_WORKDIR: '0' },
+      // ANTHROPIC_FAKE_PROBE: the bash tool must not see ANTHROPIC_* (tools.json checks)
+      env: { ...process.env, KEEP_WORKDIR: '0', ANTHROPIC_FAKE_PROBE: 'leak' },
     });
     let stdout = '';
     let stderr = '';
@@ -487,4 +488,57 @@ describe('webhooks: the fake signs deliveries the way the SDK unwrap() verifies'
       const r = await deliver(o);
       assert.equal(r.status, 400, r.response);
     });
+});
+
+describe('tools: §6 edge cases under the SDK', () => {
+  let run, r;
+  before(async () => {
+    run = await runScenario('tools.json');
+    r = Object.fromEntries(run.state.sessions.sesn_E.tool_results.map((x) => [x.tool_use_id, x]));
+  });
+  const text = (id) => r[id].content.map((b) => b.text ?? '').join('');
+  test('headers, credentials and §11 order', () => commonChecks(run));
+  test('every call answered once, in order', () => {
+    assert.equal(run.state.sessions.sesn_E.tool_results.length, 16, explain(run));
+    assert.deepEqual(run.state.sessions.sesn_E.pending, []);
+    checkStopped(run, 'work_E', 'sesn_E');
+  });
+  test('image and PDF reads', () => {
+    // §6 (py/go): one image block / one document block. npm 1.14.0's read tool only knows
+    // UTF-8 text: it answers a lossy text decoding of the bytes. Accept either; the fake
+    // validates image/document blocks when they come.
+    for (const [id, kind, media] of [['sevt_e_png', 'image', 'image/png'], ['sevt_e_pdf', 'document', 'application/pdf']]) {
+      assert.equal(r[id].content.length, 1);
+      const b = r[id].content[0];
+      if (b.type === kind) assert.deepEqual([b.source.type, b.source.media_type], ['base64', media]);
+      else assert.equal(b.type, 'text');
+    }
+  });
+  test('read: view_range, a directory, paths escaping the workdir', () => {
+    assert.equal(text('sevt_e_range'), 'l2\nl3');
+    assert.equal(r.sevt_e_dir.is_error, true);
+    for (const id of ['sevt_e_dotdot', 'sevt_e_symlink']) {
+      assert.equal(r[id].is_error, true);
+      assert.match(text(id), /outside/);
+    }
+  });
+  test('edit: no match, several matches, replace_all', () => {
+    assert.equal(r.sevt_e_edit0.is_error, true);
+    assert.equal(r.sevt_e_edit2.is_error, true);
+    assert.match(text('sevt_e_edit2'), /4/);
+    assert.equal(text('sevt_e_editall'), 'edited lines.txt (4 replacement(s))');
+  });
+  test('bash: timeout, a fresh shell after it, exit of the shell, truncation, scrubbed env, no output', () => {
+    assert.equal(r.sevt_e_timeout.is_error, true);
+    assert.match(text('sevt_e_timeout'), /timed out/);
+    assert.equal(text('sevt_e_after_timeout'), 'fresh');
+    assert.equal(r.sevt_e_exit.is_error, true);
+    assert.match(text('sevt_e_exit'), /bash session terminated/);
+    const big = text('sevt_e_big');
+    assert.ok(big.startsWith('[output truncated]'), big.slice(0, 40));
+    assert.ok(big.endsWith('END'));
+    assert.ok(big.length <= 100 * 1024 + 64, `kept the last 100 KiB (${big.length})`);
+    assert.equal(text('sevt_e_env'), '0', 'no ANTHROPIC_* variable reaches the bash tool');
+    assert.equal(text('sevt_e_empty'), '(no output)');
+  });
 });
