@@ -1015,6 +1015,15 @@ int gbx_cmd_worker(int argc, char **argv)
         gbx_cli_error("worker: %s", err->msg);
         return 1;
     }
+    /* no claim without a daemon to run the calls in */
+    json_t *health = NULL;
+    int hs = gbx_cli_call("GET", "/healthz", NULL, &health);
+    json_decref(health);
+    if (hs != 200) {
+        if (hs >= 0)
+            gbx_cli_error("worker: gloveboxd is not healthy (%d)", hs);
+        return 1;
+    }
     w.env_id = gbx_xstrdup(env);
     w.key = gbx_steal_ptr(&key);
     w.base = gbx_xstrdup(base);
