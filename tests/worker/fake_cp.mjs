@@ -50,6 +50,7 @@
 //                 // expected_last_heartbeat no longer matches → a genuine 412;
 //                 // {"status":500} (or any code) answered with an error envelope;
 //                 // {"state":"stopping"}: graceful stop requested (item → stopping);
+//                 // {"state":"stopped"}: stopped elsewhere (item → stopped; a later stop is 409);
 //                 // {"lease_extended":false}: lease not extended;
 //                 // beats past the end of the list are normal
 //       "poll_status": 401,                        (optional) answer the poll that would hand this
@@ -718,6 +719,12 @@ async function route(req, res, url, body, send, fail, sse, ctl, logUrl) {
       if (script.state === 'stopping' && it.state !== 'stopping') {
         it.state = 'stopping';
         it.stop_requested_at = hb;
+      }
+      if (script.state === 'stopped') {
+        // stopped by someone else (an operator's work/stop) as this beat lands
+        it.state = 'stopped';
+        it.stop_requested_at ??= hb;
+        it.stopped_at = hb;
       }
       return send(200, {
         type: 'work_heartbeat',

@@ -34,12 +34,12 @@ function startFake(scenario, logFile) {
   });
 }
 
-function runWorker(scenario, baseURL, timeoutMs) {
+function runWorker(scenario, baseURL, timeoutMs, graceMs = 1500) {
   return new Promise((resolve) => {
     const p = spawn(process.execPath, [path.join(HERE, 'sdk_worker.mjs'), scenario, baseURL, String(timeoutMs)], {
       stdio: ['ignore', 'pipe', 'pipe'],
       // ANTHROPIC_FAKE_PROBE: the bash tool must not see ANTHROPIC_* (tools.json checks)
-      env: { ...process.env, KEEP_WORKDIR: '0', ANTHROPIC_FAKE_PROBE: 'leak' },
+      env: { ...process.env, KEEP_WORKDIR: '0', ANTHROPIC_FAKE_PROBE: 'leak', GRACE_MS: String(graceMs) },
     });
     let stdout = '';
     let stderr = '';
@@ -54,14 +54,14 @@ function runWorker(scenario, baseURL, timeoutMs) {
 }
 
 // run one scenario end to end; returns the fake's request log and final state
-async function runScenario(name, timeoutMs = 40000) {
+async function runScenario(name, timeoutMs = 40000, graceMs = 1500) {
   const scenario = path.join(HERE, 'scenarios', name);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gbx-worker-test-'));
   const logFile = path.join(dir, 'log.jsonl');
   const fake = await startFake(scenario, logFile);
   const base = `http://127.0.0.1:${fake.port}`;
   try {
-    const w = await runWorker(scenario, base, timeoutMs);
+    const w = await runWorker(scenario, base, timeoutMs, graceMs);
     const state = await (await fetch(`${base}/_fake/state`)).json();
     const log = fs
       .readFileSync(logFile, 'utf8')
@@ -540,5 +540,26 @@ describe('tools: §6 edge cases under the SDK', () => {
     assert.ok(big.length <= 100 * 1024 + 64, `kept the last 100 KiB (${big.length})`);
     assert.equal(text('sevt_e_env'), '0', 'no ANTHROPIC_* variable reaches the bash tool');
     assert.equal(text('sevt_e_empty'), '(no output)');
+  });
+});
+
+describe('stopped elsewhere: heartbeat state stopped, the forced stop gets 409', () => {
+  let run;
+  before(async () => {
+    run = await runScenario('stopped.json', 40000, 3500); // long grace: see the client's retries
+  });
+  test('headers, credentials and §11 order', () => commonChecks(run));
+  test('shut down at the beat; stop answered 409 is retried by the SDK client, then let go', () => {
+    const beats = run.log.filter((r) => r.path === workPath('work_X', 'heartbeat'));
+    assert.deepEqual(beats.map((b) => [b.status, b.response.state]), [[200, 'active'], [200, 'stopped']], explain(run));
+    const stops = run.log.filter((r) => r.path === workPath('work_X', 'stop'));
+    // the Stainless client retries 409 (like 408/429/5xx) twice, 0.5 s then 1 s (jittered),
+    // before the worker swallows it: three identical calls, not one
+    assert.deepEqual(stops.map((r) => [r.status, r.retry_count]), [[409, '0'], [409, '1'], [409, '2']], explain(run));
+    assert.ok(stops.every((r) => r.body.force === true));
+    assert.ok(stops[0].t_ms - beats[1].t_ms < 1000);
+    assert.deepEqual(run.state.sessions.sesn_X.pending, ['sevt_x1'], 'the call in flight gets no result');
+    const after = run.log.slice(run.log.indexOf(stops.at(-1)) + 1);
+    assert.ok(after.length > 0 && after.every(isPoll), 'then back to polling');
   });
 });
