@@ -4,6 +4,33 @@
 // managed-agents-worker.md §2-§5 and §11 say a real worker does. If the SDK and the fake
 // disagree, the fake (or the spec) is wrong before Glovebox's worker is tested against it.
 //   node --test tests/worker/worker.test.mjs        (tests/worker/run.sh)
+//
+// Scenarios (scenarios/*.json, format at the top of fake_cp.mjs): happy (every tool, history
+// over two pages, unowned custom + web_fetch calls, end_turn), lost_lease (no secret, 412, then
+// the next item; empty polls 200 null), reconcile (three history pages), lifecycle (heartbeat
+// stopping / lease_extended false / 503s, stream drop, result post 503), skills, permissions,
+// claim_errors (ack 403, poll 401), tools (§6 edge cases), stopped (stop answered 409), plus
+// signed webhook deliveries checked with the SDK's webhooks.unwrap().
+//
+// What npm @anthropic-ai/sdk 1.14.0 (Node 20) does where managed-agents-worker.md says
+// otherwise or nothing (each is asserted below):
+// * skills calls (GET /v1/skills/…) carry no anthropic-beta header at all (§2/§7: skills-2025-10-02);
+//   an alias version ("latest") is resolved with GET /v1/skills/{id}/versions/latest, not by
+//   listing versions, and the archive is fetched by the id that returns (Accept:
+//   application/binary); a refused archive (../ member) leaves an empty skills/<name>/ until
+//   teardown, and teardown leaves the empty skills/ root.
+// * its HTTP client retries 408/409/429/5xx by itself (2 retries, ~0.5 s then ~1 s,
+//   x-stainless-retry-count 1, 2): a heartbeat, a result post, even the final forced stop
+//   answered 409 is sent three times before the worker lets it go.
+// * ack failure (TS): logged, no stop, no backoff: it polls again at once (§8: py/go force-stop
+//   on a fatal 4xx); the item comes back after reclaim_older_than_ms.
+// * after a 412, heartbeat state stopping/stopped or lease_extended false, the call in flight
+//   is abandoned: its result is never posted.
+// * read: no image / document blocks (§6): .png and .pdf come back as lossy UTF-8 text; glob
+//   fails on Node 20 (fs.glob); an empty bash output is "(no output)".
+// * only a failing beat after a whole TTL without success ends the lease; a late successful
+//   beat is fine. The next poll follows a finished item at once; the 1-3 s jitter is only
+//   after an empty poll.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
