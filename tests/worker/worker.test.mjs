@@ -13,7 +13,7 @@
 // signed webhook deliveries checked with the SDK's webhooks.unwrap().
 //
 // What npm @anthropic-ai/sdk 1.14.0 (Node 20) does where managed-agents-worker.md says
-// otherwise or nothing (each is asserted below):
+// otherwise or nothing (most are asserted below):
 // * skills calls (GET /v1/skills/…) carry no anthropic-beta header at all (§2/§7: skills-2025-10-02);
 //   an alias version ("latest") is resolved with GET /v1/skills/{id}/versions/latest, not by
 //   listing versions, and the archive is fetched by the id that returns (Accept:
