@@ -475,6 +475,74 @@ describe('glovebox worker against the fake control plane', { skip }, () => {
     });
   });
 
+  describe('stopped elsewhere: heartbeat state stopped, the forced stop gets 409', {
+    skip: !fs.existsSync(scenario('stopped.json')) && 'no scenarios/stopped.json',
+  }, () => {
+    let run;
+    before(async () => {
+      run = await runScenario('stopped.json');
+    });
+    test('headers, credentials; the call in flight gets no result', () => commonChecks(run, { lostItems: ['work_X'] }));
+    test('shut down at the beat; a stop answered 409 is fine', () => {
+      const beats = run.log.filter((r) => r.path === workPath('work_X', 'heartbeat'));
+      assert.deepEqual(beats.map((b) => [b.status, b.response.state]), [[200, 'active'], [200, 'stopped']], explain(run));
+      const stops = run.log.filter((r) => r.path === workPath('work_X', 'stop'));
+      assert.deepEqual(stops.map((r) => r.status), [409], explain(run));
+      assert.ok(stops[0].t_ms - beats[1].t_ms < 1000, 'at once');
+      assert.equal(run.workers[0].code, 0);
+      assert.deepEqual(run.state.sessions.sesn_X.pending, ['sevt_x1']);
+    });
+  });
+
+  describe('tools: §6 edge cases through the daemon', {
+    skip: !fs.existsSync(scenario('tools.json')) && 'no scenarios/tools.json',
+  }, () => {
+    let run, r;
+    before(async () => {
+      run = await runScenario('tools.json');
+      r = resultsById(run, 'sesn_E');
+    });
+    const t = (id) => r[id].content.map((b) => b.text ?? '').join('');
+    test('headers, credentials, one result per owned call', () => {
+      commonChecks(run);
+      checkStopped(run, 'work_E', 'sesn_E');
+    });
+    test('image and PDF reads are image and document blocks', () => {
+      for (const [id, kind, media] of [['sevt_e_png', 'image', 'image/png'], ['sevt_e_pdf', 'document', 'application/pdf']]) {
+        assert.equal(r[id].content.length, 1);
+        assert.deepEqual([r[id].content[0].type, r[id].content[0].source.type, r[id].content[0].source.media_type], [kind, 'base64', media]);
+      }
+    });
+    test('read: view_range, a directory, .. out of the workdir', () => {
+      assert.equal(t('sevt_e_range'), 'l2\nl3');
+      assert.equal(r.sevt_e_dir.is_error, true);
+      assert.equal(r.sevt_e_dotdot.is_error, true);
+      assert.match(t('sevt_e_dotdot'), /outside/);
+    });
+    test('read: a symlink out of the workdir is refused', {
+      todo: "gloveboxd's read follows a workdir symlink to /etc/hostname (session tools, not the worker)",
+    }, () => {
+      assert.equal(r.sevt_e_symlink.is_error, true);
+      assert.match(t('sevt_e_symlink'), /outside/);
+    });
+    test('edit, bash: errors, timeout, exit, truncation, scrubbed env, no output', () => {
+      assert.equal(r.sevt_e_edit0.is_error, true);
+      assert.equal(r.sevt_e_edit2.is_error, true);
+      assert.match(t('sevt_e_edit2'), /4/);
+      assert.match(t('sevt_e_editall'), /\(4 replacement\(s\)\)$/);
+      assert.equal(r.sevt_e_timeout.is_error, true);
+      assert.match(t('sevt_e_timeout'), /timed out/);
+      assert.equal(t('sevt_e_after_timeout'), 'fresh');
+      assert.equal(r.sevt_e_exit.is_error, true);
+      assert.match(t('sevt_e_exit'), /bash session terminated/);
+      const big = t('sevt_e_big');
+      assert.ok(big.startsWith('[output truncated]') && big.endsWith('END'), big.slice(0, 40));
+      assert.ok(big.length <= 100 * 1024 + 64);
+      assert.equal(t('sevt_e_env'), '0', 'no ANTHROPIC_* variable reaches the bash tool');
+      assert.equal(t('sevt_e_empty'), '(no output)');
+    });
+  });
+
   describe('lost lease: heartbeat 412, no stop; then the next item', () => {
     let run;
     before(async () => {
