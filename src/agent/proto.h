@@ -52,6 +52,7 @@ enum gbx_msg_type {
     GBX_MSG_WATCH = 0x29,      /* PATH, RECURSIVE? -> OK: HANDLE; then WATCH events */
     GBX_MSG_UNWATCH = 0x2a,    /* HANDLE -> OK */
     GBX_MSG_CHMOD = 0x2b,      /* PATH, MODE -> OK */
+    GBX_MSG_REALPATH = 0x2c,   /* PATH -> OK: PATH (every symlink followed; missing tail kept) */
 
     /* events (init -> daemon) */
     GBX_EV_STDOUT = 0x40, /* id = PROC; DATA (for a PTY, all terminal output) */

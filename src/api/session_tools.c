@@ -69,16 +69,46 @@ static struct gbx_aconn *agent_or_fail(struct gbx_call *c)
     return ac;
 }
 
-/* Resolve a file tool's path into c->path; -1 (answered) when it is outside the workdir. */
-static int resolve(struct gbx_call *c, const char *path, const char *tool)
+static void realpath_done(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
+{
+    struct gbx_call *c = arg;
+    if (!final || h == NULL)
+        return;
+    char real[4096];
+    if (h->type != GBX_MSG_OK ||
+        gbx_attrs_get_str(p, h->len, GBX_A_PATH, real, sizeof(real)) != 1) {
+        char msg[256];
+        agent_error(h, p, msg, sizeof(msg));
+        return done_err(c, "%s: cannot resolve %s: %s", c->tool_name, c->path, msg);
+    }
+    if (!gbx_tool_path_inside(c->ses->workdir, real))
+        return done_err(c, "%s: %s resolves to %s, outside the working directory %s", c->tool_name,
+                        c->path, real, c->ses->workdir);
+    free(c->path);
+    c->path = gbx_xstrdup(real);
+    c->resolved(c);
+}
+
+/* Resolve a file tool's path into c->path (joined with the workdir, then every symlink
+ * followed inside the sandbox) and go on with next; anything outside the workdir, before or
+ * after following symlinks, is answered with an error. */
+static void resolve_then(struct gbx_call *c, const char *path, const char *tool,
+                         void (*next)(struct gbx_call *c))
 {
     free(c->path);
     c->path = gbx_tool_path_join(c->ses->workdir, path ? path : c->ses->workdir);
-    if (!gbx_tool_path_inside(c->ses->workdir, c->path)) {
-        done_err(c, "%s: %s is outside the working directory %s", tool, c->path, c->ses->workdir);
-        return -1;
-    }
-    return 0;
+    if (!gbx_tool_path_inside(c->ses->workdir, c->path))
+        return done_err(c, "%s: %s is outside the working directory %s", tool, c->path,
+                        c->ses->workdir);
+    struct gbx_aconn *ac = agent_or_fail(c);
+    if (ac == NULL)
+        return;
+    c->tool_name = tool;
+    c->resolved = next;
+    struct gbx_msg *m = gbx_aconn_begin(ac, GBX_MSG_REALPATH);
+    gbx_msg_put_str(m, GBX_A_PATH, c->path);
+    if (gbx_aconn_send(ac, realpath_done, c) < 0)
+        done_err(c, "%s: the sandbox's agent went away", tool);
 }
 
 /* ---- bash ------------------------------------------------------------------------------------ */
@@ -275,19 +305,20 @@ static void stat_done(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p
         done_err(c, "%s: the sandbox's agent went away", tool);
 }
 
-static void read_start(struct gbx_call *c)
+static void read_resolved(struct gbx_call *c)
 {
-    const char *tool = c->tc.tool == GBX_TOOL_EDIT ? "edit" : "read";
-    if (resolve(c, c->tc.file_path, tool) < 0)
-        return;
-    struct gbx_aconn *ac = agent_or_fail(c);
-    if (ac == NULL)
-        return;
+    const char *tool = c->tool_name;
+    struct gbx_aconn *ac = c->ses->ac;
     struct gbx_msg *m = gbx_aconn_begin(ac, GBX_MSG_STAT);
     gbx_msg_put_str(m, GBX_A_PATH, c->path);
     gbx_msg_put_u32(m, GBX_A_FOLLOW, 1);
     if (gbx_aconn_send(ac, stat_done, c) < 0)
         done_err(c, "%s: the sandbox's agent went away", tool);
+}
+
+static void read_start(struct gbx_call *c)
+{
+    resolve_then(c, c->tc.file_path, c->tc.tool == GBX_TOOL_EDIT ? "edit" : "read", read_resolved);
 }
 
 /* ---- write ---------------------------------------------------------------------------------- */
@@ -360,13 +391,14 @@ static void write_begin(struct gbx_call *c, const uint8_t *data, size_t len)
         done_err(c, "write: the sandbox's agent went away");
 }
 
+static void write_resolved(struct gbx_call *c)
+{
+    write_begin(c, (const uint8_t *)c->tc.content, c->tc.content_len);
+}
+
 static void write_start(struct gbx_call *c)
 {
-    if (resolve(c, c->tc.file_path, "write") < 0)
-        return;
-    if (agent_or_fail(c) == NULL)
-        return;
-    write_begin(c, (const uint8_t *)c->tc.content, c->tc.content_len);
+    resolve_then(c, c->tc.file_path, "write", write_resolved);
 }
 
 /* ---- glob ----------------------------------------------------------------------------------- */
@@ -430,16 +462,10 @@ static void glob_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t *
     free(g);
 }
 
-static void glob_start(struct gbx_call *c)
+static void glob_resolved(struct gbx_call *c)
 {
     gbx_autoerr struct gbx_err *err = NULL;
-    if (gbx_tool_glob_check(c->tc.pattern, &err) < 0)
-        return done_text(c, err->msg, 1);
-    if (resolve(c, c->tc.path, "glob") < 0)
-        return;
-    struct gbx_aconn *ac = agent_or_fail(c);
-    if (ac == NULL)
-        return;
+    struct gbx_aconn *ac = c->ses->ac;
     /* the hits ride in c->data's slot (an opaque pointer) until the reply */
     struct glob_hits *g = gbx_xcalloc(1, sizeof(*g));
     if ((g->pat = gbx_tool_glob_new(c->tc.pattern, &err)) == NULL) {
@@ -458,6 +484,14 @@ static void glob_start(struct gbx_call *c)
     }
 }
 
+static void glob_start(struct gbx_call *c)
+{
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (gbx_tool_glob_check(c->tc.pattern, &err) < 0)
+        return done_text(c, err->msg, 1);
+    resolve_then(c, c->tc.path, "glob", glob_resolved);
+}
+
 /* ---- grep ----------------------------------------------------------------------------------- */
 
 static void grep_spawned(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
@@ -472,13 +506,9 @@ static void grep_spawned(void *arg, const struct gbx_frame_hdr *h, const uint8_t
     }
 }
 
-static void grep_start(struct gbx_call *c)
+static void grep_resolved(struct gbx_call *c)
 {
-    if (resolve(c, c->tc.path, "grep") < 0)
-        return;
-    struct gbx_aconn *ac = agent_or_fail(c);
-    if (ac == NULL)
-        return;
+    struct gbx_aconn *ac = c->ses->ac;
     c->data = evbuffer_new();
     struct gbx_msg *m = gbx_aconn_begin(ac, GBX_MSG_SPAWN);
     static const char *const argv[] = {"grep",
@@ -495,6 +525,11 @@ static void grep_start(struct gbx_call *c)
     gbx_msg_put_str(m, GBX_A_CWD, c->ses->workdir);
     if (gbx_aconn_send(ac, grep_spawned, c) < 0)
         done_err(c, "grep: the pattern is too long");
+}
+
+static void grep_start(struct gbx_call *c)
+{
+    resolve_then(c, c->tc.path, "grep", grep_resolved);
 }
 
 static void grep_exit(struct gbx_call *c, uint32_t code)

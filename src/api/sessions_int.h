@@ -40,7 +40,9 @@ struct gbx_call {
     int step;
     struct gbx_tool_bash_out *bout;
     struct event *timer;
-    char *note; /* said at the end of the result (a replaced sandbox) */
+    char *note;                           /* said at the end of the result (a replaced sandbox) */
+    void (*resolved)(struct gbx_call *c); /* what runs once c->path is canonical */
+    const char *tool_name;
     json_t *result;
 };
 

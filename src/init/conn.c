@@ -271,6 +271,8 @@ static req_handler handler_for(uint16_t type)
         return gbx_watch_remove;
     case GBX_MSG_CHMOD:
         return gbx_fs_chmod;
+    case GBX_MSG_REALPATH:
+        return gbx_fs_realpath;
     default:
         return NULL;
     }

@@ -894,3 +894,44 @@ int gbx_fs_chmod(struct gbx_req *r)
     gbx_conn_reply_ok(r->c, r->id);
     return 0;
 }
+
+/* The canonical path: every symlink followed (the leaf's too), "." and ".." gone. A missing
+ * tail (a file about to be written) is resolved through its deepest existing ancestor and
+ * kept as given. */
+int gbx_fs_realpath(struct gbx_req *r)
+{
+    struct fsctx x = {0};
+    int e = ctx_begin(r, &x);
+    if (e < 0)
+        return e;
+    char head[PATH_MAX], out[PATH_MAX];
+    snprintf(head, sizeof(head), "%s", x.abs);
+    const char *tail = "";
+    char *cut = NULL;
+    e = 0;
+    while (realpath(head, out) == NULL) {
+        if (errno != ENOENT || (cut = strrchr(head, '/')) == NULL) {
+            e = errno != ENOENT ? errno : ENOENT;
+            break;
+        }
+        if (cut == head) { /* nothing of it below / exists */
+            snprintf(out, sizeof(out), "/");
+            tail = x.abs;
+            break;
+        }
+        *cut = '\0';
+        tail = x.abs + (cut - head);
+    }
+    ctx_end(&x);
+    if (e)
+        return gbx_req_fail(r, e, "cannot resolve '%s'", x.path);
+    char full[PATH_MAX];
+    int n = snprintf(full, sizeof(full), "%s%s", strcmp(out, "/") == 0 && tail[0] ? "" : out, tail);
+    if (n < 0 || (size_t)n >= sizeof(full))
+        return gbx_req_fail(r, ENAMETOOLONG, "cannot resolve '%s'", x.path);
+    struct gbx_msg m;
+    gbx_conn_msg_start(r->c, &m, GBX_MSG_OK, r->id);
+    gbx_msg_put_str(&m, GBX_A_PATH, full[0] ? full : "/");
+    gbx_conn_msg_send(r->c, &m);
+    return 0;
+}

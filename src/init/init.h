@@ -185,6 +185,7 @@ int gbx_fs_mkdir(struct gbx_req *r);
 int gbx_fs_remove(struct gbx_req *r);
 int gbx_fs_rename(struct gbx_req *r);
 int gbx_fs_chmod(struct gbx_req *r);
+int gbx_fs_realpath(struct gbx_req *r);
 int gbx_fs_list(struct gbx_req *r);
 /* Produce streamed READ/LIST output while c is under its soft cap. */
 void gbx_fs_pump(struct gbx_conn *c);

@@ -70,6 +70,13 @@ x f10 grep '{"pattern":"nothing-like-this"}'
 check "grep with no match" [ "$(text)" = "no matches" ]
 x f11 read '{"file_path":"/etc/passwd"}'
 check "file tools stay inside the workdir" eval "[ \"\$(err)\" = True ] && text | grep -q 'outside'"
+x f11b bash '{"command":"ln -sf /etc/hostname link && ln -sfn /etc outdir && ln -sfn notes inside"}'
+x f11c read '{"file_path":"link"}'
+check "a symlink leading out of the workdir is refused" eval "[ \"\$(err)\" = True ] && text | grep -q 'resolves to /etc/hostname, outside'"
+x f11d write '{"file_path":"outdir/evil","content":"x"}'
+check "writing through a symlinked directory out of the workdir is refused" eval "[ \"\$(err)\" = True ] && text | grep -q outside"
+x f11e read '{"file_path":"inside/a.txt"}'
+check "a symlink that stays inside is followed" [ "$(err)" = False ]
 x f12 read '{"file_path":"notes"}'
 check "read of a directory is is_error" eval "[ \"\$(err)\" = True ] && text | grep -q directory"
 x f13 read '{"file_path":"nope.txt"}'
