@@ -56,7 +56,7 @@ DAEMON_SRCS := $(wildcard src/api/*.c src/daemon/*.c)
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/api/interp_blob.o
 DAEMON_LIBS := $(shell pkg-config --libs libevent jansson zlib)
 CLI_LIBS := $(shell pkg-config --libs jansson)
-CLI_SRCS := $(filter-out src/cli/audit.c src/cli/audit_main.c,$(wildcard src/cli/*.c src/mcp/*.c))
+CLI_SRCS := $(filter-out src/cli/audit.c src/cli/audit_main.c,$(wildcard src/cli/*.c src/mcp/*.c src/worker/*.c))
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 CLI_LIB_OBJS := $(filter-out %/main.o,$(CLI_OBJS))
 # glovebox-audit: the one command that reads the store, so glovebox itself links neither

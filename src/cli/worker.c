@@ -30,11 +30,6 @@
 #include "worker/http.h"
 #include "worker/worker.h"
 
-/* The Makefile builds src/cli/ and src/mcp/ into the CLI but not yet src/worker/: until it
- * does (CLI_SRCS), the worker's two files are compiled here. */
-#include "worker/http.c"   /* NOLINT(bugprone-suspicious-include) */
-#include "worker/worker.c" /* NOLINT(bugprone-suspicious-include) */
-
 static const char worker_usage[] =
     "usage: glovebox worker --environment-id ID [--key-file FILE] [--once] [--max-idle-ms N]\n"
     "\n"
