@@ -10,8 +10,9 @@
  * and delete the Glovebox session. The protocol decisions are src/worker/worker.c (pure,
  * unit-tested); the spec is docs in /work/shared/protocols/managed-agents-worker.md.
  *
- * Not yet: webhook mode, several items at once, skills, memory stores, permission gating
- * (calls whose evaluated_permission is not "allow" are left alone: fail closed). */
+ * Permission gating: an "ask" call waits for a user.tool_confirmation allow; denied and
+ * unknown verdicts never run. Not yet: webhook mode, several items at once, skills (a warning),
+ * memory stores (such items are refused, clearly). docs/worker.md. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
