@@ -11,8 +11,13 @@
  * unit-tested); the spec is docs in /work/shared/protocols/managed-agents-worker.md.
  *
  * Permission gating: an "ask" call waits for a user.tool_confirmation allow; denied and
- * unknown verdicts never run. Not yet: webhook mode, several items at once, skills (a warning),
- * memory stores (such items are refused, clearly). docs/worker.md. */
+ * unknown verdicts never run.
+ *
+ * Webhook mode (--webhook ADDR:PORT): instead of polling all the time, an HTTP listener (one
+ * connection at a time, parsed by http-parser) verifies Standard Webhooks deliveries and wakes
+ * a drain thread that polls without block_ms until the queue is empty, serving each item as
+ * above, serially. Not yet: several items at once, skills (a warning), memory stores (such
+ * items are refused, clearly). docs/worker.md. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -21,6 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,11 +37,13 @@
 #include "base/mem.h"
 #include "cli/api.h"
 #include "cli/cli.h"
+#include "worker/hook.h"
 #include "worker/http.h"
 #include "worker/worker.h"
 
 static const char worker_usage[] =
     "usage: glovebox worker --environment-id ID [--key-file FILE] [--once] [--max-idle-ms N]\n"
+    "                       [--webhook ADDR:PORT [--webhook-secret-file FILE]]\n"
     "\n"
     "Serve a Claude Managed Agents self-hosted environment: claim its work items and run the\n"
     "agent's built-in tool calls (bash, read, write, edit, glob, grep) in Glovebox sessions\n"
@@ -42,6 +53,10 @@ static const char worker_usage[] =
     "  -k, --key-file FILE       the environment key (default: $ANTHROPIC_ENVIRONMENT_KEY)\n"
     "      --once                handle one work item, then exit\n"
     "      --max-idle-ms N       finish an item idle after end_turn this long (default 60000)\n"
+    "      --webhook ADDR:PORT   do not poll all the time: listen for signed webhook deliveries\n"
+    "                            (plain HTTP; put TLS in front) and drain the queue after each\n"
+    "      --webhook-secret-file FILE  the whsec_... signing secret (default:\n"
+    "                            $ANTHROPIC_WEBHOOK_SECRET)\n"
     "\n"
     "Environment: ANTHROPIC_BASE_URL (default https://api.anthropic.com), ANTHROPIC_VERSION\n"
     "(default " GBX_WORKER_VERSION "), GLOVEBOX_RUNTIME_DIR (the daemon's admin socket).\n";
@@ -50,6 +65,10 @@ struct worker {
     char *env_id, *key, *base, *version, *worker_id;
     long max_idle_ms;
     int once;
+    /* webhook mode */
+    uint8_t *hook_key;
+    size_t hook_klen;
+    struct gbx_worker_crypto crypto;
 };
 
 static volatile sig_atomic_t interrupted;
@@ -840,52 +859,68 @@ out:
 
 /* ---- the poll loop ---------------------------------------------------------------------- */
 
+enum poll_result { POLL_ITEM, POLL_EMPTY, POLL_TRANSIENT, POLL_FATAL };
+
+/* One poll: POLL_ITEM with *it set, or why not (POLL_FATAL after printing why). */
+static enum poll_result poll_once(struct worker *w, const char *url, int *failures,
+                                  struct gbx_worker_item *it)
+{
+    struct gbx_worker_http_req r = {.method = "GET",
+                                    .url = url,
+                                    .token = w->key,
+                                    .version = w->version,
+                                    .worker_id = w->worker_id,
+                                    .timeout_ms = 10000};
+    json_t *reply = NULL;
+    gbx_autoerr struct gbx_err *err = NULL;
+    int status = gbx_worker_http(&r, &reply, &err);
+    if (status == 401 || status == 403) {
+        gbx_cli_error("worker: the control plane refused the environment key (%d)", status);
+        json_decref(reply);
+        return POLL_FATAL;
+    }
+    if (status < 0 || status >= 500 || status == 408 || status == 409 || status == 429) {
+        json_decref(reply);
+        long secs = *failures < 6 ? 1L << *failures : 60;
+        (*failures)++;
+        wlog("poll failed (%s); again in %ld s", err ? err->msg : "transient status", secs);
+        nap(secs * 1000 + rand() % 1000);
+        return POLL_TRANSIENT;
+    }
+    *failures = 0;
+    if (status / 100 != 2) {
+        const char *m =
+            json_string_value(json_object_get(json_object_get(reply, "error"), "message"));
+        gbx_cli_error("worker: poll refused (%d)%s%s", status, m ? ": " : "", m ? m : "");
+        json_decref(reply);
+        return POLL_FATAL;
+    }
+    if (gbx_worker_poll_empty(status, reply)) {
+        json_decref(reply);
+        return POLL_EMPTY;
+    }
+    int pr = gbx_worker_item_parse(reply, it);
+    json_decref(reply);
+    if (pr < 0) {
+        wlog("poll answered something that is not a work item; ignoring it");
+        return POLL_EMPTY;
+    }
+    return POLL_ITEM;
+}
+
 static int poll_loop(struct worker *w)
 {
     gbx_autofree char *url =
         gbx_asprintf("%s/v1/environments/%s/work/poll?block_ms=999", w->base, w->env_id);
     int failures = 0;
     while (!interrupted) {
-        struct gbx_worker_http_req r = {.method = "GET",
-                                        .url = url,
-                                        .token = w->key,
-                                        .version = w->version,
-                                        .worker_id = w->worker_id,
-                                        .timeout_ms = 10000};
-        json_t *reply = NULL;
-        gbx_autoerr struct gbx_err *err = NULL;
-        int status = gbx_worker_http(&r, &reply, &err);
-        if (status == 401 || status == 403) {
-            gbx_cli_error("worker: the control plane refused the environment key (%d)", status);
-            json_decref(reply);
-            return 1;
-        }
-        if (status < 0 || status >= 500 || status == 408 || status == 409 || status == 429) {
-            json_decref(reply);
-            long secs = failures < 6 ? 1L << failures : 60;
-            failures++;
-            wlog("poll failed (%s); again in %ld s", err ? err->msg : "transient status", secs);
-            nap(secs * 1000 + rand() % 1000);
-            continue;
-        }
-        failures = 0;
-        if (status / 100 != 2) {
-            const char *m =
-                json_string_value(json_object_get(json_object_get(reply, "error"), "message"));
-            gbx_cli_error("worker: poll refused (%d)%s%s", status, m ? ": " : "", m ? m : "");
-            json_decref(reply);
-            return 1;
-        }
-        if (gbx_worker_poll_empty(status, reply)) {
-            json_decref(reply);
-            nap(1000 + rand() % 2000);
-            continue;
-        }
         struct gbx_worker_item it;
-        int pr = gbx_worker_item_parse(reply, &it);
-        json_decref(reply);
-        if (pr < 0) {
-            wlog("poll answered something that is not a work item; ignoring it");
+        enum poll_result pr = poll_once(w, url, &failures, &it);
+        if (pr == POLL_FATAL)
+            return 1;
+        if (pr == POLL_TRANSIENT)
+            continue;
+        if (pr == POLL_EMPTY) {
             nap(1000 + rand() % 2000);
             continue;
         }
@@ -897,6 +932,185 @@ static int poll_loop(struct worker *w)
             return 0;
     }
     return 130;
+}
+
+/* ---- webhook mode ----------------------------------------------------------------------- */
+
+struct hook {
+    struct worker *w;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pending; /* under mu: a drain pass is due */
+    int fatal;   /* under mu: the drain thread ended the worker */
+};
+
+/* Drain the queue once (spec §9.2): poll without block_ms, with a short reclaim, until no
+ * work, serving each item in turn. Returns -1 for a failure that ends the worker. */
+static int drain(struct worker *w)
+{
+    gbx_autofree char *url = gbx_asprintf(
+        "%s/v1/environments/%s/work/poll?reclaim_older_than_ms=2000", w->base, w->env_id);
+    int failures = 0, served = 0;
+    while (!interrupted) {
+        struct gbx_worker_item it;
+        enum poll_result pr = poll_once(w, url, &failures, &it);
+        if (pr == POLL_FATAL)
+            return -1;
+        if (pr == POLL_TRANSIENT) {
+            if (failures >= 4) {
+                wlog("drain: the queue cannot be read; waiting for the next delivery");
+                break;
+            }
+            continue;
+        }
+        if (pr == POLL_EMPTY)
+            break;
+        int hr = handle_item(w, &it);
+        gbx_worker_item_release(&it);
+        if (hr < 0)
+            return -1;
+        served += hr == 0;
+    }
+    wlog("drain: queue empty (%d item(s) served)", served);
+    return 0;
+}
+
+static void *drain_main(void *arg)
+{
+    struct hook *hk = arg;
+    pthread_mutex_lock(&hk->mu);
+    while (!interrupted) {
+        if (!hk->pending) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 200 * 1000000L;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&hk->cv, &hk->mu, &until);
+            continue;
+        }
+        hk->pending = 0; /* a delivery during the pass schedules one more */
+        pthread_mutex_unlock(&hk->mu);
+        int rc = drain(hk->w);
+        pthread_mutex_lock(&hk->mu);
+        if (rc < 0) {
+            hk->fatal = 1;
+            interrupted = 1;
+        }
+    }
+    pthread_mutex_unlock(&hk->mu);
+    return NULL;
+}
+
+/* Parse ADDR:PORT (an IPv4 address) into sa. */
+static int parse_listen(const char *spec, struct sockaddr_in *sa)
+{
+    const char *colon = strrchr(spec, ':');
+    if (colon == NULL || colon == spec || colon - spec > 63)
+        return -1;
+    char addr[64];
+    memcpy(addr, spec, (size_t)(colon - spec));
+    addr[colon - spec] = '\0';
+    char *end;
+    errno = 0;
+    long port = strtol(colon + 1, &end, 10);
+    if (errno || *end || end == colon + 1 || port < 0 || port > 65535)
+        return -1;
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)port);
+    return inet_pton(AF_INET, addr, &sa->sin_addr) == 1 ? 0 : -1;
+}
+
+/* Answer one connection. */
+static void hook_conn(struct hook *hk, struct gbx_worker_hook_seen *seen, int fd)
+{
+    struct gbx_worker_hook_req r;
+    int status = gbx_worker_hook_read(fd, 10000, &r);
+    if (status) {
+        wlog("webhook: request refused (%d)", status);
+        gbx_worker_hook_answer(fd, status, "bad request\n");
+        gbx_worker_hook_req_release(&r);
+        return;
+    }
+    if (!r.post) {
+        gbx_worker_hook_answer(fd, 405, "POST only\n");
+        gbx_worker_hook_req_release(&r);
+        return;
+    }
+    enum gbx_worker_hook_verdict v =
+        gbx_worker_hook_verify(&r.h, r.body, r.len, hk->w->hook_key, hk->w->hook_klen,
+                               (long long)time(NULL), &hk->w->crypto, seen);
+    const char *id = v == GBX_WORKER_HOOK_OK || v == GBX_WORKER_HOOK_REPLAY ? r.h.id : "-";
+    if (v == GBX_WORKER_HOOK_OK) {
+        gbx_worker_hook_answer(fd, 204, NULL);
+        /* the payload is only a wake-up (spec §9.2): every verified delivery drains */
+        pthread_mutex_lock(&hk->mu);
+        hk->pending = 1;
+        pthread_cond_broadcast(&hk->cv);
+        pthread_mutex_unlock(&hk->mu);
+        wlog("webhook: delivery '%s' verified: draining the queue", id);
+    } else if (v == GBX_WORKER_HOOK_REPLAY) {
+        gbx_worker_hook_answer(fd, 200, "already seen\n");
+        wlog("webhook: delivery '%s' already seen: nothing to do", id);
+    } else {
+        gbx_worker_hook_answer(fd, 401, "unauthorized\n");
+        wlog("webhook: delivery refused (401): %s", gbx_worker_hook_verdict_name(v));
+    }
+    gbx_worker_hook_req_release(&r);
+}
+
+static int hook_loop(struct worker *w, const char *spec)
+{
+    struct sockaddr_in sa;
+    if (parse_listen(spec, &sa) < 0) {
+        gbx_cli_error("worker: invalid --webhook '%s' (ADDR:PORT, an IPv4 address)", spec);
+        return 2;
+    }
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 16) < 0) {
+        gbx_cli_error("worker: cannot listen on '%s': %s", spec, strerror(errno));
+        if (lfd >= 0)
+            close(lfd);
+        return 1;
+    }
+    socklen_t sl = sizeof(sa);
+    if (getsockname(lfd, (struct sockaddr *)&sa, &sl) == 0) {
+        char addr[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &sa.sin_addr, addr, sizeof(addr));
+        wlog("webhook: listening on %s:%u", addr, (unsigned)ntohs(sa.sin_port));
+    }
+    struct hook hk = {.w = w};
+    pthread_mutex_init(&hk.mu, NULL);
+    pthread_cond_init(&hk.cv, NULL);
+    pthread_t t;
+    if (pthread_create(&t, NULL, drain_main, &hk) != 0) {
+        gbx_cli_error("worker: cannot start the drain thread");
+        close(lfd);
+        return 1;
+    }
+    struct gbx_worker_hook_seen *seen = gbx_xcalloc(1, sizeof(*seen));
+    while (!interrupted) {
+        struct pollfd pfd = {.fd = lfd, .events = POLLIN};
+        if (poll(&pfd, 1, 200) <= 0)
+            continue;
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        hook_conn(&hk, seen, fd);
+        close(fd);
+    }
+    close(lfd);
+    pthread_join(t, NULL);
+    gbx_worker_hook_seen_release(seen);
+    free(seen);
+    pthread_cond_destroy(&hk.cv);
+    pthread_mutex_destroy(&hk.mu);
+    return hk.fatal ? 1 : 130;
 }
 
 static char *worker_id(void)
@@ -943,10 +1157,12 @@ int gbx_cmd_worker(int argc, char **argv)
         {"key-file", required_argument, NULL, 'k'},
         {"once", no_argument, NULL, 'o'},
         {"max-idle-ms", required_argument, NULL, 'i'},
+        {"webhook", required_argument, NULL, 'W'},
+        {"webhook-secret-file", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *env = NULL, *key_file = NULL;
+    const char *env = NULL, *key_file = NULL, *hook = NULL, *hook_file = NULL;
     struct worker w = {.max_idle_ms = 60000};
     int c;
     optind = 0;
@@ -972,6 +1188,12 @@ int gbx_cmd_worker(int argc, char **argv)
             w.max_idle_ms = v;
             break;
         }
+        case 'W':
+            hook = optarg;
+            break;
+        case 'S':
+            hook_file = optarg;
+            break;
         case 'h':
             fputs(worker_usage, stdout);
             return 0;
@@ -997,6 +1219,38 @@ int gbx_cmd_worker(int argc, char **argv)
     if (strpbrk(key, " \t\r\n")) {
         gbx_cli_error("worker: the environment key has white space in it");
         return 2;
+    }
+    if (hook_file && !hook) {
+        gbx_cli_error("worker: --webhook-secret-file needs --webhook");
+        return 2;
+    }
+    if (hook && w.once) {
+        gbx_cli_error("worker: --once and --webhook do not go together");
+        return 2;
+    }
+    if (hook) {
+        gbx_autofree char *secret = NULL;
+        if (hook_file) {
+            secret = read_key(hook_file);
+        } else {
+            const char *e = getenv("ANTHROPIC_WEBHOOK_SECRET");
+            secret = e && *e ? gbx_xstrdup(e) : NULL;
+        }
+        if (secret == NULL) {
+            gbx_cli_error("worker: no webhook signing secret (set ANTHROPIC_WEBHOOK_SECRET or "
+                          "use --webhook-secret-file)");
+            return 2;
+        }
+        if (gbx_worker_hook_key(secret, &w.hook_key, &w.hook_klen) < 0) {
+            gbx_cli_error("worker: the webhook signing secret is not whsec_<base64>");
+            return 2;
+        }
+        gbx_autoerr struct gbx_err *cerr = NULL;
+        if (gbx_worker_crypto_load(&w.crypto, &cerr) < 0) {
+            gbx_cli_error("worker: %s", cerr->msg);
+            free(w.hook_key);
+            return 1;
+        }
     }
     const char *base = getenv("ANTHROPIC_BASE_URL");
     if (base == NULL || *base == '\0')
@@ -1038,7 +1292,8 @@ int gbx_cmd_worker(int argc, char **argv)
     wlog("environment '%s' at %s as '%s'%s", w.env_id, w.base, w.worker_id,
          w.once ? " (one item)" : "");
 
-    int rc = poll_loop(&w);
+    int rc = hook ? hook_loop(&w, hook) : poll_loop(&w);
+    free(w.hook_key);
     free(w.env_id);
     free(w.key);
     free(w.base);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/b64.h"
 #include "base/mem.h"
@@ -386,4 +387,148 @@ void gbx_worker_sse_release(struct gbx_worker_sse *s)
     s->line_len = s->line_cap = s->data_len = s->data_cap = 0;
     s->has_data = s->skipping = s->after_cr = 0;
     s->name[0] = '\0';
+}
+
+/* ---- webhook deliveries ---------------------------------------------------------------- */
+
+int gbx_worker_hook_key(const char *secret, uint8_t **key, size_t *klen)
+{
+    if (secret == NULL)
+        return -EINVAL;
+    if (strncmp(secret, "whsec_", 6) == 0)
+        secret += 6;
+    size_t n = strlen(secret);
+    if (n == 0 || n > 2048)
+        return -EINVAL;
+    uint8_t *raw = gbx_xmalloc(n / 4 * 3 + 3);
+    size_t len = 0;
+    if (gbx_b64_decode(secret, n, raw, &len) < 0 || len == 0 || len > 1024) {
+        free(raw);
+        return -EINVAL;
+    }
+    *key = raw;
+    *klen = len;
+    return 0;
+}
+
+int gbx_worker_hook_header(struct gbx_worker_hook *h, const char *name, size_t nlen,
+                           const char *value, size_t vlen)
+{
+    char **slot = NULL;
+    if (nlen == 10 && strncasecmp(name, "webhook-id", nlen) == 0)
+        slot = &h->id;
+    else if (nlen == 17 && strncasecmp(name, "webhook-timestamp", nlen) == 0)
+        slot = &h->timestamp;
+    else if (nlen == 17 && strncasecmp(name, "webhook-signature", nlen) == 0)
+        slot = &h->signature;
+    if (slot == NULL)
+        return 0;
+    if (*slot || vlen > GBX_WORKER_HOOK_HEADER_MAX || memchr(value, '\0', vlen))
+        return -EINVAL;
+    *slot = gbx_xstrndup(value, vlen);
+    return 0;
+}
+
+void gbx_worker_hook_release(struct gbx_worker_hook *h)
+{
+    free(h->id);
+    free(h->timestamp);
+    free(h->signature);
+    h->id = h->timestamp = h->signature = NULL;
+}
+
+void gbx_worker_hook_seen_release(struct gbx_worker_hook_seen *s)
+{
+    for (size_t i = 0; i < GBX_WORKER_HOOK_SEEN; i++) {
+        free(s->ids[i]);
+        s->ids[i] = NULL;
+    }
+    s->next = 0;
+}
+
+static int hook_seen(const struct gbx_worker_hook_seen *s, const char *id)
+{
+    for (size_t i = 0; i < GBX_WORKER_HOOK_SEEN; i++)
+        if (s->ids[i] && strcmp(s->ids[i], id) == 0)
+            return 1;
+    return 0;
+}
+
+/* Whether one "v1,<base64>" entry (len bytes at e) is the signature mac. */
+static int hook_entry_matches(const char *e, size_t len, const uint8_t mac[32],
+                              const struct gbx_worker_crypto *c)
+{
+    if (len < 4 || strncmp(e, "v1,", 3) != 0 || len - 3 > 88)
+        return 0;
+    uint8_t raw[72];
+    size_t n = 0;
+    if (gbx_b64_decode(e + 3, len - 3, raw, &n) < 0 || n != 32)
+        return 0;
+    return c->memcmp(raw, mac, 32) == 0;
+}
+
+enum gbx_worker_hook_verdict gbx_worker_hook_verify(const struct gbx_worker_hook *h,
+                                                    const char *body, size_t len,
+                                                    const uint8_t *key, size_t klen, long long now,
+                                                    const struct gbx_worker_crypto *c,
+                                                    struct gbx_worker_hook_seen *seen)
+{
+    if (h->id == NULL || h->timestamp == NULL || h->signature == NULL || *h->id == '\0' ||
+        *h->signature == '\0')
+        return GBX_WORKER_HOOK_MISSING;
+    size_t tn = strlen(h->timestamp);
+    if (tn == 0 || tn > 15 || strspn(h->timestamp, "0123456789") != tn)
+        return GBX_WORKER_HOOK_MALFORMED;
+    long long ts = strtoll(h->timestamp, NULL, 10);
+    if (ts > now + GBX_WORKER_HOOK_TOLERANCE || ts < now - GBX_WORKER_HOOK_TOLERANCE)
+        return GBX_WORKER_HOOK_STALE;
+    size_t in = strlen(h->id);
+    size_t mlen = in + 1 + tn + 1 + len;
+    gbx_autofree uint8_t *msg = gbx_xmalloc(mlen + 1);
+    memcpy(msg, h->id, in);
+    msg[in] = '.';
+    memcpy(msg + in + 1, h->timestamp, tn);
+    msg[in + 1 + tn] = '.';
+    if (len)
+        memcpy(msg + in + tn + 2, body, len);
+    uint8_t mac[32];
+    if (c->hmac(key, klen, msg, mlen, mac) < 0)
+        return GBX_WORKER_HOOK_BAD_SIGNATURE;
+    int ok = 0;
+    for (const char *p = h->signature; *p;) {
+        p += strspn(p, " ");
+        size_t n = strcspn(p, " ");
+        if (n && hook_entry_matches(p, n, mac, c))
+            ok = 1; /* no early exit: every entry costs the same */
+        p += n;
+    }
+    if (!ok)
+        return GBX_WORKER_HOOK_BAD_SIGNATURE;
+    if (seen == NULL)
+        return GBX_WORKER_HOOK_OK;
+    if (hook_seen(seen, h->id))
+        return GBX_WORKER_HOOK_REPLAY;
+    free(seen->ids[seen->next]);
+    seen->ids[seen->next] = gbx_xstrdup(h->id);
+    seen->next = (seen->next + 1) % GBX_WORKER_HOOK_SEEN;
+    return GBX_WORKER_HOOK_OK;
+}
+
+const char *gbx_worker_hook_verdict_name(enum gbx_worker_hook_verdict v)
+{
+    switch (v) {
+    case GBX_WORKER_HOOK_OK:
+        return "ok";
+    case GBX_WORKER_HOOK_REPLAY:
+        return "already seen";
+    case GBX_WORKER_HOOK_MISSING:
+        return "missing header";
+    case GBX_WORKER_HOOK_MALFORMED:
+        return "malformed timestamp";
+    case GBX_WORKER_HOOK_STALE:
+        return "timestamp out of tolerance";
+    case GBX_WORKER_HOOK_BAD_SIGNATURE:
+        return "bad signature";
+    }
+    return "?";
 }

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/util.h"
 
@@ -147,5 +148,63 @@ struct gbx_worker_sse {
 
 void gbx_worker_sse_feed(struct gbx_worker_sse *s, const char *buf, size_t len);
 void gbx_worker_sse_release(struct gbx_worker_sse *s);
+
+/* ---- webhook deliveries (spec §9.2: Standard Webhooks) ------------------------------------ */
+
+/* How far webhook-timestamp may be from now, either way, in seconds. */
+#define GBX_WORKER_HOOK_TOLERANCE 300
+/* How many delivery ids are remembered against replays. */
+#define GBX_WORKER_HOOK_SEEN 1000
+/* The largest webhook-id, webhook-timestamp or webhook-signature value accepted. */
+#define GBX_WORKER_HOOK_HEADER_MAX 4096
+
+/* HMAC-SHA256 and a constant-time comparison, from libcrypto loaded at run time
+ * (src/worker/hook.c); the verifier below only calls them. hmac returns 0 on success. */
+struct gbx_worker_crypto {
+    int (*hmac)(const uint8_t *key, size_t klen, const uint8_t *msg, size_t mlen, uint8_t out[32]);
+    int (*memcmp)(const void *a, const void *b, size_t n);
+};
+
+/* The signing key of a "whsec_<base64>" secret (the prefix is optional): 0 with *key (malloc'd)
+ * and *klen set, -EINVAL for anything that is not base64 of 1..1024 bytes. */
+int gbx_worker_hook_key(const char *secret, uint8_t **key, size_t *klen) GBX_WUR;
+
+/* The three headers of a delivery (malloc'd, NULL when absent). */
+struct gbx_worker_hook {
+    char *id, *timestamp, *signature;
+};
+
+/* Record one request header: the three above by name (case-insensitive), others ignored.
+ * -EINVAL for one of them given twice or longer than GBX_WORKER_HOOK_HEADER_MAX. */
+int gbx_worker_hook_header(struct gbx_worker_hook *h, const char *name, size_t nlen,
+                           const char *value, size_t vlen) GBX_WUR;
+void gbx_worker_hook_release(struct gbx_worker_hook *h);
+
+/* The ids of the last GBX_WORKER_HOOK_SEEN accepted deliveries (the zero struct is empty). */
+struct gbx_worker_hook_seen {
+    char *ids[GBX_WORKER_HOOK_SEEN];
+    size_t next;
+};
+void gbx_worker_hook_seen_release(struct gbx_worker_hook_seen *s);
+
+enum gbx_worker_hook_verdict {
+    GBX_WORKER_HOOK_OK,            /* verified and new: act on it (its id is now seen) */
+    GBX_WORKER_HOOK_REPLAY,        /* verified, but its id was seen already: 200, do nothing */
+    GBX_WORKER_HOOK_MISSING,       /* a header is missing (401) */
+    GBX_WORKER_HOOK_MALFORMED,     /* the timestamp is not a number (401) */
+    GBX_WORKER_HOOK_STALE,         /* the timestamp is more than the tolerance from now (401) */
+    GBX_WORKER_HOOK_BAD_SIGNATURE, /* no v1 entry matches (401) */
+};
+
+/* Verify a delivery (Standard Webhooks): all three headers; |now - timestamp| <= tolerance;
+ * some space-separated "v1,<base64>" entry of webhook-signature equals HMAC-SHA256(key,
+ * "{id}.{timestamp}.{body}") (constant-time; malformed entries never match); then the id
+ * against seen (when not NULL), where an accepted id is recorded. */
+enum gbx_worker_hook_verdict gbx_worker_hook_verify(const struct gbx_worker_hook *h,
+                                                    const char *body, size_t len,
+                                                    const uint8_t *key, size_t klen, long long now,
+                                                    const struct gbx_worker_crypto *c,
+                                                    struct gbx_worker_hook_seen *seen);
+const char *gbx_worker_hook_verdict_name(enum gbx_worker_hook_verdict v);
 
 #endif

@@ -11,7 +11,10 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <errno.h>
 
+#include "base/mem.h"
+#include "worker/hook.h"
 #include "worker/worker.h"
 
 /* base64url without padding of s */
@@ -544,16 +547,250 @@ static void test_tool_owned(void **state)
     assert_false(gbx_worker_tool_owned(NULL));
 }
 
+/* ---- webhook deliveries ---- */
+
+static char *b64std(const uint8_t *p, size_t n)
+{
+    static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = malloc(n / 3 * 4 + 5), *o = out;
+    size_t i = 0;
+    for (; i + 2 < n; i += 3) {
+        *o++ = a[p[i] >> 2];
+        *o++ = a[((p[i] & 3) << 4) | (p[i + 1] >> 4)];
+        *o++ = a[((p[i + 1] & 15) << 2) | (p[i + 2] >> 6)];
+        *o++ = a[p[i + 2] & 63];
+    }
+    if (n - i == 1) {
+        *o++ = a[p[i] >> 2];
+        *o++ = a[(p[i] & 3) << 4];
+        *o++ = '=';
+        *o++ = '=';
+    } else if (n - i == 2) {
+        *o++ = a[p[i] >> 2];
+        *o++ = a[((p[i] & 3) << 4) | (p[i + 1] >> 4)];
+        *o++ = a[(p[i + 1] & 15) << 2];
+        *o++ = '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+static struct gbx_worker_crypto crypto;
+
+static int hook_setup(void **state)
+{
+    struct gbx_err *err = NULL;
+    if (gbx_worker_crypto_load(&crypto, &err) < 0) {
+        fprintf(stderr, "%s\n", err->msg);
+        gbx_err_free(err);
+        return -1;
+    }
+    return 0;
+}
+
+#define HOOK_KEY "fake-webhook-signing-key-0123456789"
+#define HOOK_BODY                                                                                  \
+    "{\"type\":\"event\",\"id\":\"event_1\",\"data\":{\"type\":\"session.status_run_started\"}}"
+#define NOW 1790000000LL
+
+/* "v1,<base64 HMAC>" of id.ts.body under HOOK_KEY */
+static char *sign(const char *id, const char *ts, const char *body)
+{
+    char *msg = gbx_asprintf("%s.%s.%s", id, ts, body);
+    uint8_t mac[32];
+    assert_int_equal(crypto.hmac((const uint8_t *)HOOK_KEY, strlen(HOOK_KEY), (const uint8_t *)msg,
+                                 strlen(msg), mac),
+                     0);
+    free(msg);
+    char *b = b64std(mac, 32);
+    char *out = gbx_asprintf("v1,%s", b);
+    free(b);
+    return out;
+}
+
+static enum gbx_worker_hook_verdict verify(const char *id, const char *ts, const char *sig,
+                                           const char *body, struct gbx_worker_hook_seen *seen)
+{
+    struct gbx_worker_hook h = {0};
+    if (id)
+        assert_int_equal(gbx_worker_hook_header(&h, "Webhook-Id", 10, id, strlen(id)), 0);
+    if (ts)
+        assert_int_equal(gbx_worker_hook_header(&h, "webhook-timestamp", 17, ts, strlen(ts)), 0);
+    if (sig)
+        assert_int_equal(gbx_worker_hook_header(&h, "WEBHOOK-SIGNATURE", 17, sig, strlen(sig)), 0);
+    enum gbx_worker_hook_verdict v = gbx_worker_hook_verify(
+        &h, body, strlen(body), (const uint8_t *)HOOK_KEY, strlen(HOOK_KEY), NOW, &crypto, seen);
+    gbx_worker_hook_release(&h);
+    return v;
+}
+
+static void test_hook_hmac_known_answer(void **state)
+{
+    /* RFC 4231 test case 2 */
+    static const uint8_t want[32] = {0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e,
+                                     0x6a, 0x04, 0x24, 0x26, 0x08, 0x95, 0x75, 0xc7,
+                                     0x5a, 0x00, 0x3f, 0x08, 0x9d, 0x27, 0x39, 0x83,
+                                     0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43};
+    const char *d = "what do ya want for nothing?";
+    uint8_t mac[32];
+    assert_int_equal(crypto.hmac((const uint8_t *)"Jefe", 4, (const uint8_t *)d, strlen(d), mac),
+                     0);
+    assert_memory_equal(mac, want, 32);
+    assert_int_equal(crypto.memcmp(mac, want, 32), 0);
+    mac[31] ^= 1;
+    assert_int_not_equal(crypto.memcmp(mac, want, 32), 0);
+}
+
+static void test_hook_key(void **state)
+{
+    uint8_t *key = NULL;
+    size_t n = 0;
+    char *b = b64std((const uint8_t *)HOOK_KEY, strlen(HOOK_KEY));
+    char *w = gbx_asprintf("whsec_%s", b);
+    assert_int_equal(gbx_worker_hook_key(w, &key, &n), 0);
+    assert_int_equal(n, strlen(HOOK_KEY));
+    assert_memory_equal(key, HOOK_KEY, n);
+    free(key);
+    assert_int_equal(gbx_worker_hook_key(b, &key, &n), 0); /* the prefix is optional */
+    free(key);
+    assert_int_equal(gbx_worker_hook_key("whsec_", &key, &n), -EINVAL);
+    assert_int_equal(gbx_worker_hook_key("whsec_not base64!", &key, &n), -EINVAL);
+    assert_int_equal(gbx_worker_hook_key("whsec_a", &key, &n), -EINVAL);
+    assert_int_equal(gbx_worker_hook_key(NULL, &key, &n), -EINVAL);
+    free(w);
+    free(b);
+}
+
+static void test_hook_headers(void **state)
+{
+    struct gbx_worker_hook h = {0};
+    assert_int_equal(gbx_worker_hook_header(&h, "Content-Type", 12, "x", 1), 0);
+    assert_int_equal(gbx_worker_hook_header(&h, "webhook-id", 10, "event_1", 7), 0);
+    assert_string_equal(h.id, "event_1");
+    assert_int_equal(gbx_worker_hook_header(&h, "WEBHOOK-ID", 10, "event_2", 7), -EINVAL);
+    assert_string_equal(h.id, "event_1");
+    assert_null(h.timestamp);
+    char *big = calloc(1, GBX_WORKER_HOOK_HEADER_MAX + 2);
+    memset(big, 'a', GBX_WORKER_HOOK_HEADER_MAX + 1);
+    assert_int_equal(gbx_worker_hook_header(&h, "webhook-signature", 17, big, strlen(big)),
+                     -EINVAL);
+    assert_null(h.signature);
+    free(big);
+    gbx_worker_hook_release(&h);
+    gbx_worker_hook_release(&h);
+}
+
+static void test_hook_verify(void **state)
+{
+    char ts[32];
+    snprintf(ts, sizeof(ts), "%lld", NOW);
+    char *good = sign("event_1", ts, HOOK_BODY);
+    assert_int_equal(verify("event_1", ts, good, HOOK_BODY, NULL), GBX_WORKER_HOOK_OK);
+    /* tampered body */
+    assert_int_equal(verify("event_1", ts, good, HOOK_BODY " ", NULL),
+                     GBX_WORKER_HOOK_BAD_SIGNATURE);
+    /* the id and the timestamp are signed too */
+    assert_int_equal(verify("event_2", ts, good, HOOK_BODY, NULL), GBX_WORKER_HOOK_BAD_SIGNATURE);
+    /* tampered signature: one bit of the MAC */
+    char *bad = strdup(good);
+    bad[5] = bad[5] == 'A' ? 'B' : 'A';
+    assert_int_equal(verify("event_1", ts, bad, HOOK_BODY, NULL), GBX_WORKER_HOOK_BAD_SIGNATURE);
+    /* several entries, one good, in any place; other versions and junk are skipped */
+    char *multi = gbx_asprintf("v1,%s v2,%s  %s v1,@@@@", bad + 3, good + 3, good);
+    assert_int_equal(verify("event_1", ts, multi, HOOK_BODY, NULL), GBX_WORKER_HOOK_OK);
+    char *none = gbx_asprintf("v1,%s v2,%s v1a,%s", bad + 3, good + 3, good + 3);
+    assert_int_equal(verify("event_1", ts, none, HOOK_BODY, NULL), GBX_WORKER_HOOK_BAD_SIGNATURE);
+    /* malformed base64 */
+    assert_int_equal(verify("event_1", ts, "v1,not*base64", HOOK_BODY, NULL),
+                     GBX_WORKER_HOOK_BAD_SIGNATURE);
+    assert_int_equal(verify("event_1", ts, "v1,", HOOK_BODY, NULL), GBX_WORKER_HOOK_BAD_SIGNATURE);
+    assert_int_equal(verify("event_1", ts, "v1,YWJj", HOOK_BODY, NULL),
+                     GBX_WORKER_HOOK_BAD_SIGNATURE); /* valid base64, wrong length */
+    /* missing headers */
+    assert_int_equal(verify(NULL, ts, good, HOOK_BODY, NULL), GBX_WORKER_HOOK_MISSING);
+    assert_int_equal(verify("event_1", NULL, good, HOOK_BODY, NULL), GBX_WORKER_HOOK_MISSING);
+    assert_int_equal(verify("event_1", ts, NULL, HOOK_BODY, NULL), GBX_WORKER_HOOK_MISSING);
+    assert_int_equal(verify("", ts, good, HOOK_BODY, NULL), GBX_WORKER_HOOK_MISSING);
+    /* malformed timestamps */
+    assert_int_equal(verify("event_1", "", good, HOOK_BODY, NULL), GBX_WORKER_HOOK_MALFORMED);
+    assert_int_equal(verify("event_1", "-5", good, HOOK_BODY, NULL), GBX_WORKER_HOOK_MALFORMED);
+    assert_int_equal(verify("event_1", "1790000000.5", good, HOOK_BODY, NULL),
+                     GBX_WORKER_HOOK_MALFORMED);
+    free(good);
+    free(bad);
+    free(multi);
+    free(none);
+}
+
+static void test_hook_timestamps(void **state)
+{
+    const long long offs[] = {-301, -300, 300, 301, -600, 600};
+    const enum gbx_worker_hook_verdict want[] = {GBX_WORKER_HOOK_STALE, GBX_WORKER_HOOK_OK,
+                                                 GBX_WORKER_HOOK_OK,    GBX_WORKER_HOOK_STALE,
+                                                 GBX_WORKER_HOOK_STALE, GBX_WORKER_HOOK_STALE};
+    for (size_t i = 0; i < 6; i++) {
+        char ts[32];
+        snprintf(ts, sizeof(ts), "%lld", NOW + offs[i]);
+        char *sig = sign("event_t", ts, HOOK_BODY); /* correctly signed, still refused */
+        assert_int_equal(verify("event_t", ts, sig, HOOK_BODY, NULL), want[i]);
+        free(sig);
+    }
+}
+
+static void test_hook_replay(void **state)
+{
+    struct gbx_worker_hook_seen *seen = calloc(1, sizeof(*seen));
+    char ts[32];
+    snprintf(ts, sizeof(ts), "%lld", NOW);
+    char *sig = sign("event_r", ts, HOOK_BODY);
+    assert_int_equal(verify("event_r", ts, sig, HOOK_BODY, seen), GBX_WORKER_HOOK_OK);
+    assert_int_equal(verify("event_r", ts, sig, HOOK_BODY, seen), GBX_WORKER_HOOK_REPLAY);
+    /* a forged delivery reusing the id is refused, not a replay */
+    assert_int_equal(verify("event_r", ts, sig, HOOK_BODY "x", seen),
+                     GBX_WORKER_HOOK_BAD_SIGNATURE);
+    /* a refused delivery does not poison its id */
+    char *other = sign("event_s", ts, HOOK_BODY);
+    assert_int_equal(verify("event_s", ts, sig, HOOK_BODY, seen), GBX_WORKER_HOOK_BAD_SIGNATURE);
+    assert_int_equal(verify("event_s", ts, other, HOOK_BODY, seen), GBX_WORKER_HOOK_OK);
+    /* bounded: after GBX_WORKER_HOOK_SEEN newer ids, the oldest is forgotten */
+    for (int i = 0; i < GBX_WORKER_HOOK_SEEN; i++) {
+        char id[32];
+        snprintf(id, sizeof(id), "event_n%d", i);
+        char *s = sign(id, ts, HOOK_BODY);
+        assert_int_equal(verify(id, ts, s, HOOK_BODY, seen), GBX_WORKER_HOOK_OK);
+        free(s);
+    }
+    assert_int_equal(verify("event_r", ts, sig, HOOK_BODY, seen), GBX_WORKER_HOOK_OK);
+    assert_int_equal(verify("event_n999", ts, "v1,x", HOOK_BODY, seen),
+                     GBX_WORKER_HOOK_BAD_SIGNATURE);
+    gbx_worker_hook_seen_release(seen);
+    free(seen);
+    free(sig);
+    free(other);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_secret),        cmocka_unit_test(test_secret_malformed),
-        cmocka_unit_test(test_interval),      cmocka_unit_test(test_beat_verdict),
-        cmocka_unit_test(test_poll_and_item), cmocka_unit_test(test_sse_whole_and_split),
-        cmocka_unit_test(test_sse_overlong),  cmocka_unit_test(test_event_kind),
-        cmocka_unit_test(test_execute_body),  cmocka_unit_test(test_reconcile),
-        cmocka_unit_test(test_result_event),  cmocka_unit_test(test_session_unsupported),
+        cmocka_unit_test(test_secret),
+        cmocka_unit_test(test_secret_malformed),
+        cmocka_unit_test(test_interval),
+        cmocka_unit_test(test_beat_verdict),
+        cmocka_unit_test(test_poll_and_item),
+        cmocka_unit_test(test_sse_whole_and_split),
+        cmocka_unit_test(test_sse_overlong),
+        cmocka_unit_test(test_event_kind),
+        cmocka_unit_test(test_execute_body),
+        cmocka_unit_test(test_reconcile),
+        cmocka_unit_test(test_result_event),
+        cmocka_unit_test(test_session_unsupported),
         cmocka_unit_test(test_tool_owned),
+        cmocka_unit_test_setup(test_hook_hmac_known_answer, hook_setup),
+        cmocka_unit_test(test_hook_key),
+        cmocka_unit_test(test_hook_headers),
+        cmocka_unit_test_setup(test_hook_verify, hook_setup),
+        cmocka_unit_test_setup(test_hook_timestamps, hook_setup),
+        cmocka_unit_test_setup(test_hook_replay, hook_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

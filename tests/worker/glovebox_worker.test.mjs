@@ -1,6 +1,7 @@
 // `glovebox worker` end to end: a private gloveboxd (its own state and runtime dirs), the fake
 // control plane (fake_cp.mjs) running each scenario, and `build/glovebox worker
-// --environment-id env_test --once` between them. The fake's request log and /_fake/state
+// --environment-id env_test --once` (or `--webhook 127.0.0.1:0`, woken by the fake's signed
+// deliveries) between them. The fake's request log and /_fake/state
 // must show what managed-agents-worker.md §2-§5 says a worker does: every owned call answered
 // exactly once with a non-empty user.tool_result and the right is_error, unowned calls left
 // alone, a forced stop at the end, and none after a 412.
@@ -175,7 +176,7 @@ function answeredInHistory(spec, sid) {
 }
 
 // what every scenario shares: headers, credentials, valid posts, results for owned calls only
-function commonChecks(run, { lostItems = [], notRun = [] } = {}) {
+function commonChecks(run, { lostItems = [], notRun = [], webhook = false } = {}) {
   const { log, state, spec } = run;
   for (const w of run.workers) assert.equal(w.code, 0, 'glovebox worker exits 0' + explain(run));
   assert.ok(state.all_done, 'all items done' + explain(run));
@@ -190,7 +191,13 @@ function commonChecks(run, { lostItems = [], notRun = [] } = {}) {
   for (const r of log.filter(isPoll)) {
     assert.equal(r.auth, 'env', 'poll uses the environment key');
     assert.match(r.anthropic_worker_id ?? '', /^.+-[0-9a-f-]{36}$/, 'poll carries Anthropic-Worker-ID hostname-uuid');
-    assert.equal(r.query.block_ms, '999');
+    if (webhook) {
+      // a drain polls without blocking, reclaiming items a dead runner acked (spec §9.2)
+      assert.equal(r.query.block_ms, undefined, 'a drain poll does not block');
+      assert.equal(r.query.reclaim_older_than_ms, '2000');
+    } else {
+      assert.equal(r.query.block_ms, '999');
+    }
   }
   for (const w of spec.work) {
     const sid = w.session;
@@ -563,6 +570,118 @@ describe('glovebox worker against the fake control plane', { skip }, () => {
     test('the next item is served and stopped', () => {
       assert.deepEqual(results(run.log, 'sesn_C').map((e) => e.tool_use_id), ['sevt_c1']);
       checkStopped(run, 'work_C', 'sesn_C');
+    });
+  });
+  describe('webhook mode: verified deliveries drain the queue', () => {
+    const SECRET = 'whsec_' + Buffer.from('fake-webhook-signing-key-0123456789').toString('base64');
+    let run, dir, fake, base, worker, hookURL;
+    const deliveries = {};
+    const readLog = (f) =>
+      fs
+        .readFileSync(f, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l));
+    const deliver = async (o) =>
+      (await fetch(`${base}/_fake/webhook`, { method: 'POST', body: JSON.stringify({ url: hookURL, session_id: 'sesn_H', ...o }) })).json();
+    const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+    before(async () => {
+      dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gbx-worker-hook-'));
+      const scenario = path.join(HERE, 'scenarios', 'webhook.json');
+      const logFile = path.join(dir, 'log.jsonl');
+      fs.writeFileSync(path.join(dir, 'secret'), SECRET + '\n');
+      fake = await startFake(scenario, logFile);
+      base = `http://127.0.0.1:${fake.port}`;
+      const env = { ...process.env, GLOVEBOX_RUNTIME_DIR: runDir, ANTHROPIC_BASE_URL: base, ANTHROPIC_ENVIRONMENT_KEY: ENV_KEY };
+      delete env.ANTHROPIC_VERSION;
+      delete env.ANTHROPIC_WEBHOOK_SECRET;
+      const p = spawn(
+        GLOVEBOX,
+        ['worker', '--environment-id', 'env_test', '--max-idle-ms', '1000', '--webhook', '127.0.0.1:0', '--webhook-secret-file', path.join(dir, 'secret')],
+        { stdio: ['ignore', 'pipe', 'pipe'], env },
+      );
+      worker = { code: null, signal: null, stdout: '', stderr: '' };
+      const exited = new Promise((r) =>
+        p.on('exit', (code, signal) => {
+          worker.code = code;
+          worker.signal = signal;
+          r();
+        }),
+      );
+      p.stdout.on('data', (d) => (worker.stdout += d));
+      p.stderr.on('data', (d) => (worker.stderr += d));
+      const kill = setTimeout(() => p.kill('SIGKILL'), 90000);
+      try {
+        for (let i = 0; i < 200 && !hookURL; i++) {
+          const m = /webhook: listening on 127\.0\.0\.1:(\d+)/.exec(worker.stderr);
+          if (m) hookURL = `http://127.0.0.1:${m[1]}/hook`;
+          else await sleep(50);
+        }
+        assert.ok(hookURL, 'the worker says where it listens: ' + worker.stderr);
+        const now = Math.floor(Date.now() / 1000);
+        deliveries.tampered = await deliver({ tamper: 'signature' });
+        deliveries.body = await deliver({ tamper: 'body' });
+        deliveries.stale = await deliver({ timestamp: now - 600 });
+        deliveries.future = await deliver({ timestamp: now + 600 });
+        deliveries.unsigned = await deliver({ omit_header: 'webhook-signature' });
+        deliveries.other_key = await deliver({ signing_key: 'whsec_' + Buffer.from('another key').toString('base64') });
+        await sleep(500);
+        deliveries.polls_before = readLog(logFile).filter(isPoll).length;
+        deliveries.good = await deliver({ id: 'event_hook_1' });
+        let state;
+        for (let i = 0; i < 600; i++) {
+          state = await (await fetch(`${base}/_fake/state`)).json();
+          const log = readLog(logFile);
+          const iStop = log.findIndex((r) => r.path === workPath('work_H', 'stop'));
+          // done, and the drain polled once more after the stop (the queue is empty)
+          if (state.all_done && iStop >= 0 && log.slice(iStop).some(isPoll)) break;
+          await sleep(100);
+        }
+        await sleep(300);
+        const pollsAfterDrain = readLog(logFile).filter(isPoll).length;
+        deliveries.duplicate = await deliver({ id: 'event_hook_1' });
+        await sleep(800);
+        deliveries.polls_after_duplicate = readLog(logFile).filter(isPoll).length - pollsAfterDrain;
+        // a second fresh delivery drains again (an empty queue: one poll)
+        deliveries.second = await deliver({ id: 'event_hook_2' });
+        for (let i = 0; i < 50 && readLog(logFile).filter(isPoll).length === pollsAfterDrain; i++) await sleep(100);
+        deliveries.polls_after_second = readLog(logFile).filter(isPoll).length - pollsAfterDrain;
+        state = await (await fetch(`${base}/_fake/state`)).json();
+        p.kill('SIGTERM');
+        await exited;
+        run = { workers: [], worker, state, log: readLog(logFile), spec: JSON.parse(fs.readFileSync(scenario, 'utf8')) };
+      } finally {
+        clearTimeout(kill);
+        if (worker.code === null && worker.signal === null) p.kill('SIGKILL');
+        fake.proc.kill('SIGTERM');
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    });
+    const why = () => explain(run) + '\nworker stderr:\n' + run.worker.stderr.slice(-4000);
+    test('bad deliveries get 401 and wake nothing', () => {
+      for (const k of ['tampered', 'body', 'stale', 'future', 'unsigned', 'other_key'])
+        assert.equal(deliveries[k].status, 401, `${k}: ${JSON.stringify(deliveries[k])}` + why());
+      assert.equal(deliveries.polls_before, 0, 'no poll before a verified delivery' + why());
+    });
+    test('a verified delivery is acknowledged and drains the queue', () => {
+      assert.ok([200, 204].includes(deliveries.good.status), JSON.stringify(deliveries.good));
+      commonChecks(run, { webhook: true });
+      checkStopped(run, 'work_H', 'sesn_H');
+      const r = resultsById(run, 'sesn_H');
+      assert.equal(text(r.sevt_h0), 'from-history');
+      assert.equal(text(r.sevt_h2), 'hooked');
+      const polls = run.log.filter(isPoll);
+      assert.ok(polls.length >= 2, 'polls until no work' + why());
+      assert.equal(polls.at(-1).status, 204);
+    });
+    test('a replayed id gets 200 and does nothing; a new one drains again', () => {
+      assert.equal(deliveries.duplicate.status, 200, JSON.stringify(deliveries.duplicate));
+      assert.equal(deliveries.polls_after_duplicate, 0, 'a duplicate does not drain' + why());
+      assert.ok([200, 204].includes(deliveries.second.status));
+      assert.equal(deliveries.polls_after_second, 1, 'an empty queue: one poll' + why());
+    });
+    test('SIGTERM ends the listener', () => {
+      assert.equal(run.worker.code, 130, why());
     });
   });
 });
