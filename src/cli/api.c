@@ -5,12 +5,12 @@
 #include "cli/api.h"
 
 #include <curl/curl.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "base/dl.h"
 #include "base/fileutil.h"
 #include "base/mem.h"
 #include "cli/cli.h"
@@ -39,15 +39,7 @@ static int curl_load(void)
 {
     if (C.easy_init)
         return 0;
-    void *h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-        gbx_cli_error("cannot load libcurl (install the libcurl4 package): %s", dlerror());
-        return -1;
-    }
-    struct {
-        void **slot;
-        const char *name;
-    } syms[] = {
+    const struct gbx_dl_sym syms[] = {
         {(void **)&C.easy_init, "curl_easy_init"},
         {(void **)&C.easy_setopt, "curl_easy_setopt"},
         {(void **)&C.easy_perform, "curl_easy_perform"},
@@ -57,13 +49,10 @@ static int curl_load(void)
         {(void **)&C.slist_append, "curl_slist_append"},
         {(void **)&C.slist_free_all, "curl_slist_free_all"},
     };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        *syms[i].slot = dlsym(h, syms[i].name);
-        if (*syms[i].slot == NULL) {
-            gbx_cli_error("libcurl lacks '%s'", syms[i].name);
-            C.easy_init = NULL;
-            return -1;
-        }
+    char why[256];
+    if (gbx_dl_load("libcurl.so.4", syms, GBX_ARRAY_SIZE(syms), why, sizeof(why)) < 0) {
+        gbx_cli_error("cannot load libcurl (install the libcurl4 package): %s", why);
+        return -1;
     }
     return 0;
 }

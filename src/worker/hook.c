@@ -2,7 +2,6 @@
 /* Webhook mode I/O: dlopen'd libcrypto HMAC and an http-parser request reader (hook.h). */
 #include "worker/hook.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <http_parser.h>
 #include <limits.h>
@@ -14,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/dl.h"
 #include "base/mem.h"
 
 #define HEADERS_MAX (64u << 10)
@@ -42,20 +42,17 @@ static int crypto_memcmp(const void *a, const void *b, size_t n)
 int gbx_worker_crypto_load(struct gbx_worker_crypto *c, struct gbx_err **err)
 {
     if (C.hmac == NULL) {
-        void *h = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
-        if (h == NULL)
+        const struct gbx_dl_sym syms[] = {
+            {(void **)&C.sha256, "EVP_sha256"},
+            {(void **)&C.memcmp, "CRYPTO_memcmp"},
+            {(void **)&C.hmac, "HMAC"},
+        };
+        char why[256];
+        if (gbx_dl_load("libcrypto.so.3", syms, GBX_ARRAY_SIZE(syms), why, sizeof(why)) < 0)
             return gbx_err_set(err, ENOENT, GBX_ERR_UNAVAILABLE,
-                               "cannot load libcrypto.so.3 for webhook signatures (install "
-                               "the libssl3 package): %s",
-                               dlerror());
-        *(void **)&C.sha256 = dlsym(h, "EVP_sha256");
-        *(void **)&C.memcmp = dlsym(h, "CRYPTO_memcmp");
-        *(void **)&C.hmac = dlsym(h, "HMAC");
-        if (C.sha256 == NULL || C.memcmp == NULL || C.hmac == NULL) {
-            C.hmac = NULL;
-            return gbx_err_set(err, ENOSYS, GBX_ERR_UNAVAILABLE,
-                               "libcrypto.so.3 lacks HMAC, EVP_sha256 or CRYPTO_memcmp");
-        }
+                               "cannot load libcrypto for webhook signatures (install the "
+                               "libssl3 package): %s",
+                               why);
     }
     c->hmac = crypto_hmac;
     c->memcmp = crypto_memcmp;

@@ -3,10 +3,10 @@
 #include "worker/http.h"
 
 #include <curl/curl.h>
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/dl.h"
 #include "base/mem.h"
 #include "worker/worker.h"
 
@@ -28,14 +28,7 @@ int gbx_worker_http_load(struct gbx_err **err)
 {
     if (L.easy_init)
         return 0;
-    void *h = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL)
-        return gbx_err_set(err, ENOENT, GBX_ERR_UNAVAILABLE,
-                           "cannot load libcurl (install the libcurl4 package): %s", dlerror());
-    struct {
-        void **slot;
-        const char *name;
-    } syms[] = {
+    const struct gbx_dl_sym syms[] = {
         {(void **)&L.global_init, "curl_global_init"},
         {(void **)&L.easy_init, "curl_easy_init"},
         {(void **)&L.easy_setopt, "curl_easy_setopt"},
@@ -46,14 +39,10 @@ int gbx_worker_http_load(struct gbx_err **err)
         {(void **)&L.slist_append, "curl_slist_append"},
         {(void **)&L.slist_free_all, "curl_slist_free_all"},
     };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        *syms[i].slot = dlsym(h, syms[i].name);
-        if (*syms[i].slot == NULL) {
-            L.easy_init = NULL;
-            return gbx_err_set(err, ENOSYS, GBX_ERR_UNAVAILABLE, "libcurl lacks '%s'",
-                               syms[i].name);
-        }
-    }
+    char why[256];
+    if (gbx_dl_load("libcurl.so.4", syms, GBX_ARRAY_SIZE(syms), why, sizeof(why)) < 0)
+        return gbx_err_set(err, ENOENT, GBX_ERR_UNAVAILABLE,
+                           "cannot load libcurl (install the libcurl4 package): %s", why);
     if (L.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         L.easy_init = NULL;
         return gbx_err_set(err, 0, GBX_ERR_INTERNAL, "cannot initialise libcurl");
