@@ -93,10 +93,6 @@ static void stream_send(struct gbx_stream *st, json_t *ev)
     evbuffer_free(b);
 }
 
-struct push_ctx {
-    struct gbx_session *ses;
-};
-
 static int push_one(void *arg, const struct gbx_store_event *ev)
 {
     struct gbx_session *ses = arg;
@@ -350,7 +346,6 @@ static json_t *session_json(struct gbx_session *ses)
                           ses->workdir, "state", "active", "sandbox_id",
                           l ? json_string(ses->sandbox_id) : json_null());
     json_object_set_new(j, "spec", json_incref(ses->spec));
-    json_object_set_new(j, "queued", json_integer(0));
     size_t n = 0;
     for (struct gbx_call *c = ses->queue; c; c = c->next)
         n++;
