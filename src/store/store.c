@@ -94,6 +94,39 @@ static const char *const migrations[] = {
     ");"
     "CREATE UNIQUE INDEX session_results ON session_events(session, tool_use_id) "
     "  WHERE type = 'tool.result';",
+    /* 6: filesystem snapshots (frozen writable layers, stacked on their parent) and
+     * hibernation images; state: ready | deleting */
+    "CREATE TABLE snapshots ("
+    "  id TEXT PRIMARY KEY,"
+    "  name TEXT,"
+    "  owner TEXT NOT NULL,"
+    "  kind TEXT NOT NULL,"
+    "  sandbox TEXT NOT NULL,"
+    "  parent TEXT,"
+    "  template TEXT NOT NULL,"
+    "  created_ns INTEGER NOT NULL,"
+    "  size_bytes INTEGER NOT NULL DEFAULT 0,"
+    "  state TEXT NOT NULL,"
+    "  attrs TEXT"
+    ");"
+    "CREATE UNIQUE INDEX snapshots_name ON snapshots(owner, name) WHERE name IS NOT NULL;"
+    "CREATE INDEX snapshots_parent ON snapshots(parent);",
+    /* 7: artifacts: content-addressed blobs under <state>/artifacts/<sha256>, many rows may
+     * share one blob */
+    "CREATE TABLE artifacts ("
+    "  id TEXT PRIMARY KEY,"
+    "  sha256 TEXT NOT NULL,"
+    "  name TEXT NOT NULL,"
+    "  kind TEXT NOT NULL,"
+    "  size_bytes INTEGER NOT NULL,"
+    "  owner TEXT NOT NULL,"
+    "  session TEXT,"
+    "  sandbox TEXT,"
+    "  metadata TEXT,"
+    "  created_ns INTEGER NOT NULL"
+    ");"
+    "CREATE INDEX artifacts_sha ON artifacts(sha256);"
+    "CREATE INDEX artifacts_session ON artifacts(session, created_ns);",
 };
 
 #define GENESIS_HASH GBX_STORE_GENESIS_HASH
