@@ -47,6 +47,7 @@
 #include "api/reqmetrics.h"
 #include "api/sandboxes.h"
 #include "api/http.h"
+#include "api/offload.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -85,6 +86,7 @@ struct gbx_server {
     struct gbx_live *live;
     struct gbx_egress *egress; /* DNS, proxy, policy and credentials of every sandbox */
     struct gbx_sessions *sessions;
+    struct gbx_offload *offload; /* blocking work (copies, hashing, checkpoints) */
     struct event *reaper;    /* destroys sandboxes whose timeout passed */
     struct evhttp *http_tcp; /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
@@ -1768,6 +1770,16 @@ struct gbx_store *gbx_server_store(const struct gbx_server *s)
     return s->store;
 }
 
+struct gbx_offload *gbx_server_offload(const struct gbx_server *s)
+{
+    return s->offload;
+}
+
+struct gbx_runtime *gbx_server_runtime(struct gbx_server *s)
+{
+    return &s->rt;
+}
+
 struct gbx_egress *gbx_server_egress(const struct gbx_server *s)
 {
     return s->egress;
@@ -1802,6 +1814,10 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     s->writer_ev =
         event_new(base, gbx_store_writer_fd(s->writer), EV_READ | EV_PERSIST, on_writer, s);
     event_add(s->writer_ev, NULL);
+    if (gbx_offload_new(base, 2, &s->offload) < 0) {
+        gbx_err_set(err, 0, GBX_ERR_INTERNAL, "cannot start the worker threads");
+        goto fail;
+    }
     s->pool_target = cfg->pool_size;
     s->max_upload = cfg->max_upload ? cfg->max_upload : GBX_DEFAULT_MAX_UPLOAD;
     if (egress_new(s, cfg, err) < 0 || adopt_all(s, err) < 0 ||
@@ -1907,6 +1923,8 @@ void gbx_server_free(struct gbx_server *s)
 {
     if (s == NULL)
         return;
+    gbx_offload_free(s->offload); /* finishes queued work while the sandboxes still exist */
+    s->offload = NULL;
     gbx_server_shutdown(s, 0);
     gbx_egress_free(s->egress); /* after the sandboxes let go of theirs */
     s->egress = NULL;
