@@ -149,11 +149,11 @@ int gbx_offload_submit(struct gbx_offload *o, gbx_offload_work_fn work, gbx_offl
     return 0;
 }
 
-unsigned gbx_offload_pending(const struct gbx_offload *o)
+unsigned gbx_offload_pending(struct gbx_offload *o)
 {
-    pthread_mutex_lock((pthread_mutex_t *)&o->mu);
+    pthread_mutex_lock(&o->mu);
     unsigned n = o->pending;
-    pthread_mutex_unlock((pthread_mutex_t *)&o->mu);
+    pthread_mutex_unlock(&o->mu);
     return n;
 }
 

@@ -17,7 +17,7 @@ int gbx_offload_new(struct event_base *base, unsigned threads, struct gbx_offloa
 int gbx_offload_submit(struct gbx_offload *o, gbx_offload_work_fn work, gbx_offload_done_fn done,
                        void *arg);
 /* Jobs queued or running. */
-unsigned gbx_offload_pending(const struct gbx_offload *o);
+unsigned gbx_offload_pending(struct gbx_offload *o);
 /* Finish every queued job (blocking), run their completions, stop the threads, free. */
 void gbx_offload_free(struct gbx_offload *o);
 
