@@ -22,7 +22,7 @@ BUILD := build$(if $(SANITIZE),-san)
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 # Dependencies: install them through the project's script when pkg-config cannot see them.
-PKGS := libseccomp sqlite3 libssl libcrypto libevent libevent_openssl jansson libcurl libnftnl libmnl ldns
+PKGS := libseccomp sqlite3 libssl libcrypto libevent libevent_openssl jansson libcurl libnftnl libmnl ldns libarchive
 DEPS_OK := $(shell pkg-config --exists $(PKGS) && pkg-config --exists cmocka && test -f /usr/include/http_parser.h && echo yes)
 ifneq ($(DEPS_OK),yes)
 $(info deps: missing build dependencies; running scripts/deps.sh)
