@@ -26,8 +26,16 @@ elif [ "$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)" 
     echo "deps: node $(node --version) is older than 18: the E2B SDK tests need 18 or later" >&2
 fi
 
+# CRIU >= 4 for hibernate (checkpoint/restore), built from source into .deps/criu (scripts/criu.sh).
+# A failed build only leaves hibernate unavailable: warn and go on.
+criu_build() {
+    "$(dirname "$0")/criu.sh" "${1:-}" ||
+        echo "deps: WARNING: CRIU build failed; sandbox hibernate will be unavailable" >&2
+}
+
 if [ -z "$missing" ]; then
     [ "${1:-}" = "-q" ] || echo "deps: all packages present"
+    criu_build "${1:-}"
     exit 0
 fi
 
@@ -42,3 +50,4 @@ apt-get update -qq
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing >/dev/null
 echo "deps: done"
+criu_build "${1:-}"
