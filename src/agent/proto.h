@@ -10,6 +10,8 @@
 /* Connections init serves at once; one more gets an ERROR frame (EMFILE, id 0) and is closed.
  * The daemon holds one per exec stream, attached process, download, upload or watch. */
 #define GBX_AGENT_MAX_CONNS 256
+/* init's O_PATH handle of the sandbox's writable layer (see src/init/main.c) */
+#define GBX_INIT_LAYER_FD 7
 #define GBX_FRAME_MAGIC 0x47 /* 'G' */
 #define GBX_FRAME_HDR_SIZE 16
 /* Largest payload either side accepts. Bigger data is split into chunks. */

@@ -3,6 +3,10 @@
  *
  * fd 3: optional listening unix socket (the daemon reconnects here after a restart)
  * fd 4: optional connected unix socket (the creator's first connection)
+ * fd 7: optional O_PATH handle of the sandbox's writable layer (upper/ work/ lower/), kept
+ *       open so that the daemon reaches the layer from the host as /proc/<init>/fd/7 for
+ *       snapshots; never inherited by children. Init is not dumpable, so processes of the
+ *       sandbox cannot open it through /proc/1/fd.
  * Hidden test option: GBX_INIT_ROOT=<dir> makes file operations resolve inside <dir>. */
 #include <errno.h>
 #include <fcntl.h>
@@ -210,7 +214,11 @@ int main(void)
     gbx_g.is_pid1 = getpid() == 1;
     int have_listen = fd_is_open(3);
     int have_conn = fd_is_open(4);
-    close_range(5, ~0U, 0);
+    close_range(5, GBX_INIT_LAYER_FD - 1, 0);
+    close_range(GBX_INIT_LAYER_FD + 1, ~0U, 0);
+    if (fd_is_open(GBX_INIT_LAYER_FD))
+        (void)fcntl(GBX_INIT_LAYER_FD, F_SETFD, FD_CLOEXEC);
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     setup_stdio();
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     umask(0);

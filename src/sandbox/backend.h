@@ -17,6 +17,7 @@
 #define GBX_DEFAULT_STATE_DIR "/var/lib/glovebox"
 #define GBX_DEFAULT_RUNTIME_DIR "/run/glovebox"
 #define GBX_UID_RANGE 65536u
+#define GBX_MAX_LAYERS 32 /* snapshot layers a sandbox may stack on its template */
 
 /* Process-wide context of the sandbox library: what every create needs and what is
  * expensive enough to prepare once (the sealed init image, the compiled seccomp filter,
@@ -40,6 +41,10 @@ struct gbx_sandbox_spec {
     struct gbx_cg_limits limits;
     uint64_t disk_bytes; /* size of the writable layer; 0: default (1 GiB) */
     int ctl_socket;      /* create <runtime>/sandboxes/<id>/ctl.sock for reconnects */
+    /* read-only layers stacked on the template, top first (snapshots: trees stored as the
+     * sandbox sees them, uid 0 on disk is root inside); at most GBX_MAX_LAYERS */
+    const char *const *layers;
+    size_t nlayers;
 };
 
 struct gbx_sandbox {
@@ -92,6 +97,11 @@ void gbx_runtime_set_trust_bundle(struct gbx_runtime *rt, const char *path);
 int gbx_sandbox_id_valid(const char *id);
 /* A fresh random id ("sb-" + 12 hex digits), malloc'd. */
 char *gbx_sandbox_id_new(void);
+
+/* The sandbox's writable layer, seen from the host: an O_PATH directory fd holding upper/
+ * (the overlay's upper dir: what the sandbox changed, owned by its host uids) and work/.
+ * Read it while the sandbox is frozen for a consistent view. 0 or -1 with *err. */
+int gbx_sandbox_layer_open(const struct gbx_sandbox *sb, int *fd, struct gbx_err **err) GBX_WUR;
 
 /* Convenience wrappers over sb->ops. */
 int gbx_sandbox_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec,

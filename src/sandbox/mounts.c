@@ -4,6 +4,7 @@
  *   <staging> (private tmpfs, size = disk limit)   the writable layer
  *     upper/ work/                                 overlay upper and work dirs
  *     lower/   <- idmapped, read-only clone of the template rootfs
+ *     l0/ l1/… <- idmapped, read-only clones of snapshot layers stacked on it (l0 on top)
  *     root/    <- overlay(lower, upper): becomes "/"
  *       usr    <- idmapped, read-only clone of the host's /usr (template usr=host)
  *       proc   fresh procfs; sensitive files masked, /proc/sys & co read-only
@@ -110,17 +111,25 @@ static int setup_dev(const struct gbx_child_plan *pl, char *what, size_t whatsz)
     return 0;
 }
 
-int gbx_ns_mounts_setup(const struct gbx_child_plan *pl, int tmpl_fd, int usr_fd, char *what,
-                        size_t whatsz)
+int gbx_ns_mounts_setup(const struct gbx_child_plan *pl, int tmpl_fd, int usr_fd,
+                        const int *layer_fds, int nlayer, int *layer_fd, char *what, size_t whatsz)
 {
     STEP("make mounts private", mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL));
     STEP("mount writable layer",
          mount("tmpfs", pl->staging, "tmpfs", MS_NOSUID | MS_NODEV, pl->layer_opts));
+    STEP("open writable layer", *layer_fd = open(pl->staging, O_PATH | O_DIRECTORY | O_CLOEXEC));
     STEP("mkdir upper", mkdir(pl->upper, 0755));
     STEP("mkdir work", mkdir(pl->work, 0700));
     STEP("mkdir lower", mkdir(pl->lower, 0755));
     STEP("mkdir root", mkdir(pl->root, 0755));
     STEP("attach template", move_mount(tmpl_fd, "", AT_FDCWD, pl->lower, MOVE_MOUNT_F_EMPTY_PATH));
+    for (int i = 0; i < nlayer; i++) {
+        char p[PATH_MAX + 16];
+        snprintf(p, sizeof(p), "%s/l%d", pl->staging, i);
+        STEP("mkdir a layer", mkdir(p, 0755));
+        STEP("attach a snapshot layer",
+             move_mount(layer_fds[i], "", AT_FDCWD, p, MOVE_MOUNT_F_EMPTY_PATH));
+    }
     STEP("mount overlay rootfs", mount("overlay", pl->root, "overlay", MS_NODEV, pl->overlay_opts));
     STEP("enter rootfs", chdir(pl->root));
     if (usr_fd >= 0)

@@ -18,6 +18,7 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "sandbox/init_image.h"
+#include "agent/proto.h"
 #include "sandbox/ns.h"
 #include "sandbox/template.h"
 
@@ -262,8 +263,17 @@ static int ns_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec
     snprintf(p->work, sizeof(p->work), "%s/work", rt->staging_dir);
     snprintf(p->lower, sizeof(p->lower), "%s/lower", rt->staging_dir);
     snprintf(p->root, sizeof(p->root), "%s/root", rt->staging_dir);
-    snprintf(p->overlay_opts, sizeof(p->overlay_opts),
-             "lowerdir=%s,upperdir=%s,workdir=%s,userxattr", p->lower, p->upper, p->work);
+    if (spec->nlayers > GBX_MAX_LAYERS) {
+        free(p);
+        gbx_err_set(err, E2BIG, GBX_ERR_INVALID, "more than %d snapshot layers", GBX_MAX_LAYERS);
+        goto fail;
+    }
+    size_t off = (size_t)snprintf(p->overlay_opts, sizeof(p->overlay_opts), "lowerdir=");
+    for (size_t i = 0; i < spec->nlayers; i++)
+        off += (size_t)snprintf(p->overlay_opts + off, sizeof(p->overlay_opts) - off,
+                                "%s/l%zu:", rt->staging_dir, i);
+    snprintf(p->overlay_opts + off, sizeof(p->overlay_opts) - off,
+             "%s,upperdir=%s,workdir=%s,userxattr", p->lower, p->upper, p->work);
     snprintf(p->layer_opts, sizeof(p->layer_opts), "size=%llu,mode=755", (unsigned long long)disk);
     snprintf(p->tmp_opts, sizeof(p->tmp_opts), "size=%llu,mode=1777", (unsigned long long)disk);
     snprintf(p->hostname, sizeof(p->hostname), "%s", spec->id);
@@ -274,7 +284,7 @@ static int ns_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec
     p->ctl_fd = ctl_fd;
     p->init_fd = rt->init_fd;
     p->seccomp = &rt->seccomp;
-    r = gbx_ns_spawn(rt, sb, p, tmpl.rootfs, &spec->limits, err);
+    r = gbx_ns_spawn(rt, sb, p, tmpl.rootfs, spec->layers, spec->nlayers, &spec->limits, err);
     free(p);
     close(conn[1]);
     conn[1] = -1;
@@ -470,6 +480,16 @@ int gbx_sandbox_reap(struct gbx_runtime *rt, const char *id, struct gbx_err **er
     if (rmdir(dir) < 0 && errno != ENOENT && r == 0)
         r = gbx_err_sys(err, errno, "cannot remove '%s'", dir);
     return r;
+}
+
+int gbx_sandbox_layer_open(const struct gbx_sandbox *sb, int *fd, struct gbx_err **err)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)sb->init_pid, GBX_INIT_LAYER_FD);
+    *fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (*fd < 0)
+        return gbx_err_sys(err, errno, "sandbox '%s': cannot reach its writable layer", sb->id);
+    return 0;
 }
 
 void gbx_runtime_set_trust_bundle(struct gbx_runtime *rt, const char *path)

@@ -15,7 +15,7 @@
 struct gbx_child_plan {
     char staging[PATH_MAX]; /* private tmpfs: the writable layer */
     char upper[PATH_MAX + 16], work[PATH_MAX + 16], lower[PATH_MAX + 16], root[PATH_MAX + 16];
-    char overlay_opts[4 * PATH_MAX + 64];
+    char overlay_opts[(4 + GBX_MAX_LAYERS) * PATH_MAX + 64];
     char layer_opts[64]; /* tmpfs options of the writable layer */
     char tmp_opts[64];   /* tmpfs options of /tmp and /dev/shm */
     char hostname[GBX_ID_MAX + 1];
@@ -35,8 +35,10 @@ struct gbx_child_error {
 };
 
 /* mounts.c: build the root filesystem in the child's mount namespace and pivot into it. */
-int gbx_ns_mounts_setup(const struct gbx_child_plan *p, int tmpl_fd, int usr_fd, char *what,
-                        size_t whatsz);
+/* layer_fds: idmapped snapshot layers, top first; *layer_fd: an O_PATH handle of the
+ * writable layer's tmpfs (close-on-exec). */
+int gbx_ns_mounts_setup(const struct gbx_child_plan *p, int tmpl_fd, int usr_fd,
+                        const int *layer_fds, int nlayer, int *layer_fd, char *what, size_t whatsz);
 
 /* userns.c */
 int gbx_ns_write_idmap(pid_t pid, uint32_t host_uid, uint32_t count);
@@ -56,6 +58,7 @@ int gbx_ns_caps_drop(void);
 
 /* spawn.c */
 int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gbx_child_plan *p,
-                 const char *tmpl_rootfs, const struct gbx_cg_limits *limits, struct gbx_err **err);
+                 const char *tmpl_rootfs, const char *const *layers, size_t nlayers,
+                 const struct gbx_cg_limits *limits, struct gbx_err **err);
 
 #endif

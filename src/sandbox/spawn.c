@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "base/fileutil.h"
+#include "agent/proto.h"
 #include "sandbox/ns.h"
 
 #ifndef CLONE_NEWTIME
@@ -40,13 +41,13 @@ static void child_fail(int sync_fd, int errnum, const char *what)
     _exit(127);
 }
 
-/* Receive the go message with up to two fds. */
-static int recv_go(int sync_fd, int *tmpl_fd, int *usr_fd)
+/* Receive the go message with the template's tree, /usr's (or -1) and the extra layers. */
+static int recv_go(int sync_fd, int *tmpl_fd, int *usr_fd, int *layer_fds, int *nlayer)
 {
     char byte;
     struct iovec iov = {&byte, 1};
     union {
-        char buf[CMSG_SPACE(2 * sizeof(int))];
+        char buf[CMSG_SPACE((2 + GBX_MAX_LAYERS) * sizeof(int))];
         struct cmsghdr align;
     } u;
     struct msghdr msg = {
@@ -57,14 +58,18 @@ static int recv_go(int sync_fd, int *tmpl_fd, int *usr_fd)
     if (byte != 'G')
         return -EPROTO;
     *tmpl_fd = *usr_fd = -1;
+    *nlayer = 0;
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-        int fds[2] = {-1, -1};
+        int fds[2 + GBX_MAX_LAYERS];
         size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        if (nfd < 2 || nfd > 2 + GBX_MAX_LAYERS)
+            return -EPROTO;
         memcpy(fds, CMSG_DATA(c), nfd * sizeof(int));
         *tmpl_fd = fds[0];
-        if (nfd > 1)
-            *usr_fd = fds[1];
+        *usr_fd = fds[1]; /* a placeholder (the sync socket itself) when there is none */
+        for (size_t i = 2; i < nfd; i++)
+            layer_fds[(*nlayer)++] = fds[i];
     }
     return *tmpl_fd >= 0 ? 0 : -EPROTO;
 }
@@ -85,9 +90,10 @@ __attribute__((noreturn)) static void child_main(const struct gbx_child_plan *p)
 {
     int sync_fd = p->sync_fd;
     int tmpl_fd = -1, usr_fd = -1, r;
+    int layer_fds[GBX_MAX_LAYERS], nlayer = 0;
     char what[96] = "";
 
-    if ((r = recv_go(sync_fd, &tmpl_fd, &usr_fd)) < 0)
+    if ((r = recv_go(sync_fd, &tmpl_fd, &usr_fd, layer_fds, &nlayer)) < 0)
         child_fail(sync_fd, -r, "wait for the parent");
     /* the parent has written our uid map: become the sandbox's root (an unprivileged uid on
      * the host). Until now this process still had host-root file access. */
@@ -98,11 +104,15 @@ __attribute__((noreturn)) static void child_main(const struct gbx_child_plan *p)
         child_fail(sync_fd, errno, "become root of the user namespace");
     if (syscall(SYS_setgroups, 0, NULL) < 0)
         child_fail(sync_fd, errno, "clear supplementary groups");
-    if ((r = gbx_ns_mounts_setup(p, tmpl_fd, p->usr_host ? usr_fd : -1, what, sizeof(what))) < 0)
+    int layer_fd = -1;
+    if ((r = gbx_ns_mounts_setup(p, tmpl_fd, p->usr_host ? usr_fd : -1, layer_fds, nlayer,
+                                 &layer_fd, what, sizeof(what))) < 0)
         child_fail(sync_fd, -r, what);
     close(tmpl_fd);
     if (usr_fd >= 0)
         close(usr_fd);
+    for (int i = 0; i < nlayer; i++)
+        close(layer_fds[i]);
     if (sethostname(p->hostname, strlen(p->hostname)) < 0)
         child_fail(sync_fd, errno, "set hostname");
     if ((r = gbx_ns_loopback_up()) < 0)
@@ -117,7 +127,8 @@ __attribute__((noreturn)) static void child_main(const struct gbx_child_plan *p)
     int ctl = p->ctl_fd >= 0 ? fcntl(p->ctl_fd, F_DUPFD_CLOEXEC, hi) : -1;
     int init = fcntl(p->init_fd, F_DUPFD_CLOEXEC, hi);
     int sync2 = fcntl(sync_fd, F_DUPFD_CLOEXEC, hi);
-    if (conn < 0 || init < 0 || sync2 < 0 || (p->ctl_fd >= 0 && ctl < 0))
+    int layer = fcntl(layer_fd, F_DUPFD_CLOEXEC, hi);
+    if (conn < 0 || init < 0 || sync2 < 0 || layer < 0 || (p->ctl_fd >= 0 && ctl < 0))
         child_fail(sync_fd, errno, "arrange file descriptors");
     sync_fd = sync2;
     for (int i = 0; i < 3; i++)
@@ -129,12 +140,14 @@ __attribute__((noreturn)) static void child_main(const struct gbx_child_plan *p)
         child_fail(sync_fd, -r, "set up the control socket");
     if (ctl < 0)
         close(3);
-    /* init's image at 5 and the sync socket at 6 (both close-on-exec); nothing else */
-    if (dup3(init, 5, O_CLOEXEC) < 0 || dup3(sync_fd, 6, O_CLOEXEC) < 0)
+    /* init's image at 5 and the sync socket at 6 (both close-on-exec), the writable layer's
+     * handle at 7 (kept by init); nothing else */
+    if (dup3(init, 5, O_CLOEXEC) < 0 || dup3(sync_fd, 6, O_CLOEXEC) < 0 ||
+        dup3(layer, GBX_INIT_LAYER_FD, 0) < 0)
         child_fail(sync_fd, errno, "arrange file descriptors");
     init = 5;
     sync_fd = 6;
-    if (syscall(SYS_close_range, 7, ~0U, 0) < 0)
+    if (syscall(SYS_close_range, GBX_INIT_LAYER_FD + 1, ~0U, 0) < 0)
         child_fail(sync_fd, errno, "close inherited fds");
 
     /* the parent created our v1 groups and limits while we built the filesystem; wait
@@ -160,14 +173,16 @@ __attribute__((noreturn)) static void child_main(const struct gbx_child_plan *p)
     _exit(127);
 }
 
-static int send_go(int sync_fd, int tmpl_fd, int usr_fd)
+static int send_go(int sync_fd, int tmpl_fd, int usr_fd, const int *layer_fds, size_t nlayer)
 {
     char byte = 'G';
     struct iovec iov = {&byte, 1};
-    int fds[2] = {tmpl_fd, usr_fd};
-    size_t nfd = usr_fd >= 0 ? 2 : 1;
+    int fds[2 + GBX_MAX_LAYERS] = {tmpl_fd, usr_fd >= 0 ? usr_fd : sync_fd};
+    for (size_t i = 0; i < nlayer; i++)
+        fds[2 + i] = layer_fds[i];
+    size_t nfd = 2 + nlayer;
     union {
-        char buf[CMSG_SPACE(2 * sizeof(int))];
+        char buf[CMSG_SPACE((2 + GBX_MAX_LAYERS) * sizeof(int))];
         struct cmsghdr align;
     } u;
     memset(&u, 0, sizeof(u));
@@ -186,8 +201,13 @@ static int send_go(int sync_fd, int tmpl_fd, int usr_fd)
 }
 
 int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gbx_child_plan *p,
-                 const char *tmpl_rootfs, const struct gbx_cg_limits *limits, struct gbx_err **err)
+                 const char *tmpl_rootfs, const char *const *layers, size_t nlayers,
+                 const struct gbx_cg_limits *limits, struct gbx_err **err)
 {
+    int layer_fds[GBX_MAX_LAYERS];
+    size_t nlayer_fds = 0;
+    if (nlayers > GBX_MAX_LAYERS)
+        return gbx_err_set(err, E2BIG, GBX_ERR_INVALID, "more than %d layers", GBX_MAX_LAYERS);
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return gbx_err_sys(err, errno, "cannot create sync socket");
@@ -235,15 +255,21 @@ int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gb
         if ((r = usr_fd = gbx_ns_idmapped_tree("/usr", ufd)) < 0)
             goto fail;
     }
+    step = "idmap a snapshot layer";
+    for (; nlayer_fds < nlayers; nlayer_fds++)
+        if ((r = layer_fds[nlayer_fds] = gbx_ns_idmapped_tree(layers[nlayer_fds], ufd)) < 0)
+            goto fail;
     close(ufd);
     ufd = -1;
     step = "start sandbox";
-    if ((r = send_go(sv[0], tmpl_fd, usr_fd)) < 0)
+    if ((r = send_go(sv[0], tmpl_fd, usr_fd, layer_fds, nlayer_fds)) < 0)
         goto fail;
     close(tmpl_fd);
     if (usr_fd >= 0)
         close(usr_fd);
     tmpl_fd = usr_fd = -1;
+    while (nlayer_fds > 0)
+        close(layer_fds[--nlayer_fds]);
 
     /* while the child builds its filesystem: its v1 groups and limits (the slow part of
      * cgroup setup overlaps with the child's), then place it and let it go on */
@@ -282,6 +308,8 @@ fail:
         close(tmpl_fd);
     if (usr_fd >= 0)
         close(usr_fd);
+    while (nlayer_fds > 0)
+        close(layer_fds[--nlayer_fds]);
     close(sv[0]);
     return -1;
 }

@@ -229,13 +229,23 @@ static void privileges_reduced(void **state)
     assert_true(caps & (1ull << 7)); /* CAP_SETUID stays: su to "user" works */
 }
 
-static void init_image_is_sealed(void **state)
+static void init_is_out_of_reach(void **state)
 {
-    /* /proc/1/exe is the sealed memfd: opening it for writing fails */
+    /* init is not dumpable: its image (a sealed memfd), its fds (the writable layer's handle
+     * among them) and its memory are out of reach of the sandbox's own root */
     struct sbt_result r;
-    sbt_sh(&t, "readlink /proc/1/exe; (echo x >> /proc/1/exe) 2>/dev/null && echo WRITABLE", &r);
-    assert_non_null(strstr((char *)r.out, "memfd:glovebox-init"));
+    sbt_sh(
+        &t,
+        "readlink /proc/1/exe || echo NOEXE; (echo x >> /proc/1/exe) 2>/dev/null && echo "
+        "WRITABLE; readlink /proc/1/fd/7 2>/dev/null && echo FDS; ls /proc/1/fd/7/ 2>/dev/null && "
+        "echo LAYER; cat /proc/1/environ 2>/dev/null && echo ENVIRON; id -u",
+        &r);
+    assert_non_null(strstr((char *)r.out, "NOEXE"));
     assert_null(strstr((char *)r.out, "WRITABLE"));
+    assert_null(strstr((char *)r.out, "FDS"));
+    assert_null(strstr((char *)r.out, "LAYER"));
+    assert_null(strstr((char *)r.out, "ENVIRON"));
+    assert_non_null(strstr((char *)r.out, "0\n")); /* as the sandbox's root */
     sbt_result_release(&r);
 }
 
@@ -253,7 +263,7 @@ int main(void)
         cmocka_unit_test(limits_not_raisable),
         cmocka_unit_test(loopback_only_network),
         cmocka_unit_test(privileges_reduced),
-        cmocka_unit_test(init_image_is_sealed),
+        cmocka_unit_test(init_is_out_of_reach),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
