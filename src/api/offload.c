@@ -99,7 +99,8 @@ int gbx_offload_new(struct event_base *base, unsigned threads, struct gbx_offloa
     pthread_cond_init(&o->cv, NULL);
     o->todo_tail = &o->todo;
     o->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (o->efd < 0 || (o->ev = event_new(base, o->efd, EV_READ | EV_PERSIST, on_event, o)) == NULL ||
+    if (o->efd < 0 ||
+        (o->ev = event_new(base, o->efd, EV_READ | EV_PERSIST, on_event, o)) == NULL ||
         event_add(o->ev, NULL) < 0) {
         int e = o->efd < 0 ? -errno : -ENOMEM;
         if (o->ev)

@@ -87,8 +87,8 @@ struct gbx_server {
     struct gbx_egress *egress; /* DNS, proxy, policy and credentials of every sandbox */
     struct gbx_sessions *sessions;
     struct gbx_offload *offload; /* blocking work (copies, hashing, checkpoints) */
-    struct event *reaper;    /* destroys sandboxes whose timeout passed */
-    struct evhttp *http_tcp; /* --listen: every request needs an API key */
+    struct event *reaper;        /* destroys sandboxes whose timeout passed */
+    struct evhttp *http_tcp;     /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
     size_t max_upload; /* the largest upload body (--max-upload) */
     const char *actor; /* the request being handled: "admin" or a key's name */
