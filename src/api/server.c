@@ -13,6 +13,7 @@
  */
 #include "base/clock.h"
 #include "api/server.h"
+#include "api/artifacts_api.h"
 #include "api/egress_api.h"
 #include "api/sessions.h"
 #include "egress/egress.h"
@@ -1345,6 +1346,8 @@ static void route_sandbox_sub(struct gbx_server *s, struct evhttp_request *req, 
     const char *files = sub_prefix(sub, "/files");
     const char *procs = sub_prefix(sub, "/processes");
     int is_exec = strcmp(sub, "/exec") == 0, is_timeout = strcmp(sub, "/timeout") == 0;
+    if (strcmp(sub, "/artifacts") == 0)
+        return gbx_api_sandbox_artifacts(s, req, id);
     if (strcmp(sub, "/network") == 0 || strcmp(sub, "/egress") == 0) {
         struct gbx_live *l = live_find(s, id);
         if (l == NULL)
@@ -1401,6 +1404,8 @@ static void route(struct gbx_server *s, struct evhttp_request *req)
     if (strcmp(path, "/v1/egress") == 0 || strncmp(path, "/v1/egress/", 11) == 0 ||
         strcmp(path, "/v1/secrets") == 0 || strncmp(path, "/v1/secrets/", 12) == 0)
         return gbx_api_egress(s, req, path);
+    if (strcmp(path, "/v1/artifacts") == 0 || strncmp(path, "/v1/artifacts/", 14) == 0)
+        return gbx_api_artifacts(s, req, path);
     if (strcmp(path, "/v1/sessions") == 0 || strncmp(path, "/v1/sessions/", 13) == 0)
         return gbx_sessions_route(s->sessions, req, path);
     if (strcmp(path, "/v1/apikeys") == 0)

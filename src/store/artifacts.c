@@ -138,8 +138,7 @@ int gbx_store_artifacts_delete(struct gbx_store *s, const char *id, char sha_out
         return found;
     }
     sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(s->db, "DELETE FROM artifacts WHERE id = ?", -1, &st, NULL) !=
-        SQLITE_OK)
+    if (sqlite3_prepare_v2(s->db, "DELETE FROM artifacts WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
         goto fail;
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);

@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* Artifacts: a file or directory published from a sandbox into a content-addressed store
+ * outside it (<state>/artifacts/<sha256>), with a row per artifact (store/artifacts.h).
+ * Artifacts outlive their sandbox, session and the daemon (docs/artifacts.md). */
+#ifndef GBX_API_ARTIFACTS_API_H
+#define GBX_API_ARTIFACTS_API_H
+
+#include <event2/http.h>
+
+#include "api/server.h"
+#include "base/err.h"
+
+/* POST /v1/sandboxes/{id}/artifacts (id as it appears in the path, unchecked). */
+void gbx_api_sandbox_artifacts(struct gbx_server *s, struct evhttp_request *req, const char *id);
+/* /v1/artifacts, /v1/artifacts/{id}, /v1/artifacts/{id}/content */
+void gbx_api_artifacts(struct gbx_server *s, struct evhttp_request *req, const char *path);
+
+/* For a collector (on the loop): delete the artifact id (any owner) and, when no other row
+ * names its blob, remove the blob in the background. 1 deleted, 0 no such artifact, -1 error.
+ * Not audited: the caller audits what its policy removed. */
+int gbx_artifacts_delete(struct gbx_server *s, const char *id, struct gbx_err **err) GBX_WUR;
+/* Remove the blob sha256 in the background if no row names it and no publish is placing it
+ * (on the loop; after a gbx_store_artifacts_delete said it is unreferenced). */
+void gbx_artifacts_blob_release(struct gbx_server *s, const char *sha256);
+
+#endif
