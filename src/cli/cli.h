@@ -21,6 +21,7 @@ int gbx_cmd_timeout(int argc, char **argv);
 int gbx_cmd_version(int argc, char **argv);
 int gbx_cmd_egress(int argc, char **argv);
 int gbx_cmd_secret(int argc, char **argv);
+int gbx_cmd_artifact(int argc, char **argv);
 int gbx_cmd_mcp(int argc, char **argv);
 int gbx_cmd_worker(int argc, char **argv);
 

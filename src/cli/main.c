@@ -28,6 +28,7 @@ static const struct {
     {"apikey", gbx_cmd_apikey, "create, list and revoke API keys for the TCP listener"},
     {"egress", gbx_cmd_egress, "network policy, egress log and the emergency block"},
     {"secret", gbx_cmd_secret, "credentials injected into sandboxes' HTTPS requests"},
+    {"artifact", gbx_cmd_artifact, "publish, list, download and remove artifacts"},
     {"mcp", gbx_cmd_mcp, "serve a session's tools as an MCP server on stdio"},
     {"worker", gbx_cmd_worker, "run Claude Managed Agents tool calls (self-hosted worker)"},
     {"audit", run_audit, "verify the daemon's hash-chained audit log"},

@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/* glovebox artifact publish SANDBOX PATH [--name N] [--session S] [--meta k=v]... [--max-bytes N]
+ *        | ls [--session S] [--sandbox ID] [--name N] [--json]
+ *        | get ID [-o FILE]   (standard output by default)
+ *        | rm ID
+ * Artifacts: files and directories (as tar) published out of sandboxes into the daemon's
+ * content-addressed store; they outlive the sandbox (docs/artifacts.md). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/mem.h"
+#include "base/util.h"
+#include "cli/api.h"
+#include "cli/cli.h"
+
+static const char artifact_usage[] =
+    "usage: glovebox artifact publish SANDBOX PATH [--name NAME] [--session SESSION]\n"
+    "                                 [--meta KEY=VALUE]... [--max-bytes N] [--json]\n"
+    "       glovebox artifact ls [--session SESSION] [--sandbox ID] [--name NAME] [--json]\n"
+    "       glovebox artifact get ID [-o FILE]      (standard output by default)\n"
+    "       glovebox artifact rm ID\n"
+    "A directory is published as a tar of its tree (symlinks kept as symlinks).\n";
+
+/* Percent-encode s for a query string. */
+static char *qenc(const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char *out = gbx_xmalloc(strlen(s) * 3 + 1), *o = out;
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            strchr("-._~", *c)) {
+            *o++ = (char)*c;
+        } else {
+            *o++ = '%';
+            *o++ = hex[*c >> 4];
+            *o++ = hex[*c & 15];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* An id for a URL path: letters, digits, '-' and '_' only. */
+static int id_ok(const char *id)
+{
+    size_t n = strlen(id);
+    return n > 0 && n < 64 &&
+           strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789-_") == n;
+}
+
+static void print_json(json_t *j)
+{
+    char *t = json_dumps(j, JSON_COMPACT);
+    if (t)
+        puts(t);
+    free(t);
+}
+
+static int publish(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"name", required_argument, NULL, 'n'}, {"session", required_argument, NULL, 's'},
+        {"meta", required_argument, NULL, 'm'}, {"max-bytes", required_argument, NULL, 'x'},
+        {"json", no_argument, NULL, 'j'},       {NULL, 0, NULL, 0},
+    };
+    json_t *body = json_object(), *meta = json_object();
+    gbx_autofree char *url = NULL;
+    int c, json = 0;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "n:s:m:x:j", longopts, NULL)) != -1) {
+        if (c == 'n') {
+            json_object_set_new(body, "name", json_string(optarg));
+        } else if (c == 's') {
+            json_object_set_new(body, "session", json_string(optarg));
+        } else if (c == 'm') {
+            char *eq = strchr(optarg, '=');
+            if (eq == NULL || eq == optarg) {
+                gbx_cli_error("--meta takes KEY=VALUE, not '%s'", optarg);
+                goto usage;
+            }
+            *eq = '\0';
+            json_object_set_new(meta, optarg, json_string(eq + 1));
+            *eq = '=';
+        } else if (c == 'x') {
+            char *end = NULL;
+            errno = 0;
+            long long v = strtoll(optarg, &end, 10);
+            if (errno || end == optarg || *end || v < 1) {
+                gbx_cli_error("--max-bytes takes a positive number of bytes");
+                goto usage;
+            }
+            json_object_set_new(body, "max_bytes", json_integer(v));
+        } else if (c == 'j') {
+            json = 1;
+        } else {
+            goto usage;
+        }
+    }
+    if (optind + 2 != argc || !id_ok(argv[optind]))
+        goto usage;
+    json_object_set_new(body, "path", json_string(argv[optind + 1]));
+    if (json_object_size(meta))
+        json_object_set(body, "metadata", meta);
+    json_decref(meta);
+    url = gbx_asprintf("/v1/sandboxes/%s/artifacts", argv[optind]);
+    json_t *reply = NULL;
+    int status = gbx_cli_call("POST", url, body, &reply);
+    json_decref(body);
+    if (status == 201) {
+        if (json)
+            print_json(reply);
+        else
+            printf("%s %s %lld\n", json_string_value(json_object_get(reply, "id")),
+                   json_string_value(json_object_get(reply, "sha256")),
+                   (long long)json_integer_value(json_object_get(reply, "size")));
+    }
+    int r = gbx_cli_result(status, reply, 201);
+    json_decref(reply);
+    return r;
+usage:
+    json_decref(body);
+    json_decref(meta);
+    fputs(artifact_usage, stderr);
+    return 2;
+}
+
+static int list(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"session", required_argument, NULL, 's'},
+        {"sandbox", required_argument, NULL, 'b'},
+        {"name", required_argument, NULL, 'n'},
+        {"json", no_argument, NULL, 'j'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *session = NULL, *sandbox = NULL, *name = NULL;
+    int c, json = 0;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "s:b:n:j", longopts, NULL)) != -1) {
+        if (c == 's')
+            session = optarg;
+        else if (c == 'b')
+            sandbox = optarg;
+        else if (c == 'n')
+            name = optarg;
+        else if (c == 'j')
+            json = 1;
+        else {
+            fputs(artifact_usage, stderr);
+            return 2;
+        }
+    }
+    if (optind != argc) {
+        fputs(artifact_usage, stderr);
+        return 2;
+    }
+    gbx_autofree char *qs = session ? qenc(session) : NULL;
+    gbx_autofree char *qb = sandbox ? qenc(sandbox) : NULL;
+    gbx_autofree char *qn = name ? qenc(name) : NULL;
+    json_t *all = json_array();
+    char *after = NULL;
+    int status, r = 0;
+    for (;;) { /* every page */
+        gbx_autofree char *qa = after ? qenc(after) : NULL;
+        gbx_autofree char *url =
+            gbx_asprintf("/v1/artifacts?limit=1000%s%s%s%s%s%s%s%s", qs ? "&session=" : "",
+                         qs ? qs : "", qb ? "&sandbox=" : "", qb ? qb : "", qn ? "&name=" : "",
+                         qn ? qn : "", qa ? "&after=" : "", qa ? qa : "");
+        json_t *reply = NULL;
+        status = gbx_cli_call("GET", url, NULL, &reply);
+        if (status != 200) {
+            r = gbx_cli_result(status, reply, 200);
+            json_decref(reply);
+            break;
+        }
+        json_array_extend(all, json_object_get(reply, "artifacts"));
+        const char *next = json_string_value(json_object_get(reply, "next_after"));
+        free(after);
+        after = next ? gbx_xstrdup(next) : NULL;
+        json_decref(reply);
+        if (after == NULL)
+            break;
+    }
+    free(after);
+    if (r == 0) {
+        if (json) {
+            print_json(all);
+        } else {
+            printf("%-20s %-12s %-5s %12s %-20s %s\n", "ID", "SHA256", "KIND", "SIZE", "SANDBOX",
+                   "NAME");
+            size_t i;
+            json_t *a;
+            json_array_foreach(all, i, a)
+            {
+                const char *sb = json_string_value(json_object_get(a, "sandbox"));
+                printf("%-20s %-12.12s %-5s %12lld %-20s %s\n",
+                       json_string_value(json_object_get(a, "id")),
+                       json_string_value(json_object_get(a, "sha256")),
+                       json_string_value(json_object_get(a, "kind")),
+                       (long long)json_integer_value(json_object_get(a, "size")), sb ? sb : "-",
+                       json_string_value(json_object_get(a, "name")));
+            }
+        }
+    }
+    json_decref(all);
+    return r;
+}
+
+static int get(int argc, char **argv)
+{
+    const char *out = NULL;
+    int c;
+    optind = 0;
+    while ((c = getopt(argc, argv, "o:")) != -1) {
+        if (c == 'o') {
+            out = optarg;
+        } else {
+            fputs(artifact_usage, stderr);
+            return 2;
+        }
+    }
+    if (optind + 1 != argc || !id_ok(argv[optind])) {
+        fputs(artifact_usage, stderr);
+        return 2;
+    }
+    gbx_autofree char *url = gbx_asprintf("/v1/artifacts/%s/content", argv[optind]);
+    json_t *reply = NULL;
+    if (out == NULL || strcmp(out, "-") == 0) {
+        int status = gbx_cli_transfer("GET", url, -1, -1, STDOUT_FILENO, &reply);
+        int r = status == 200 ? 0 : gbx_cli_result(status, reply, 200);
+        json_decref(reply);
+        return r;
+    }
+    /* into a temporary file beside the target, renamed over it once complete */
+    gbx_autofree char *tmp = gbx_asprintf("%s.glovebox-XXXXXX", out);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        gbx_cli_error("cannot create '%s': %s", tmp, strerror(errno));
+        return 1;
+    }
+    int status = gbx_cli_transfer("GET", url, -1, -1, fd, &reply);
+    mode_t um = umask(0);
+    umask(um);
+    int ok = status == 200 && fchmod(fd, 0666 & ~um) == 0;
+    if (close(fd) < 0 && ok) {
+        gbx_cli_error("cannot write '%s': %s", tmp, strerror(errno));
+        ok = 0;
+    }
+    if (ok && rename(tmp, out) < 0) {
+        gbx_cli_error("cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
+        ok = 0;
+    }
+    if (!ok)
+        (void)unlink(tmp);
+    int r = ok ? 0 : status == 200 || status < 0 ? 1 : gbx_cli_result(status, reply, 200);
+    json_decref(reply);
+    return r;
+}
+
+int gbx_cmd_artifact(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(artifact_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "publish") == 0)
+        return publish(argc - 1, argv + 1);
+    if (strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0)
+        return list(argc - 1, argv + 1);
+    if (strcmp(argv[1], "get") == 0)
+        return get(argc - 1, argv + 1);
+    if (strcmp(argv[1], "rm") == 0 && argc == 3 && id_ok(argv[2])) {
+        gbx_autofree char *url = gbx_asprintf("/v1/artifacts/%s", argv[2]);
+        json_t *reply = NULL;
+        int status = gbx_cli_call("DELETE", url, NULL, &reply);
+        int r = gbx_cli_result(status, reply, 204);
+        json_decref(reply);
+        return r;
+    }
+    fputs(artifact_usage, stderr);
+    return 2;
+}
