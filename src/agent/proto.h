@@ -27,9 +27,12 @@ enum gbx_msg_type {
     GBX_MSG_ERROR = 0x02, /* failure: ERRNO, MESSAGE */
 
     /* session */
-    GBX_MSG_HELLO = 0x03,    /* VERSION -> OK: VERSION, PID (init's host-invisible pid 1) */
-    GBX_MSG_PING = 0x04,     /* -> OK */
-    GBX_MSG_SHUTDOWN = 0x05, /* -> OK, then init kills every process and exits */
+    GBX_MSG_HELLO = 0x03,     /* VERSION -> OK: VERSION, PID (init's host-invisible pid 1) */
+    GBX_MSG_PING = 0x04,      /* -> OK */
+    GBX_MSG_SHUTDOWN = 0x05,  /* -> OK, then init kills every process and exits */
+    GBX_MSG_HIBERNATE = 0x06, /* -> OK, then init closes every connection and its layer
+                                 handle, and parks an unreachable placeholder at fd 3 in
+                                 place of its listener: ready for a CRIU dump */
 
     /* processes */
     GBX_MSG_SPAWN = 0x10,       /* ARGV+, ENV*, CWD?, USER?, PTY_ROWS?, PTY_COLS?, STDIN?,

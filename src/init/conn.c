@@ -222,6 +222,36 @@ static int do_shutdown(struct gbx_req *r)
     gbx_init_exit();
 }
 
+/* Get ready for a checkpoint (docs/hibernate.md): CRIU can dump nothing that leads out of
+ * the sandbox, so every connection to the daemon is closed (this one after its OK) and the
+ * layer handle goes. The listener, a socket of the daemon's network namespace bound on the
+ * host, makes way for a placeholder at fd 3: an unbound datagram socket nobody can reach,
+ * kept in the epoll set as the listener. The restorer gives CRIU a new listener in its
+ * place (--inherit-fd), and the restored epoll set watches that one. */
+static int do_hibernate(struct gbx_req *r)
+{
+    int ph = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (ph < 0)
+        return gbx_req_fail(r, errno, "hibernate: placeholder socket");
+    gbx_conn_reply_ok(r->c, r->id);
+    int fl = fcntl(r->c->src.fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(r->c->src.fd, F_SETFL, fl & ~O_NONBLOCK);
+    gbx_conn_flush(r->c);
+    for (int i = 0; i < INIT_MAX_CONNS; i++)
+        if (gbx_g.conns[i] != NULL)
+            gbx_conn_close(gbx_g.conns[i]);
+    close(GBX_INIT_LAYER_FD);
+    gbx_src_close(&gbx_g.listen);
+    if (ph != 3) {
+        GBX_BUG_ON(dup3(ph, 3, O_CLOEXEC) < 0);
+        close(ph);
+    }
+    gbx_src_init(&gbx_g.listen, GBX_SRC_LISTEN, 3, NULL);
+    gbx_src_set(&gbx_g.listen, EPOLLIN);
+    return 0;
+}
+
 typedef int (*req_handler)(struct gbx_req *r);
 
 static req_handler handler_for(uint16_t type)
@@ -233,6 +263,8 @@ static req_handler handler_for(uint16_t type)
         return do_ping;
     case GBX_MSG_SHUTDOWN:
         return do_shutdown;
+    case GBX_MSG_HIBERNATE:
+        return do_hibernate;
     case GBX_MSG_SPAWN:
         return gbx_proc_spawn;
     case GBX_MSG_STDIN:
