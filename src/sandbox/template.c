@@ -349,3 +349,367 @@ void gbx_template_release(struct gbx_template *t)
     free(t->rootfs);
     memset(t, 0, sizeof(*t));
 }
+
+/* ---- catalogue: list, inspect, delete, install -------------------------------------------- */
+
+static unsigned staging_seq;
+
+static int conf_value(const char *txt, const char *key, char **out)
+{
+    size_t klen = strlen(key);
+    *out = NULL;
+    for (const char *line = txt; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t n = nl ? (size_t)(nl - line) : strlen(line);
+        if (n > klen && strncmp(line, key, klen) == 0 && line[klen] == '=') {
+            free(*out); /* the last one wins */
+            *out = gbx_xstrndup(line + klen + 1, n - klen - 1);
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return 0;
+}
+
+int gbx_template_conf_get(const char *state_dir, const char *name, const char *key, char **out)
+{
+    *out = NULL;
+    if (gbx_template_name_valid(name) < 0)
+        return -EINVAL;
+    gbx_autofree char *p = gbx_asprintf("%s/templates/%s/template.conf", state_dir, name);
+    gbx_autofree char *txt = NULL;
+    int r = gbx_read_file(p, 65536, &txt, NULL);
+    if (r < 0)
+        return r;
+    return conf_value(txt, key, out);
+}
+
+void gbx_template_info_release(struct gbx_template_info *info)
+{
+    free(info->name);
+    free(info->description);
+    free(info->source);
+    free(info->created);
+    free(info->start);
+    free(info->ready);
+    free(info->oci_env);
+    free(info->oci_cmd);
+    free(info->oci_entrypoint);
+    free(info->oci_workdir);
+    memset(info, 0, sizeof(*info));
+}
+
+/* Bytes on disk of a tree (allocated blocks), without following symlinks or leaving it. */
+static uint64_t du_at(int dfd, const char *name, dev_t dev, int depth)
+{
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != dev)
+        return 0;
+    uint64_t sum = (uint64_t)st.st_blocks * 512;
+    if (!S_ISDIR(st.st_mode) || depth > 64)
+        return sum;
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (d == NULL) {
+        if (fd >= 0)
+            close(fd);
+        return sum;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            sum += du_at(dirfd(d), de->d_name, dev, depth + 1);
+    closedir(d);
+    return sum;
+}
+
+static uint64_t du(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return 0;
+    return du_at(AT_FDCWD, path, st.st_dev, 0);
+}
+
+int gbx_template_inspect(const char *state_dir, const char *name, int with_size,
+                         struct gbx_template_info *out, struct gbx_err **err)
+{
+    memset(out, 0, sizeof(*out));
+    if (gbx_template_name_valid(name) < 0)
+        return gbx_err_set(err, EINVAL, GBX_ERR_NOT_FOUND, "template '%s' not found", name);
+    gbx_autofree char *dir = gbx_asprintf("%s/templates/%s", state_dir, name);
+    gbx_autofree char *p = gbx_asprintf("%s/template.conf", dir);
+    gbx_autofree char *txt = NULL;
+    int r = gbx_read_file(p, 65536, &txt, NULL);
+    int builtin = strcmp(name, GBX_TEMPLATE_HOST) == 0;
+    out->name = gbx_xstrdup(name);
+    if (r == -ENOENT && builtin) {
+        out->generated = 0;
+        out->usr_host = 1;
+        out->format = GBX_TEMPLATE_FORMAT;
+        out->description = gbx_xstrdup("the host's /usr, read-only, with a generated /etc "
+                                       "(generated on first use)");
+        out->source = gbx_xstrdup("host");
+        return 0;
+    }
+    if (r < 0) {
+        gbx_template_info_release(out);
+        if (r == -ENOENT || r == -ENOTDIR)
+            return gbx_err_set(err, ENOENT, GBX_ERR_NOT_FOUND, "template '%s' not found", name);
+        return gbx_err_sys(err, -r, "cannot read template '%s'", name);
+    }
+    out->generated = 1;
+    gbx_autofree char *format = NULL, *usr = NULL, *size = NULL;
+    conf_value(txt, "format", &format);
+    conf_value(txt, "usr", &usr);
+    conf_value(txt, "size", &size);
+    conf_value(txt, "description", &out->description);
+    conf_value(txt, "source", &out->source);
+    conf_value(txt, "created", &out->created);
+    conf_value(txt, "start", &out->start);
+    conf_value(txt, "ready", &out->ready);
+    conf_value(txt, "oci_env", &out->oci_env);
+    conf_value(txt, "oci_cmd", &out->oci_cmd);
+    conf_value(txt, "oci_entrypoint", &out->oci_entrypoint);
+    conf_value(txt, "oci_workdir", &out->oci_workdir);
+    out->format = format ? atoi(format) : 0;
+    out->usr_host = usr && strcmp(usr, "host") == 0;
+    if (out->source == NULL && builtin)
+        out->source = gbx_xstrdup("host");
+    if (size)
+        out->size_bytes = strtoull(size, NULL, 10);
+    else if (with_size)
+        out->size_bytes = du(dir);
+    return 0;
+}
+
+static int info_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct gbx_template_info *)a)->name,
+                  ((const struct gbx_template_info *)b)->name);
+}
+
+void gbx_template_list_free(struct gbx_template_info *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        gbx_template_info_release(&v[i]);
+    free(v);
+}
+
+int gbx_template_list(const char *state_dir, struct gbx_template_info **out, size_t *n,
+                      struct gbx_err **err)
+{
+    gbx_autofree char *tdir = gbx_asprintf("%s/templates", state_dir);
+    size_t cap = 8, len = 0;
+    struct gbx_template_info *v = gbx_xcalloc(cap, sizeof(*v));
+    int have_host = 0;
+    DIR *d = opendir(tdir);
+    if (d == NULL && errno != ENOENT) {
+        free(v);
+        return gbx_err_sys(err, errno, "cannot list '%s'", tdir);
+    }
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        if (gbx_template_name_valid(de->d_name) < 0)
+            continue; /* ".", "..", trash and staging directories */
+        if (len == cap)
+            v = gbx_xrealloc(v, (cap *= 2) * sizeof(*v));
+        gbx_autoerr struct gbx_err *e = NULL;
+        if (gbx_template_inspect(state_dir, de->d_name, 0, &v[len], &e) < 0)
+            continue; /* not a template (being deleted, or not ours) */
+        have_host |= strcmp(de->d_name, GBX_TEMPLATE_HOST) == 0;
+        len++;
+    }
+    if (d)
+        closedir(d);
+    if (!have_host) {
+        if (len == cap)
+            v = gbx_xrealloc(v, (cap *= 2) * sizeof(*v));
+        gbx_autoerr struct gbx_err *e = NULL;
+        if (gbx_template_inspect(state_dir, GBX_TEMPLATE_HOST, 0, &v[len], &e) == 0)
+            len++;
+    }
+    qsort(v, len, sizeof(*v), info_cmp);
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+int gbx_template_trash(const char *state_dir, const char *name, char **trash, struct gbx_err **err)
+{
+    *trash = NULL;
+    if (gbx_template_name_valid(name) < 0)
+        return gbx_err_set(err, EINVAL, GBX_ERR_NOT_FOUND, "template '%s' not found", name);
+    gbx_autofree char *dir = gbx_asprintf("%s/templates/%s", state_dir, name);
+    gbx_autofree char *t =
+        gbx_asprintf("%s/templates/.trash.%s.%d.%u", state_dir, name, (int)getpid(),
+                     __atomic_add_fetch(&staging_seq, 1, __ATOMIC_RELAXED));
+    if (renameat2(AT_FDCWD, dir, AT_FDCWD, t, RENAME_NOREPLACE) < 0) {
+        if (errno == ENOENT)
+            return gbx_err_set(err, ENOENT, GBX_ERR_NOT_FOUND, "template '%s' not found", name);
+        return gbx_err_sys(err, errno, "cannot move template '%s' aside", name);
+    }
+    *trash = gbx_steal_ptr(&t);
+    return 0;
+}
+
+void gbx_template_gc(const char *state_dir)
+{
+    gbx_autofree char *tdir = gbx_asprintf("%s/templates", state_dir);
+    DIR *d = opendir(tdir);
+    if (d == NULL)
+        return;
+    char mine[32];
+    snprintf(mine, sizeof(mine), ".%d.", (int)getpid());
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, ".trash.", 7) != 0 && strncmp(de->d_name, ".build.", 7) != 0)
+            continue;
+        if (strstr(de->d_name, mine))
+            continue; /* this process's: its owner removes it */
+        gbx_autofree char *p = gbx_asprintf("%s/%s", tdir, de->d_name);
+        (void)!gbx_rm_rf(p);
+    }
+    closedir(d);
+}
+
+int gbx_template_start_spec(const char *state_dir, const char *name, char **start, char **ready,
+                            struct gbx_err **err)
+{
+    *start = *ready = NULL;
+    int r = gbx_template_conf_get(state_dir, name, "start", start);
+    if (r == 0)
+        r = gbx_template_conf_get(state_dir, name, "ready", ready);
+    if (r < 0 && r != -ENOENT) {
+        free(*start);
+        *start = NULL;
+        return gbx_err_sys(err, -r, "cannot read template '%s'", name);
+    }
+    return 0; /* the built-in template, not generated yet, has neither */
+}
+
+int gbx_template_staging(const char *state_dir, const char *name, char **dir, struct gbx_err **err)
+{
+    gbx_autofree char *tdir = gbx_asprintf("%s/templates", state_dir);
+    int r = gbx_mkdir_p(tdir, 0700);
+    if (r < 0)
+        return gbx_err_sys(err, -r, "cannot create '%s'", tdir);
+    gbx_autofree char *p = gbx_asprintf("%s/.build.%s.%d.%u", tdir, name, (int)getpid(),
+                                        __atomic_add_fetch(&staging_seq, 1, __ATOMIC_RELAXED));
+    (void)!gbx_rm_rf(p);
+    if (mkdir(p, 0700) < 0)
+        return gbx_err_sys(err, errno, "cannot create '%s'", p);
+    *dir = gbx_steal_ptr(&p);
+    return 0;
+}
+
+int gbx_template_install(const char *state_dir, const char *name, const char *stage,
+                         const char *conf, struct gbx_err **err)
+{
+    gbx_autofree char *rootfs = gbx_asprintf("%s/rootfs", stage);
+    gbx_autofree char *full = gbx_asprintf("%ssize=%llu\n", conf, (unsigned long long)du(rootfs));
+    gbx_autofree char *confp = gbx_asprintf("%s/template.conf", stage);
+    int r = gbx_write_file_atomic(confp, full, strlen(full), 0644);
+    if (r < 0)
+        return gbx_err_sys(err, -r, "cannot write '%s'", confp);
+    (void)chmod(stage, 0755);
+    gbx_autofree char *final = gbx_asprintf("%s/templates/%s", state_dir, name);
+    if (renameat2(AT_FDCWD, stage, AT_FDCWD, final, RENAME_NOREPLACE) < 0) {
+        if (errno == EEXIST || errno == ENOTEMPTY)
+            return gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "template '%s' already exists", name);
+        return gbx_err_sys(err, errno, "cannot install template '%s'", name);
+    }
+    (void)!gbx_fsync_dir_of(final);
+    return 0;
+}
+
+/* Append line to a file of the rootfs unless a line starts with prefix. */
+static int add_line(int root, const char *path, const char *prefix, const char *line, mode_t mode)
+{
+    gbx_autoclose int fd =
+        openat(root, path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode) || st.st_size > (1 << 20))
+        return -EINVAL;
+    gbx_autofree char *txt = gbx_xcalloc(1, (size_t)st.st_size + 2);
+    txt[0] = '\n';
+    if (pread(fd, txt + 1, (size_t)st.st_size, 0) != st.st_size)
+        return -EIO;
+    gbx_autofree char *needle = gbx_asprintf("\n%s", prefix);
+    if (strstr(txt, needle))
+        return 0;
+    if (st.st_size > 0 && txt[st.st_size] != '\n' && gbx_write_all(fd, "\n", 1) < 0)
+        return -errno;
+    return gbx_write_all(fd, line, strlen(line));
+}
+
+int gbx_template_fixup_rootfs(int root, unsigned flags, struct gbx_err **err)
+{
+    static const struct {
+        const char *dir;
+        mode_t mode;
+    } dirs[] = {{"etc", 0755},  {"proc", 0555}, {"dev", 0755},  {"sys", 0555},
+                {"tmp", 01777}, {"run", 0755},  {"root", 0700}, {"home", 0755}};
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(dirs); i++) {
+        struct stat st;
+        if (fstatat(root, dirs[i].dir, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
+            (void)unlinkat(root, dirs[i].dir, 0); /* a link or file where a mount point goes */
+        if (mkdirat(root, dirs[i].dir, dirs[i].mode) < 0 && errno != EEXIST)
+            return gbx_err_sys(err, errno, "cannot create '%s'", dirs[i].dir);
+    }
+    (void)!fchmodat(root, "tmp", 01777, 0);
+    struct {
+        const char *path, *text;
+        mode_t mode;
+        int replace;
+    } files[] = {
+        {"etc/resolv.conf", "nameserver 127.0.0.1\n", 0644, 1},
+        {"etc/hostname", "sandbox\n", 0644, 1},
+        {"etc/machine-id", "", 0444, 1},
+        {"etc/hosts", hosts, 0644, 0},
+    };
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(files); i++) {
+        struct stat st;
+        if (!files[i].replace && fstatat(root, files[i].path, &st, AT_SYMLINK_NOFOLLOW) == 0)
+            continue;
+        (void)unlinkat(root, files[i].path, 0); /* also when it is a symlink */
+        gbx_autoclose int fd =
+            openat(root, files[i].path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                   files[i].mode);
+        if (fd < 0 || fchmod(fd, files[i].mode) < 0 ||
+            gbx_write_all(fd, files[i].text, strlen(files[i].text)) < 0)
+            return gbx_err_sys(err, errno, "cannot write '%s'", files[i].path);
+    }
+    (void)unlinkat(root, "var/lib/dbus/machine-id", 0);
+    if (!(flags & GBX_FIXUP_USER))
+        return 0;
+    int r;
+    if ((r = add_line(root, "etc/passwd", "user:", "user:x:1000:1000:user:/home/user:/bin/bash\n",
+                      0644)) < 0 ||
+        (r = add_line(root, "etc/group", "user:", "user:x:1000:\n", 0644)) < 0 ||
+        (r = add_line(root, "etc/shadow", "user:", "user:*:19000:0:99999:7:::\n", 0640)) < 0)
+        return gbx_err_sys(err, -r, "cannot add the 'user' account");
+    if (mkdirat(root, "home/user", 0755) < 0 && errno != EEXIST)
+        return gbx_err_sys(err, errno, "cannot create 'home/user'");
+    gbx_autoclose int hu =
+        openat(root, "home/user", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (hu < 0 || fchown(hu, GBX_USER_UID, GBX_USER_UID) < 0)
+        return gbx_err_sys(err, errno, "cannot chown 'home/user'");
+    gbx_autoclose int skel =
+        openat(root, "etc/skel", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (skel >= 0) {
+        static const char *const dots[] = {".bashrc", ".profile", ".bash_logout"};
+        for (size_t i = 0; i < GBX_ARRAY_SIZE(dots); i++) {
+            struct stat st;
+            if (fstatat(hu, dots[i], &st, AT_SYMLINK_NOFOLLOW) == 0)
+                continue;
+            if (fstatat(skel, dots[i], &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+                copy_file(skel, hu, dots[i], &st) == 0)
+                (void)!fchownat(hu, dots[i], GBX_USER_UID, GBX_USER_UID, AT_SYMLINK_NOFOLLOW);
+        }
+    }
+    return 0;
+}

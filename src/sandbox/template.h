@@ -9,6 +9,8 @@
 #ifndef GBX_SANDBOX_TEMPLATE_H
 #define GBX_SANDBOX_TEMPLATE_H
 
+#include <stdint.h>
+
 #include "base/err.h"
 
 #define GBX_TEMPLATE_FORMAT 2    /* 2: resolv.conf names the egress DNS server */
@@ -30,5 +32,57 @@ int gbx_template_open(const char *state_dir, const char *name, struct gbx_templa
 void gbx_template_release(struct gbx_template *t);
 /* (Re)generate the built-in host template under <state>/templates/host. */
 int gbx_template_build_host(const char *state_dir, struct gbx_err **err) GBX_WUR;
+
+/* ---- catalogue: list, inspect, delete, install (docs/templates.md) ----------------------
+ * template.conf also holds source= (host | debootstrap:<suite> | oci:<ref or file>),
+ * created= (RFC 3339), size= (bytes on disk, recorded at install), start= (a shell command
+ * started in the background when a sandbox of this template starts), ready= (a shell
+ * command that must exit 0 before the sandbox is reported ready) and, for OCI images,
+ * oci_entrypoint=, oci_cmd=, oci_env=, oci_workdir=, oci_user= (compact JSON). base= and
+ * layers= are reserved for templates made from snapshots. */
+
+struct gbx_template_info {
+    char *name, *description, *source, *created, *start, *ready;
+    char *oci_env, *oci_cmd, *oci_entrypoint, *oci_workdir; /* JSON text, or NULL */
+    int format;
+    int usr_host;
+    int generated; /* the built-in one, not generated yet */
+    uint64_t size_bytes;
+};
+void gbx_template_info_release(struct gbx_template_info *info);
+
+/* One key of a template's template.conf (*out owned, NULL when absent). -errno. */
+int gbx_template_conf_get(const char *state_dir, const char *name, const char *key,
+                          char **out) GBX_WUR;
+/* What a template is. with_size: walk the tree when template.conf records no size. */
+int gbx_template_inspect(const char *state_dir, const char *name, int with_size,
+                         struct gbx_template_info *out, struct gbx_err **err) GBX_WUR;
+/* Every template (the built-in "host" always), sorted by name: *out is an owned array of n. */
+int gbx_template_list(const char *state_dir, struct gbx_template_info **out, size_t *n,
+                      struct gbx_err **err) GBX_WUR;
+void gbx_template_list_free(struct gbx_template_info *v, size_t n);
+/* Take a template out of use: its directory is renamed to a trash name atomically (*trash,
+ * owned: remove it with gbx_rm_rf, off the loop). NOT_FOUND when absent. Whether a sandbox
+ * uses it is the caller's question. */
+int gbx_template_trash(const char *state_dir, const char *name, char **trash,
+                       struct gbx_err **err) GBX_WUR;
+/* Remove trash and build directories left by earlier daemons (not this process's). */
+void gbx_template_gc(const char *state_dir);
+/* The commands a sandbox of this template runs: start (in the background when it starts)
+ * and ready (must exit 0 before it is reported ready); each owned, NULL when unset. */
+int gbx_template_start_spec(const char *state_dir, const char *name, char **start, char **ready,
+                            struct gbx_err **err) GBX_WUR;
+
+/* A fresh staging directory <state>/templates/.build.<name>.<pid>.<n> (*dir owned). */
+int gbx_template_staging(const char *state_dir, const char *name, char **dir,
+                         struct gbx_err **err) GBX_WUR;
+/* Write conf (plus size=) into the staging directory stage (which holds rootfs/) and rename
+ * it to <state>/templates/<name>; CONFLICT when the name is taken. */
+int gbx_template_install(const char *state_dir, const char *name, const char *stage,
+                         const char *conf, struct gbx_err **err) GBX_WUR;
+#define GBX_FIXUP_USER 1u /* add the "user" account (uid 1000, /home/user) when missing */
+/* Make a rootfs usable as a template: the mount points (proc, dev, tmp, sys, run), the egress
+ * DNS in etc/resolv.conf, hosts and hostname, an empty machine-id. */
+int gbx_template_fixup_rootfs(int rootfd, unsigned flags, struct gbx_err **err) GBX_WUR;
 
 #endif
