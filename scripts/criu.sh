@@ -3,7 +3,9 @@
 # Debian 12's criu 3.17 fails on this kernel's vDSO (docs/hibernate.md, host-facts §6); the trixie .deb needs a
 # newer glibc, so the trixie *source* is built against bookworm's libraries. The system's apt sources are not
 # touched: a private sources.list, list dir and cache under .deps/criu/apt/ are used for `apt-get source` only.
-# Idempotent: a fast no-op when .deps/criu/bin/criu exists and `criu --version` works.
+# scripts/criu-patches/*.patch are applied on top (0001: restore the exe link of a process
+# exec'd from a memfd, as glovebox-init is). Idempotent: a fast no-op when .deps/criu/bin/criu
+# exists, `criu --version` works and it was built with the current patches.
 # Usage: scripts/criu.sh [-q]
 set -eu
 
@@ -20,7 +22,9 @@ fail() {
     exit 1
 }
 
-if [ -x "$BIN" ] && "$BIN" --version 2>/dev/null | grep -q "Version: $VERSION"; then
+PATCHES=$(cat "$ROOT"/scripts/criu-patches/*.patch | cksum | cut -d' ' -f1)
+if [ -x "$BIN" ] && "$BIN" --version 2>/dev/null | grep -q "Version: $VERSION" &&
+    [ "$(cat "$BIN.patches" 2>/dev/null)" = "$PATCHES" ]; then
     say "CRIU $VERSION present at $BIN"
     exit 0
 fi
@@ -29,7 +33,7 @@ fi
 
 BUILD_DEPS="libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev protobuf-compiler libnl-3-dev libnet1-dev
 libgnutls28-dev libnftables-dev libbsd-dev pkg-config python3-protobuf uuid-dev libaio-dev libdrm-dev
-libcap-dev build-essential dpkg-dev xz-utils"
+libcap-dev build-essential dpkg-dev xz-utils patch"
 
 missing=""
 for p in $BUILD_DEPS; do
@@ -65,6 +69,9 @@ fi
 say "building CRIU $VERSION (a few minutes)"
 rm -rf "$SRC/criu-$VERSION"
 tar -C "$SRC" -xf "$TARBALL" || fail "unpacking $TARBALL"
+for p in "$ROOT"/scripts/criu-patches/*.patch; do
+    patch -s -d "$SRC/criu-$VERSION" -p1 <"$p" || fail "applying $p"
+done
 LOG=$SRC/build.log
 if ! make -C "$SRC/criu-$VERSION" -j2 criu >"$LOG" 2>&1; then
     tail -n 30 "$LOG" >&2
@@ -73,4 +80,5 @@ fi
 install -m 0755 "$SRC/criu-$VERSION/criu/criu" "$BIN.tmp" || fail "install"
 mv -f "$BIN.tmp" "$BIN"
 "$BIN" --version >/dev/null 2>&1 || fail "$BIN --version does not run"
+echo "$PATCHES" >"$BIN.patches"
 say "CRIU $VERSION installed at $BIN"
