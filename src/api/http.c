@@ -6,6 +6,7 @@
 #include <event2/http.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/aconn.h"
@@ -260,4 +261,32 @@ json_t *gbx_http_body_object(struct evhttp_request *req)
         return NULL;
     }
     return v;
+}
+
+struct gbx_http_later {
+    struct evhttp_request *req; /* NULL once the client went away */
+};
+
+static void later_closed(struct evhttp_connection *conn, void *arg)
+{
+    (void)conn;
+    struct gbx_http_later *l = arg;
+    l->req = NULL;
+}
+
+struct gbx_http_later *gbx_http_later_new(struct evhttp_request *req)
+{
+    struct gbx_http_later *l = gbx_xcalloc(1, sizeof(*l));
+    l->req = req;
+    evhttp_connection_set_closecb(evhttp_request_get_connection(req), later_closed, l);
+    return l;
+}
+
+struct evhttp_request *gbx_http_later_take(struct gbx_http_later *l)
+{
+    struct evhttp_request *req = l->req;
+    if (req)
+        evhttp_connection_set_closecb(evhttp_request_get_connection(req), NULL, NULL);
+    free(l);
+    return req;
 }

@@ -43,4 +43,10 @@ void gbx_http_set_json_limit(size_t bytes);
  * and returns NULL. Depth and size are bounded. */
 json_t *gbx_http_body_object(struct evhttp_request *req);
 
+/* A reply that comes later, once work off the loop is done. _take frees the handle and gives
+ * the request back, or NULL when its client has gone away meanwhile (nothing to answer). */
+struct gbx_http_later;
+struct gbx_http_later *gbx_http_later_new(struct evhttp_request *req);
+struct evhttp_request *gbx_http_later_take(struct gbx_http_later *l);
+
 #endif

@@ -34,6 +34,8 @@ struct gbx_live {
     int paused;         /* frozen (E2B pause); resumed by connect */
     json_t *attrs;      /* what front ends remember about it ({"e2b.template": ...}), or NULL */
     struct gbx_egress_sb *egress; /* its DNS, proxy and policy */
+    int busy;                     /* a snapshot is being taken: no second one, no rollback */
+    int on_timeout_pause;         /* its timeout pauses it instead of destroying it */
 };
 
 /* A create request, checked (see gbx_sandboxes_parse). Strings borrow from the JSON body. */
@@ -46,6 +48,8 @@ struct gbx_create_opts {
     json_t *env, *metadata, *labels;
     json_t *network; /* the egress policy as sent, or NULL */
     const char *idem_key;
+    const char *snapshot; /* start from this snapshot (id or name), or NULL */
+    int on_timeout_pause; /* "on_timeout": "pause" */
 };
 
 /* Create a sandbox from a native create body ({"template", "memory", "timeout", "env",
@@ -76,5 +80,17 @@ void gbx_sandboxes_set_attr(struct gbx_server *s, struct gbx_live *l, const char
 /* Call fn for every sandbox the current actor may see, newest first; a non-zero return
  * stops. fn must not create or destroy sandboxes. */
 void gbx_sandboxes_each(struct gbx_server *s, int (*fn)(void *arg, struct gbx_live *l), void *arg);
+/* The same over every sandbox, whoever owns it (for the daemon's own bookkeeping). */
+void gbx_sandboxes_each_any(struct gbx_server *s, int (*fn)(void *arg, struct gbx_live *l),
+                            void *arg);
+/* Whoever owns it. */
+struct gbx_live *gbx_sandboxes_find_any(struct gbx_server *s, const char *id);
+/* The native API's view of a sandbox (docs/api.yaml Sandbox). */
+json_t *gbx_sandboxes_json(const struct gbx_live *l);
+/* Roll a sandbox back to a snapshot (id or name): its processes end and it starts again
+ * with the same id, token, settings and network policy, its root filesystem the snapshot's.
+ * When the new start fails, the sandbox is gone (destroyed) and -1 says why. */
+int gbx_sandboxes_rebuild(struct gbx_server *s, struct gbx_live *l, const char *snapshot,
+                          struct gbx_err **err) GBX_WUR;
 
 #endif

@@ -16,6 +16,7 @@
 #include "api/artifacts_api.h"
 #include "api/egress_api.h"
 #include "api/sessions.h"
+#include "api/snapshots.h"
 #include "egress/egress.h"
 
 #include <dirent.h>
@@ -87,6 +88,7 @@ struct gbx_server {
     struct gbx_live *live;
     struct gbx_egress *egress; /* DNS, proxy, policy and credentials of every sandbox */
     struct gbx_sessions *sessions;
+    struct gbx_snapshots *snapshots;
     struct gbx_offload *offload; /* blocking work (copies, hashing, checkpoints) */
     struct event *reaper;        /* destroys sandboxes whose timeout passed */
     struct evhttp *http_tcp;     /* --listen: every request needs an API key */
@@ -102,7 +104,7 @@ struct gbx_server {
         uint64_t execs, exec_out_bytes, exec_err_bytes;
         uint64_t exec_buckets[12]; /* start latency, same bounds as create */
         double exec_sum;
-        uint64_t expired, lost;
+        uint64_t expired, lost, timeout_paused;
         uint64_t pool_hits, pool_misses, pool_failed;
     } m;
 };
@@ -189,7 +191,15 @@ static json_t *sandbox_json(const struct gbx_live *l)
         json_array_append_new(names, json_string(k));
     }
     json_object_set_new(j, "env", names);
+    json_t *base = json_object_get(l->attrs, "snapshot");
+    json_object_set_new(j, "snapshot", json_is_string(base) ? json_incref(base) : json_null());
+    json_object_set_new(j, "on_timeout", json_string(l->on_timeout_pause ? "pause" : "kill"));
     return j;
+}
+
+json_t *gbx_sandboxes_json(const struct gbx_live *l)
+{
+    return sandbox_json(l);
 }
 
 const char *gbx_server_actor(const struct gbx_server *s)
@@ -398,6 +408,21 @@ static int parse_create(json_t *body, struct gbx_create_opts *c, struct gbx_err 
                 return -1;
             }
             c->network = v;
+        } else if (strcmp(key, "snapshot") == 0) {
+            if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 63) {
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'snapshot' must be a snapshot id or name");
+                return -1;
+            }
+            c->snapshot = json_string_value(v);
+        } else if (strcmp(key, "on_timeout") == 0) {
+            const char *ot = json_is_string(v) ? json_string_value(v) : "";
+            if (strcmp(ot, "kill") != 0 && strcmp(ot, "pause") != 0) {
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'on_timeout' must be \"kill\" or \"pause\"");
+                return -1;
+            }
+            c->on_timeout_pause = ot[0] == 'p';
         } else if (strcmp(key, "idempotency_key") == 0) {
             if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 256 ||
                 memchr(json_string_value(v), 0, json_string_length(v))) {
@@ -408,8 +433,9 @@ static int parse_create(json_t *body, struct gbx_create_opts *c, struct gbx_err 
             c->idem_key = json_string_value(v);
         } else {
             gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                        "unknown field '%s' (expected id, template, memory, disk, "
-                        "pids, cpus, timeout, env, metadata, labels, network, idempotency_key)",
+                        "unknown field '%s' (expected id, template, snapshot, memory, disk, "
+                        "pids, cpus, timeout, on_timeout, env, metadata, labels, network, "
+                        "idempotency_key)",
                         key);
             return -1;
         }
@@ -580,6 +606,27 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
         gbx_egress_policy_free(policy);
         return gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "sandbox '%s' already exists", c.id);
     }
+    char **layers = NULL;
+    size_t nlayers = 0;
+    const char *snap_id = NULL;
+    if (c.snapshot) {
+        const char *snap_tmpl = NULL;
+        if (gbx_snapshots_layers(s->snapshots, c.snapshot, &layers, &nlayers, &snap_tmpl, &snap_id,
+                                 err) < 0) {
+            free(spec_text);
+            gbx_egress_policy_free(policy);
+            return -1;
+        }
+        if (c.template_name && strcmp(c.template_name, snap_tmpl) != 0) {
+            gbx_snapshots_layers_free(layers, nlayers);
+            free(spec_text);
+            gbx_egress_policy_free(policy);
+            return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                               "snapshot '%s' is of template '%s', not '%s'", c.snapshot, snap_tmpl,
+                               c.template_name);
+        }
+        c.template_name = snap_tmpl;
+    }
     int64_t t0 = gbx_monotonic_ns();
     struct gbx_sandbox *sb = NULL;
     struct gbx_egress_sb *egress = NULL;
@@ -599,8 +646,12 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
                                         .template_name = c.template_name,
                                         .limits = c.limits,
                                         .disk_bytes = c.disk_bytes,
-                                        .ctl_socket = 1};
-        if (gbx_sandbox_create(&s->rt, &spec, &sb, err) < 0 || agent_hello(sb, err) < 0 ||
+                                        .ctl_socket = 1,
+                                        .layers = (const char *const *)layers,
+                                        .nlayers = nlayers};
+        int cr = gbx_sandbox_create(&s->rt, &spec, &sb, err);
+        gbx_snapshots_layers_free(layers, nlayers);
+        if (cr < 0 || agent_hello(sb, err) < 0 ||
             gbx_egress_attach(s->egress, sb->id, sb->init_pid, policy, &egress, err) < 0) {
             s->m.create_failed++;
             if (sb)
@@ -624,6 +675,11 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
     new_token(l->token);
     live_set_extras(l, body);
     l->egress = egress;
+    l->on_timeout_pause = c.on_timeout_pause;
+    if (snap_id) {
+        l->attrs = json_object();
+        json_object_set_new(l->attrs, "snapshot", json_string(snap_id));
+    }
     env_add_trust(l);
     gbx_egress_policy_free(policy);
     l->next = s->live;
@@ -689,8 +745,8 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
  * was killed finds them again; they are never handed out twice. */
 static struct pooled *pool_take(struct gbx_server *s, const struct gbx_create_opts *c)
 {
-    if (s->pool == NULL || c->id || c->disk_bytes || c->limits.memory_bytes || c->limits.pids ||
-        c->limits.cpu_millis ||
+    if (s->pool == NULL || c->id || c->snapshot || c->disk_bytes || c->limits.memory_bytes ||
+        c->limits.pids || c->limits.cpu_millis ||
         (c->template_name && strcmp(c->template_name, GBX_DEFAULT_TEMPLATE) != 0))
         return NULL;
     struct pooled *p = s->pool;
@@ -956,6 +1012,8 @@ int gbx_sandboxes_destroy(struct gbx_server *s, struct gbx_live *l, const char *
     live_free(l);
     store_delete(s, sid);
     gbx_server_audit(s, kind, sid, detail);
+    if (s->snapshots)
+        gbx_snapshots_sweep(s->snapshots); /* deleted snapshots it stacked on may go now */
     if (r < 0)
         gbx_log_warn("%s", (*err)->msg);
     else
@@ -977,6 +1035,50 @@ static void handle_delete(struct gbx_server *s, struct evhttp_request *req, cons
         return;
     }
     gbx_http_reply_json(req, 204, NULL);
+}
+
+static void method_not_allowed(struct evhttp_request *req, const char *allow);
+
+/* POST /v1/sandboxes/{id}/pause | resume: freeze or thaw every process (idempotent). A
+ * resume may carry {"timeout": ...}, the timeout from then on. */
+static void handle_pause(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
+                         int pause)
+{
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_POST)
+        return method_not_allowed(req, "POST");
+    json_t *body = gbx_http_body_object(req);
+    if (body == NULL)
+        return;
+    json_t *v = json_object_get(body, "timeout");
+    uint64_t ms = 0;
+    if (json_object_size(body) > (v ? 1u : 0u) || (v && (pause || json_timeout_ms(v, &ms) < 0))) {
+        json_decref(body);
+        return gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                    pause ? "pause takes no fields"
+                                          : "expected {} or {\"timeout\": seconds or a "
+                                            "duration like \"5m\"}");
+    }
+    struct gbx_err *err = NULL;
+    if (l->busy) {
+        json_decref(body);
+        return gbx_http_reply_error(req, GBX_ERR_CONFLICT, "sandbox '%s' is busy with a snapshot",
+                                    l->sb->id);
+    }
+    if (gbx_sandboxes_pause(s, l, pause, &err) < 0) {
+        json_decref(body);
+        gbx_http_reply_err(req, err);
+        gbx_err_free(err);
+        return;
+    }
+    if (v)
+        gbx_sandboxes_set_expiry(s, l, ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0,
+                                 json_incref(body));
+    else if (!pause && l->expires_ns && l->expires_ns <= gbx_realtime_ns() && l->on_timeout_pause)
+        /* resumed after its timeout paused it: without a new timeout it would pause again at
+         * once; it runs on with none, as if the caller had cleared it */
+        gbx_sandboxes_set_expiry(s, l, 0, json_pack("{s:s}", "reason", "resumed"));
+    json_decref(body);
+    gbx_http_reply_json(req, 200, sandbox_json(l));
 }
 
 static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
@@ -1028,6 +1130,71 @@ struct gbx_live *gbx_sandboxes_find(struct gbx_server *s, const char *id)
     return live_find(s, id);
 }
 
+struct gbx_live *gbx_sandboxes_find_any(struct gbx_server *s, const char *id)
+{
+    return live_find_any(s, id);
+}
+
+void gbx_sandboxes_each_any(struct gbx_server *s, int (*fn)(void *arg, struct gbx_live *l),
+                            void *arg)
+{
+    for (struct gbx_live *l = s->live; l; l = l->next)
+        if (fn(arg, l) != 0)
+            break;
+}
+
+int gbx_sandboxes_rebuild(struct gbx_server *s, struct gbx_live *l, const char *snapshot,
+                          struct gbx_err **err)
+{
+    char **layers = NULL;
+    size_t nlayers = 0;
+    const char *tmpl = NULL, *snap_id = NULL;
+    if (gbx_snapshots_layers(s->snapshots, snapshot, &layers, &nlayers, &tmpl, &snap_id, err) < 0)
+        return -1;
+    gbx_autofree char *id = gbx_xstrdup(l->sb->id);
+    gbx_autofree char *sid = gbx_xstrdup(snap_id);
+    free(l->template_name);
+    l->template_name = gbx_xstrdup(tmpl);
+    struct gbx_egress_policy *policy = gbx_egress_policy_dup(gbx_egress_policy_of(l->egress));
+    gbx_egress_detach(l->egress);
+    l->egress = NULL;
+    (void)!gbx_sandbox_destroy(l->sb, NULL);
+    l->sb = NULL;
+    struct gbx_sandbox_spec spec = {.id = id,
+                                    .template_name = l->template_name,
+                                    .limits = l->limits,
+                                    .disk_bytes = l->disk_bytes,
+                                    .ctl_socket = 1,
+                                    .layers = (const char *const *)layers,
+                                    .nlayers = nlayers};
+    struct gbx_sandbox *sb = NULL;
+    int r = gbx_sandbox_create(&s->rt, &spec, &sb, err);
+    gbx_snapshots_layers_free(layers, nlayers);
+    if (r < 0 || agent_hello(sb, err) < 0 ||
+        gbx_egress_attach(s->egress, id, sb->init_pid, policy, &l->egress, err) < 0) {
+        gbx_egress_policy_free(policy);
+        if (sb)
+            (void)!gbx_sandbox_destroy(sb, NULL);
+        struct gbx_live **pp = &s->live;
+        while (*pp && *pp != l)
+            pp = &(*pp)->next;
+        if (*pp)
+            *pp = l->next;
+        live_free(l);
+        store_delete(s, id);
+        gbx_server_audit(s, "sandbox.delete", id,
+                         json_pack("{s:s,s:s}", "reason", "rollback failed", "snapshot", sid));
+        return gbx_err_wrap(err, "roll back sandbox '%s' (it is gone)", id);
+    }
+    gbx_egress_policy_free(policy);
+    l->sb = sb;
+    l->paused = 0;
+    gbx_sandboxes_set_attr(s, l, "snapshot", json_string(sid)); /* writes the new row */
+    gbx_server_audit(s, "sandbox.rollback", id, json_pack("{s:s}", "snapshot", sid));
+    gbx_log_info("rolled sandbox '%s' back to snapshot '%s'", id, sid);
+    return 0;
+}
+
 void gbx_sandboxes_each(struct gbx_server *s, int (*fn)(void *arg, struct gbx_live *l), void *arg)
 {
     size_t n = 0;
@@ -1055,6 +1222,17 @@ static void reap_expired(evutil_socket_t fd, short what, void *arg)
         if (l->expires_ns == 0 || now < l->expires_ns || l->paused)
             continue;
         struct gbx_err *err = NULL;
+        if (l->on_timeout_pause) {
+            /* kept, frozen: resumed by a resume (with a new timeout) or destroyed */
+            gbx_server_act_as(s, l->owner);
+            if (gbx_sandboxes_pause(s, l, 1, &err) < 0) {
+                gbx_log_error("%s", err->msg);
+                gbx_err_free(err);
+            } else {
+                s->m.timeout_paused++;
+            }
+            continue;
+        }
         s->m.expired++;
         if (gbx_sandboxes_destroy(s, l, "sandbox.expire", json_pack("{s:s}", "reason", "timeout"),
                                   &err) < 0)
@@ -1348,6 +1526,20 @@ static void route_sandbox_sub(struct gbx_server *s, struct evhttp_request *req, 
     int is_exec = strcmp(sub, "/exec") == 0, is_timeout = strcmp(sub, "/timeout") == 0;
     if (strcmp(sub, "/artifacts") == 0)
         return gbx_api_sandbox_artifacts(s, req, id);
+    if (strcmp(sub, "/pause") == 0 || strcmp(sub, "/resume") == 0) {
+        struct gbx_live *l = live_find(s, id);
+        if (l == NULL)
+            return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
+        return handle_pause(s, req, l, sub[1] == 'p');
+    }
+    if (strcmp(sub, "/snapshots") == 0 || strcmp(sub, "/fork") == 0 ||
+        strcmp(sub, "/rollback") == 0) {
+        struct gbx_live *l = live_find(s, id);
+        if (l == NULL)
+            return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
+        (void)gbx_snapshots_sandbox_route(s->snapshots, req, l, sub);
+        return;
+    }
     if (strcmp(sub, "/network") == 0 || strcmp(sub, "/egress") == 0) {
         struct gbx_live *l = live_find(s, id);
         if (l == NULL)
@@ -1408,6 +1600,8 @@ static void route(struct gbx_server *s, struct evhttp_request *req)
         return gbx_api_artifacts(s, req, path);
     if (strcmp(path, "/v1/sessions") == 0 || strncmp(path, "/v1/sessions/", 13) == 0)
         return gbx_sessions_route(s->sessions, req, path);
+    if (strcmp(path, "/v1/snapshots") == 0 || strncmp(path, "/v1/snapshots/", 14) == 0)
+        return gbx_snapshots_route(s->snapshots, req, path);
     if (strcmp(path, "/v1/apikeys") == 0)
         return handle_apikeys(s, req, NULL);
     if (strncmp(path, "/v1/apikeys/", 12) == 0) {
@@ -1468,6 +1662,8 @@ static void limits_from_spec(const char *spec, struct gbx_live *l)
         l->limits.pids = (uint64_t)json_integer_value(v);
     if ((v = json_object_get(j, "cpus")) && json_is_number(v))
         l->limits.cpu_millis = (uint32_t)(json_number_value(v) * 1000 + 0.5);
+    if ((v = json_object_get(j, "on_timeout")) && json_is_string(v))
+        l->on_timeout_pause = strcmp(json_string_value(v), "pause") == 0;
     if (l->disk_bytes == 0)
         l->disk_bytes = 1024ull << 20;
     json_decref(j);
@@ -1826,8 +2022,10 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     s->pool_target = cfg->pool_size;
     s->max_upload = cfg->max_upload ? cfg->max_upload : GBX_DEFAULT_MAX_UPLOAD;
     if (egress_new(s, cfg, err) < 0 || adopt_all(s, err) < 0 ||
+        gbx_snapshots_new(s, &s->snapshots, err) < 0 ||
         gbx_sessions_new(s, base, s->rt.state_dir, &s->sessions, err) < 0)
         goto fail;
+    gbx_snapshots_sweep(s->snapshots);
     s->http = new_http(s, cfg, dispatch_admin);
     s->sock_path = gbx_asprintf("%s/api.sock", s->rt.runtime_dir);
     if (listen_unix(s, err) < 0)
@@ -1931,6 +2129,8 @@ void gbx_server_free(struct gbx_server *s)
     gbx_offload_free(s->offload); /* finishes queued work while the sandboxes still exist */
     s->offload = NULL;
     gbx_server_shutdown(s, 0);
+    gbx_snapshots_free(s->snapshots);
+    s->snapshots = NULL;
     gbx_egress_free(s->egress); /* after the sandboxes let go of theirs */
     s->egress = NULL;
     if (s->writer_ev)
