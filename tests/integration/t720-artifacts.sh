@@ -1,0 +1,215 @@
+#!/bin/sh
+# Artifacts: a file or a directory published out of a sandbox into the content-addressed
+# store (sha256 as `sha256sum` says, one blob for equal content, a tar for a directory with
+# symlinks kept as symlinks), symlinks that point out of the sandbox never followed to the
+# host, artifacts that outlive `glovebox kill` and a daemon restart, list filters and pages,
+# download (Range, ETag), delete (the blob goes with its last row), an API key's view, and the
+# errors (missing path, size limit, bad input).
+NAME=artifacts
+. "$(dirname "$0")/../lib/daemon.sh"
+GB="$BUILD/glovebox"
+export GLOVEBOX_RUNTIME_DIR="$RUN"
+PORT=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+U="http://127.0.0.1:$PORT"
+start_daemon --listen "127.0.0.1:$PORT"
+A="$STATE/artifacts"
+blobs() { ls "$A" 2>/dev/null | grep -c '^[0-9a-f]\{64\}$'; }
+pub() { req POST "/v1/sandboxes/$SB/artifacts" "$1"; }
+
+# a file only the host has, with a marker no sandbox file holds
+MARK="host-only-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
+echo "$MARK" > "$T/hostsecret"
+chmod 644 "$T/hostsecret"
+SB=$("$GB" create --timeout 10m)
+check "a sandbox" [ -n "$SB" ]
+"$GB" exec "$SB" -- sh -c '
+    set -e
+    printf "report line 1\nreport line 2\n" > /tmp/out.txt
+    cp /tmp/out.txt /tmp/same.txt
+    head -c 300000 /dev/urandom > /tmp/big.bin
+    mkdir -p /tmp/d/sub /tmp/d/empty
+    echo alpha > /tmp/d/a.txt
+    echo beta > /tmp/d/sub/b.txt
+    ln -s a.txt /tmp/d/link
+    ln -s /etc/shadow /tmp/d/abs
+    ln -s ../../../../../../../etc/shadow /tmp/d/rel
+    mkfifo /tmp/d/fifo
+    ln -s /etc/shadow /tmp/evil
+    ln -s ../../../../../../../../etc/shadow /tmp/evil2
+    ln -s / /tmp/rootlink
+    ln -s "$1" /tmp/evil3
+    ln -s "../../../../../../..$1" /tmp/evil4
+    ln -s "$1" /tmp/d/host' sh "$T/hostsecret"
+"$GB" exec "$SB" -- cat /tmp/out.txt > "$T/out.txt"
+"$GB" exec "$SB" -- cat /tmp/big.bin > "$T/big.bin"
+
+# ---- a file ----------------------------------------------------------------------------------
+pub '{"path":"/tmp/out.txt","name":"report","metadata":{"step":"1"}}'
+check "publish a file: 201" [ "$code" = 201 ]
+ID1=$(field "j['id']")
+SHA1=$(field "j['sha256']")
+check "its sha256 is sha256sum's" [ "$SHA1" = "$(sha256sum "$T/out.txt" | cut -d' ' -f1)" ]
+check "name, kind, size, sandbox, metadata" eval \
+    "[ \"\$(field \"(j['name'], j['kind'], j['size'], j['sandbox'], j['metadata'])\")\" = \"('report', 'file', 28, '$SB', {'step': '1'})\" ]"
+check "the blob is stored under its sha256" cmp -s "$A/$SHA1" "$T/out.txt"
+pub '{"path":"/tmp/same.txt"}'
+ID2=$(field "j['id']")
+check "the same content again: same sha256, another id" eval \
+    "[ '$code' = 201 ] && [ \"\$(field \"j['sha256']\")\" = '$SHA1' ] && [ '$ID2' != '$ID1' ]"
+check "the name defaults to the file's" [ "$(field "j['name']")" = same.txt ]
+check "one blob on disk for both" [ "$(blobs)" = 1 ]
+pub '{"path":"/tmp/big.bin","name":"big"}'
+IDBIG=$(field "j['id']")
+check "a 300 kB binary file" eval "[ '$code' = 201 ] && [ \"\$(field \"j['sha256']\")\" = \"\$(sha256sum '$T/big.bin' | cut -d' ' -f1)\" ]"
+
+# ---- errors ---------------------------------------------------------------------------------
+pub '{"path":"/tmp/nope.txt"}'
+check "a missing path: 404 that says so" eval "[ '$code' = 404 ] && grep -q 'no such file' '$T/body'"
+pub '{"path":"tmp/out.txt"}'
+check "a relative path: 400" [ "$code" = 400 ]
+pub '{"path":"/tmp/out.txt","colour":"red"}'
+check "an unknown field: 400" [ "$code" = 400 ]
+pub '{"path":"/tmp/out.txt","metadata":[1]}'
+check "metadata that is not an object: 400" [ "$code" = 400 ]
+pub '{"path":"/tmp/d/fifo"}'
+check "a fifo: 400" [ "$code" = 400 ]
+n_before=$(q "print(c.execute('select count(*) from artifacts').fetchone()[0])")
+pub '{"path":"/tmp/big.bin","max_bytes":1000}'
+check "over max_bytes: 413" [ "$code" = 413 ]
+pub '{"path":"/tmp/d","max_bytes":1000,"name":"d-small"}'
+check "a directory over max_bytes: 413" [ "$code" = 413 ]
+check "and nothing is stored" eval "[ \"\$(q \"print(c.execute('select count(*) from artifacts').fetchone()[0])\")\" = '$n_before' ] && [ -z \"\$(ls '$A/tmp')\" ]"
+pub '{"path":"/tmp/out.txt","session":"ses-000000000000"}'
+check "an unknown session: 404" [ "$code" = 404 ]
+req POST "/v1/sandboxes/no-such-sandbox/artifacts" '{"path":"/tmp/out.txt"}'
+check "an unknown sandbox: 404" [ "$code" = 404 ]
+req GET "/v1/sandboxes/$SB/artifacts"
+check "GET on the publish route: 405" [ "$code" = 405 ]
+
+# ---- symlinks never lead out of the sandbox ------------------------------------------------
+host_sha=$(sha256sum /etc/shadow | cut -d' ' -f1)
+for sp in /tmp/evil /tmp/evil2 /tmp/rootlink/etc/shadow /tmp/d/abs /tmp/../../../etc/shadow \
+    /tmp/evil3 /tmp/evil4 "/tmp/rootlink$T/hostsecret" /tmp/d/host; do
+    pub "{\"path\":\"$sp\"}"
+    if [ "$code" = 201 ]; then
+        s=$(field "j['sha256']")
+        check "$sp: the sandbox's own file, not the host's" eval \
+            "[ '$s' != '$host_sha' ] && ! grep -qF '$MARK' '$A/$s'"
+        req DELETE "/v1/artifacts/$(field "j['id']")"
+    else
+        check "$sp: refused with a 4xx ($code)" [ "${code%??}" = 4 ]
+    fi
+done
+pub "{\"path\":\"$T/hostsecret\"}"
+check "the host file's own path is not found in the sandbox" [ "$code" = 404 ]
+
+# ---- a directory ---------------------------------------------------------------------------
+pub '{"path":"/tmp/d","name":"tree"}'
+check "publish a directory: 201, kind dir" eval "[ '$code' = 201 ] && [ \"\$(field \"j['kind']\")\" = dir ] && [ \"\$(field \"j['content_type']\")\" = application/x-tar ]"
+IDD=$(field "j['id']")
+SHAD=$(field "j['sha256']")
+tar tf "$A/$SHAD" > "$T/list"
+check "the tar lists the entries, sorted, the fifo left out" \
+    [ "$(tr '\n' ' ' < "$T/list")" = "a.txt abs empty/ host link rel sub/ sub/b.txt " ]
+tar tvf "$A/$SHAD" --numeric-owner > "$T/listv"
+check "symlinks are stored as symlinks" eval \
+    "grep -q 'link -> a.txt' '$T/listv' && grep -q 'abs -> /etc/shadow' '$T/listv' && grep -q 'rel -> ../../' '$T/listv' && grep -qF 'host -> $T/hostsecret' '$T/listv'"
+mkdir "$T/x"
+tar xf "$A/$SHAD" -C "$T/x"
+check "file contents survive" eval "[ \"\$(cat '$T/x/sub/b.txt')\" = beta ] && [ \"\$(cat '$T/x/a.txt')\" = alpha ]"
+check "the host file is not in the tar" sh -c "! grep -qF '$MARK' '$A/$SHAD'"
+check "owners are uids inside the sandbox" sh -c \
+    "awk '{split(\$2, o, \"/\"); if (o[1] + 0 >= 65536) exit 1}' '$T/listv'"
+
+# ---- list, get, download ---------------------------------------------------------------------
+"$GB" artifact publish "$SB" /tmp/out.txt --name cli --meta who=cli --meta n=2 > "$T/cli.out"
+check "glovebox artifact publish prints id, sha256 and size" grep -q "^art-[0-9a-f]* $SHA1 28\$" "$T/cli.out"
+IDC=$(cut -d' ' -f1 "$T/cli.out")
+req GET "/v1/artifacts/$IDC"
+check "get: metadata from --meta" [ "$(field "j['metadata']")" = "{'n': '2', 'who': 'cli'}" ]
+req GET "/v1/artifacts?name=report"
+check "list by name" [ "$(field "[a['id'] for a in j['artifacts']]")" = "['$ID1']" ]
+req GET "/v1/artifacts?sandbox=$SB&limit=2"
+check "list by sandbox, paged" eval "[ \"\$(field \"[a['id'] for a in j['artifacts']]\")\" = \"['$ID1', '$ID2']\" ] && [ \"\$(field \"j['next_after']\")\" = '$ID2' ]"
+req GET "/v1/artifacts?sandbox=$SB&limit=2&after=$ID2"
+check "the next page" [ "$(field "[a['id'] for a in j['artifacts']]")" = "['$IDBIG', '$IDD']" ]
+req GET "/v1/artifacts?limit=0"
+check "a bad limit: 400" [ "$code" = 400 ]
+req GET "/v1/artifacts?after=art-nothing"
+check "a bad cursor: 400" [ "$code" = 400 ]
+check "glovebox artifact ls --sandbox lists 5" \
+    [ "$("$GB" artifact ls --sandbox "$SB" --json | python3 -c "import json, sys; print(len(json.load(sys.stdin)))")" = 5 ]
+check "glovebox artifact ls shows the table" sh -c "'$GB' artifact ls | grep '^$IDD' | grep -q 'dir.*tree'"
+"$GB" artifact get "$IDBIG" -o "$T/got.bin"
+check "artifact get -o equals the original" cmp -s "$T/got.bin" "$T/big.bin"
+check "artifact get to stdout" sh -c "'$GB' artifact get '$ID1' | cmp -s - '$T/out.txt'"
+curl -s -D "$T/hdr" -o "$T/dl" --unix-socket "$S" "http://glovebox/v1/artifacts/$IDD/content"
+check "content: type, length, ETag" eval "grep -qi '^content-type: application/x-tar' '$T/hdr' && grep -qi \"^etag: \\\"$SHAD\\\"\" '$T/hdr' && grep -qi \"^content-length: \$(stat -c %s '$A/$SHAD')\" '$T/hdr' && cmp -s '$T/dl' '$A/$SHAD'"
+curl -s -o "$T/part" -w '%{http_code}' -H 'Range: bytes=10-19' --unix-socket "$S" "http://glovebox/v1/artifacts/$IDBIG/content" > "$T/code"
+check "a Range: 206 with those bytes" eval "[ \"\$(cat '$T/code')\" = 206 ] && [ \"\$(od -An -tx1 '$T/part')\" = \"\$(dd if='$T/big.bin' bs=1 skip=10 count=10 2>/dev/null | od -An -tx1)\" ]"
+check "If-None-Match with the ETag: 304" [ "$(curl -s -o /dev/null -w '%{http_code}' -H "If-None-Match: \"$SHA1\"" --unix-socket "$S" "http://glovebox/v1/artifacts/$ID1/content")" = 304 ]
+req GET /v1/artifacts/art-0000000000000000
+check "an unknown artifact: 404" [ "$code" = 404 ]
+
+# ---- sessions --------------------------------------------------------------------------------
+req POST /v1/sessions '{}'
+SID=$(field "j['id']")
+pub "{\"path\":\"/tmp/out.txt\",\"name\":\"for-session\",\"session\":\"$SID\"}"
+IDS=$(field "j['id']")
+check "publish into a session" eval "[ '$code' = 201 ] && [ \"\$(field \"j['session']\")\" = '$SID' ]"
+req GET "/v1/artifacts?session=$SID"
+check "list by session" [ "$(field "[a['id'] for a in j['artifacts']]")" = "['$IDS']" ]
+"$GB" artifact ls --session "$SID" --json > "$T/ses.json"
+check "glovebox artifact ls --session" [ "$(python3 -c "import json; print([a['id'] for a in json.load(open('$T/ses.json'))])")" = "['$IDS']" ]
+
+# ---- API keys see only their own ---------------------------------------------------------------
+KEY=$("$GB" apikey create team-a)
+tcp() { code=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $KEY" -X "$1" "$U$2" ${3:+--data-binary "$3"}); }
+tcp GET /v1/artifacts
+check "an API key lists none of the admin's" [ "$(field "len(j['artifacts'])")" = 0 ]
+tcp GET "/v1/artifacts/$ID1"
+check "nor gets one (404)" [ "$code" = 404 ]
+tcp GET "/v1/artifacts/$ID1/content"
+check "nor downloads one (404)" [ "$code" = 404 ]
+tcp DELETE "/v1/artifacts/$ID1"
+check "nor deletes one (404)" [ "$code" = 404 ]
+tcp POST "/v1/sandboxes/$SB/artifacts" '{"path":"/tmp/out.txt"}'
+check "nor publishes from the admin's sandbox (404)" [ "$code" = 404 ]
+tcp POST /v1/sandboxes '{}'
+KSB=$(field "j['id']")
+tcp POST "/v1/sandboxes/$KSB/artifacts" '{"path":"/etc/hostname","name":"mine"}'
+check "a key publishes from its own sandbox" [ "$code" = 201 ]
+KID=$(field "j['id']")
+tcp GET /v1/artifacts
+check "and sees that one only" [ "$(field "[a['id'] for a in j['artifacts']]")" = "['$KID']" ]
+req GET "/v1/artifacts/$KID"
+check "the admin sees the key's artifact" [ "$code" = 200 ]
+
+# ---- artifacts outlive the sandbox and the daemon ------------------------------------------
+"$GB" kill "$SB" > /dev/null
+check "after glovebox kill the artifact downloads" sh -c "'$GB' artifact get '$IDBIG' | cmp -s - '$T/big.bin'"
+kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+mv "$T/daemon.log" "$T/daemon-1.log"
+start_daemon --listen "127.0.0.1:$PORT"
+req GET "/v1/artifacts/$IDD"
+check "after a daemon restart: the row" eval "[ '$code' = 200 ] && [ \"\$(field \"j['sandbox']\")\" = '$SB' ]"
+check "and the content" sh -c "'$GB' artifact get '$IDBIG' | cmp -s - '$T/big.bin'"
+
+# ---- delete ------------------------------------------------------------------------------
+"$GB" artifact rm "$ID1"
+check "rm removes the row" eval "req GET /v1/artifacts/$ID1; [ \"\$code\" = 404 ]"
+check "the blob stays while another row names it" [ -f "$A/$SHA1" ]
+req DELETE "/v1/artifacts/$ID2"
+check "delete: 204" [ "$code" = 204 ]
+"$GB" artifact rm "$IDC"
+"$GB" artifact rm "$IDS"
+for i in $(seq 100); do [ -f "$A/$SHA1" ] || break; sleep 0.05; done
+check "the last row gone, the blob goes" [ ! -f "$A/$SHA1" ]
+check "other blobs stay" [ -f "$A/$SHAD" ]
+"$GB" artifact rm "$ID1" 2> "$T/err"
+check "rm of a deleted artifact fails" [ $? -ne 0 ]
+check "audit rows for publish and delete" eval \
+    "[ \"\$(q \"print(c.execute(\\\"select count(*) from audit where kind in ('artifact.publish', 'artifact.delete')\\\").fetchone()[0])\")\" -ge 8 ]"
+
+spec_check
+summary
