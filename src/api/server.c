@@ -17,6 +17,7 @@
 #include "api/egress_api.h"
 #include "api/sessions.h"
 #include "api/snapshots.h"
+#include "api/templates_api.h"
 #include "egress/egress.h"
 
 #include <dirent.h>
@@ -1602,6 +1603,8 @@ static void route(struct gbx_server *s, struct evhttp_request *req)
         return gbx_sessions_route(s->sessions, req, path);
     if (strcmp(path, "/v1/snapshots") == 0 || strncmp(path, "/v1/snapshots/", 14) == 0)
         return gbx_snapshots_route(s->snapshots, req, path);
+    if (strcmp(path, "/v1/templates") == 0 || strncmp(path, "/v1/templates/", 14) == 0)
+        return gbx_api_templates(s, s->base, req, path);
     if (strcmp(path, "/v1/apikeys") == 0)
         return handle_apikeys(s, req, NULL);
     if (strncmp(path, "/v1/apikeys/", 12) == 0) {
@@ -2074,7 +2077,8 @@ int gbx_server_drain(struct gbx_server *s)
         s->tcp_bound = NULL;
     }
     size_t n = gbx_api_exec_drain(why) + gbx_api_files_drain(why) + gbx_e2b_interp_shutdown() +
-               gbx_e2b_fs_drain(why) + gbx_sessions_drain(s->sessions);
+               gbx_e2b_fs_drain(why) + gbx_sessions_drain(s->sessions) +
+               gbx_api_templates_drain(why);
     if (n)
         gbx_log_info("ended %zu open streams", n);
     return n > 0;
@@ -2082,6 +2086,7 @@ int gbx_server_drain(struct gbx_server *s)
 
 void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
 {
+    gbx_api_templates_shutdown(); /* builds are cancelled before the worker threads join */
     if (s->reaper) {
         event_free(s->reaper);
         s->reaper = NULL;

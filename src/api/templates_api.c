@@ -1,0 +1,824 @@
+/* SPDX-License-Identifier: MIT */
+/* The template routes (see templates_api.h and docs/api.yaml). Listing and inspecting read a
+ * few small template.conf files on the loop (like a create does); imports, Debian builds and
+ * the removal of a deleted template's tree run on the worker threads. A build's progress
+ * lines are appended by its worker under a mutex and sent to /events streams by a timer on
+ * the loop. */
+#include "api/templates_api.h"
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "api/http.h"
+#include "api/offload.h"
+#include "api/sandboxes.h"
+#include "api/server.h"
+#include "base/clock.h"
+#include "base/fileutil.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "sandbox/debootstrap.h"
+#include "sandbox/oci.h"
+#include "sandbox/template.h"
+
+#define MAX_EVENTS 5000     /* progress lines kept per build (the rest only counted) */
+#define MAX_RECORDS 64      /* finished builds remembered (for GET and late /events) */
+#define MAX_IMAGE_ENTRIES 2000000
+#define TICK_US 100000
+
+struct tstream {
+    struct tstream *next;
+    struct evhttp_request *req; /* NULL once its client left */
+    size_t sent;                /* events sent so far */
+};
+
+enum build_state { B_BUILDING, B_READY, B_FAILED };
+
+struct build {
+    struct build *next;
+    int refs; /* the registry's and the running job's (loop thread only) */
+    struct gbx_server *srv;
+    char *name, *kind, *source, *state_dir, *actor;
+    int64_t started_ns, finished_ns;
+    enum build_state state;
+    /* the job's inputs */
+    char *path;             /* an image archive on the host (admin), or NULL */
+    struct evbuffer *body;  /* an uploaded archive, or NULL */
+    struct gbx_deb_opts deb;
+    char *suite, *mirror, *variant;
+    char **include;
+    uint64_t max_bytes;
+    volatile int cancel;
+    /* written by the worker, read by the loop, under mu */
+    pthread_mutex_t mu;
+    char phase[32], package[128], line[256];
+    unsigned step, total;
+    char **events;
+    size_t nevents, dropped;
+    /* the result (worker, then read by the loop after done) */
+    int failed;
+    struct gbx_err *err;
+    /* loop only */
+    struct tstream *streams;
+};
+
+static struct {
+    struct build *list;
+    struct event *tick;
+    int shut;
+} reg;
+
+/* ---- records ------------------------------------------------------------------------------ */
+
+static void build_unref(struct build *b)
+{
+    if (b == NULL || --b->refs > 0)
+        return;
+    free(b->name);
+    free(b->kind);
+    free(b->source);
+    free(b->state_dir);
+    free(b->actor);
+    free(b->path);
+    if (b->body)
+        evbuffer_free(b->body);
+    free(b->suite);
+    free(b->mirror);
+    free(b->variant);
+    for (size_t i = 0; b->include && b->include[i]; i++)
+        free(b->include[i]);
+    free(b->include);
+    for (size_t i = 0; i < b->nevents; i++)
+        free(b->events[i]);
+    free(b->events);
+    gbx_err_free(b->err);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+}
+
+static struct build *find(const char *name)
+{
+    for (struct build *b = reg.list; b; b = b->next)
+        if (strcmp(b->name, name) == 0)
+            return b;
+    return NULL;
+}
+
+static void unlink_build(struct build *b)
+{
+    for (struct build **pp = &reg.list; *pp; pp = &(*pp)->next)
+        if (*pp == b) {
+            *pp = b->next;
+            b->next = NULL;
+            return;
+        }
+}
+
+/* Drop finished records beyond MAX_RECORDS (oldest first: the list is newest first). */
+static void trim(void)
+{
+    size_t n = 0;
+    for (struct build **pp = &reg.list; *pp;) {
+        struct build *b = *pp;
+        if (b->state != B_BUILDING && b->streams == NULL && ++n > MAX_RECORDS) {
+            *pp = b->next;
+            build_unref(b);
+            continue;
+        }
+        pp = &b->next;
+    }
+}
+
+static const char *state_name(enum build_state s)
+{
+    return s == B_BUILDING ? "building" : s == B_READY ? "ready" : "failed";
+}
+
+/* ---- progress (worker side) ---------------------------------------------------------------- */
+
+static void push_event(struct build *b, json_t *ev)
+{
+    char *t = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    if (t == NULL)
+        return;
+    pthread_mutex_lock(&b->mu);
+    if (b->nevents >= MAX_EVENTS) {
+        b->dropped++;
+        free(t);
+    } else {
+        b->events = gbx_xrealloc(b->events, (b->nevents + 1) * sizeof(char *));
+        b->events[b->nevents++] = t;
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+static void set_progress(struct build *b, const char *phase, const char *package, unsigned step,
+                         unsigned total, const char *line)
+{
+    pthread_mutex_lock(&b->mu);
+    snprintf(b->phase, sizeof(b->phase), "%s", phase);
+    snprintf(b->package, sizeof(b->package), "%s", package ? package : "");
+    snprintf(b->line, sizeof(b->line), "%s", line ? line : "");
+    b->step = step;
+    b->total = total;
+    pthread_mutex_unlock(&b->mu);
+    json_t *ev = json_pack("{s:s,s:s,s:I,s:I}", "type", "progress", "phase", phase, "step",
+                           (json_int_t)step, "total", (json_int_t)total);
+    if (package && package[0])
+        json_object_set_new(ev, "package", gbx_json_text(package));
+    if (line && line[0])
+        json_object_set_new(ev, "line", gbx_json_text(line));
+    push_event(b, ev);
+}
+
+static void oci_progress(void *arg, const char *phase, const char *detail, unsigned step,
+                         unsigned steps)
+{
+    struct build *b = arg;
+    gbx_autofree char *line = gbx_asprintf("%s %s", phase, detail);
+    set_progress(b, phase, NULL, step, steps, line);
+}
+
+static void deb_progress(void *arg, const struct gbx_deb_progress *p)
+{
+    struct build *b = arg;
+    set_progress(b, gbx_deb_phase_name(p->phase), p->package, p->step, p->total, p->line);
+}
+
+static void build_work(void *arg)
+{
+    struct build *b = arg;
+    gbx_template_gc(b->state_dir); /* what earlier daemons left behind */
+    struct gbx_err *err = NULL;
+    int r;
+    if (b->cancel) {
+        r = gbx_err_set(&err, ECANCELED, GBX_ERR_UNAVAILABLE, "cancelled");
+    } else if (strcmp(b->kind, "debian") == 0) {
+        b->deb.progress = deb_progress;
+        b->deb.arg = b;
+        b->deb.cancel = &b->cancel;
+        r = gbx_template_build_debian(b->state_dir, b->name, &b->deb, &err);
+    } else {
+        struct gbx_oci_opts o = {.max_bytes = b->max_bytes,
+                                 .max_entries = MAX_IMAGE_ENTRIES,
+                                 .progress = oci_progress,
+                                 .arg = b,
+                                 .cancel = &b->cancel};
+        struct gbx_oci_stats st = {0};
+        const void *data = NULL;
+        size_t len = 0;
+        if (b->body) {
+            len = evbuffer_get_length(b->body);
+            data = evbuffer_pullup(b->body, -1);
+        }
+        r = gbx_oci_import(b->state_dir, b->name, b->path, data, len, b->source, &o, &st, &err);
+        if (r == 0 && st.devices_skipped) {
+            gbx_autofree char *note =
+                gbx_asprintf("skipped %llu device nodes (sandboxes get their own /dev)",
+                             (unsigned long long)st.devices_skipped);
+            set_progress(b, "note", NULL, 0, 0, note);
+        }
+    }
+    if (b->body) {
+        evbuffer_free(b->body); /* the upload is no longer needed */
+        b->body = NULL;
+    }
+    b->failed = r < 0;
+    b->err = err;
+}
+
+/* ---- progress (loop side) ----------------------------------------------------------------- */
+
+static void stream_closed(struct evhttp_connection *conn, void *arg)
+{
+    struct tstream *st = arg;
+    (void)conn;
+    st->req = NULL;
+}
+
+static void flush(struct build *b)
+{
+    if (b->streams == NULL)
+        return;
+    pthread_mutex_lock(&b->mu);
+    for (struct tstream *st = b->streams; st; st = st->next) {
+        if (st->req == NULL || st->sent >= b->nevents)
+            continue;
+        struct evbuffer *out = evbuffer_new();
+        GBX_BUG_ON(out == NULL);
+        for (; st->sent < b->nevents; st->sent++)
+            evbuffer_add_printf(out, "%s\n", b->events[st->sent]);
+        evhttp_send_reply_chunk(st->req, out);
+        evbuffer_free(out);
+    }
+    pthread_mutex_unlock(&b->mu);
+    /* forget streams whose client left */
+    for (struct tstream **pp = &b->streams; *pp;) {
+        if ((*pp)->req == NULL) {
+            struct tstream *dead = *pp;
+            *pp = dead->next;
+            free(dead);
+        } else {
+            pp = &(*pp)->next;
+        }
+    }
+}
+
+static void end_streams(struct build *b)
+{
+    flush(b);
+    while (b->streams) {
+        struct tstream *st = b->streams;
+        b->streams = st->next;
+        if (st->req) {
+            evhttp_connection_set_closecb(evhttp_request_get_connection(st->req), NULL, NULL);
+            evhttp_send_reply_end(st->req);
+        }
+        free(st);
+    }
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    int busy = 0;
+    for (struct build *b = reg.list; b; b = b->next)
+        if (b->state == B_BUILDING) {
+            flush(b);
+            busy = 1;
+        }
+    if (!busy && reg.tick)
+        event_del(reg.tick);
+}
+
+static void tick_start(struct event_base *base)
+{
+    if (reg.tick == NULL)
+        reg.tick = event_new(base, -1, EV_PERSIST, on_tick, NULL);
+    struct timeval tv = {0, TICK_US};
+    if (!event_pending(reg.tick, EV_TIMEOUT, NULL))
+        event_add(reg.tick, &tv);
+}
+
+static void build_done(void *arg)
+{
+    struct build *b = arg;
+    if (reg.shut) { /* the loop's records are gone: only the job's reference is left */
+        build_unref(b);
+        return;
+    }
+    b->finished_ns = gbx_realtime_ns();
+    b->state = b->failed ? B_FAILED : B_READY;
+    json_t *ev = json_pack("{s:s,s:s,s:s}", "type", b->failed ? "error" : "done", "state",
+                           state_name(b->state), "name", b->name);
+    if (b->failed && b->err) {
+        json_object_set_new(ev, "message", gbx_json_text(b->err->msg));
+        json_object_set_new(ev, "kind", json_string(gbx_err_kind_name(b->err->kind)));
+    }
+    push_event(b, ev);
+    end_streams(b);
+    if (b->failed)
+        gbx_log_warn("template '%s': %s", b->name, b->err ? b->err->msg : "failed");
+    else
+        gbx_log_info("template '%s' is ready (%s)", b->name, b->source);
+    json_t *detail = json_pack("{s:s,s:s,s:s}", "template", b->name, "source", b->source,
+                               "state", state_name(b->state));
+    if (b->failed && b->err)
+        json_object_set_new(detail, "error", gbx_json_text(b->err->msg));
+    gbx_server_audit_as(b->srv, b->actor, "template.build", NULL, detail);
+    build_unref(b); /* the job's */
+    trim();
+}
+
+/* ---- JSON views --------------------------------------------------------------------------- */
+
+static void set_json_text(json_t *o, const char *key, const char *text)
+{
+    json_t *v = text ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+    if (v)
+        json_object_set_new(o, key, v);
+}
+
+static json_t *info_json(const struct gbx_template_info *i)
+{
+    json_t *j = json_pack("{s:s,s:s,s:i,s:b}", "name", i->name, "state", "ready", "format",
+                          i->format, "usr_host", i->usr_host);
+    if (i->description)
+        json_object_set_new(j, "description", gbx_json_text(i->description));
+    if (i->source)
+        json_object_set_new(j, "source", gbx_json_text(i->source));
+    if (i->created)
+        json_object_set_new(j, "created", gbx_json_text(i->created));
+    if (i->generated)
+        json_object_set_new(j, "size_bytes", json_integer((json_int_t)i->size_bytes));
+    else
+        json_object_set_new(j, "generated", json_false());
+    if (i->start)
+        json_object_set_new(j, "start", gbx_json_text(i->start));
+    if (i->ready)
+        json_object_set_new(j, "ready", gbx_json_text(i->ready));
+    json_t *oci = json_object();
+    set_json_text(oci, "entrypoint", i->oci_entrypoint);
+    set_json_text(oci, "cmd", i->oci_cmd);
+    set_json_text(oci, "env", i->oci_env);
+    set_json_text(oci, "workdir", i->oci_workdir);
+    if (json_object_size(oci))
+        json_object_set_new(j, "oci", oci);
+    else
+        json_decref(oci);
+    return j;
+}
+
+static json_t *build_json(struct build *b)
+{
+    gbx_autofree char *started = gbx_rfc3339(b->started_ns);
+    json_t *j = json_pack("{s:s,s:s,s:s,s:s}", "name", b->name, "state", state_name(b->state),
+                          "source", b->source, "started", started);
+    pthread_mutex_lock(&b->mu);
+    if (b->phase[0]) {
+        json_t *p = json_pack("{s:s,s:I,s:I}", "phase", b->phase, "step", (json_int_t)b->step,
+                              "total", (json_int_t)b->total);
+        if (b->package[0])
+            json_object_set_new(p, "package", gbx_json_text(b->package));
+        if (b->line[0])
+            json_object_set_new(p, "line", gbx_json_text(b->line));
+        json_object_set_new(j, "progress", p);
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (b->state == B_FAILED && b->err)
+        json_object_set_new(j, "error",
+                            json_pack("{s:s,s:o}", "kind", gbx_err_kind_name(b->err->kind),
+                                      "message", gbx_json_text(b->err->msg)));
+    return j;
+}
+
+/* ---- handlers ----------------------------------------------------------------------------- */
+
+static void not_allowed(struct evhttp_request *req, const char *allow)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+    gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID, "method not allowed (use %s)", allow);
+}
+
+static const char *state_dir_of(struct gbx_server *s)
+{
+    return gbx_server_runtime(s)->state_dir;
+}
+
+static void handle_list(struct gbx_server *s, struct evhttp_request *req)
+{
+    struct gbx_template_info *v = NULL;
+    size_t n = 0;
+    struct gbx_err *err = NULL;
+    if (gbx_template_list(state_dir_of(s), &v, &n, &err) < 0) {
+        gbx_http_reply_err(req, err);
+        gbx_err_free(err);
+        return;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, info_json(&v[i]));
+    gbx_template_list_free(v, n);
+    for (struct build *b = reg.list; b; b = b->next)
+        if (b->state == B_BUILDING)
+            json_array_append_new(arr, build_json(b));
+    gbx_http_reply_json(req, 200, json_pack("{s:o}", "templates", arr));
+}
+
+static void handle_show(struct gbx_server *s, struct evhttp_request *req, const char *name)
+{
+    struct build *b = find(name);
+    if (b && b->state == B_BUILDING)
+        return gbx_http_reply_json(req, 200, build_json(b));
+    struct gbx_template_info info;
+    struct gbx_err *err = NULL;
+    if (gbx_template_inspect(state_dir_of(s), name, 1, &info, &err) == 0) {
+        gbx_err_free(err);
+        json_t *j = info_json(&info);
+        gbx_template_info_release(&info);
+        return gbx_http_reply_json(req, 200, j);
+    }
+    if (b && b->state == B_FAILED && err && err->kind == GBX_ERR_NOT_FOUND) {
+        gbx_err_free(err);
+        return gbx_http_reply_json(req, 200, build_json(b));
+    }
+    gbx_http_reply_err(req, err);
+    gbx_err_free(err);
+}
+
+static void handle_events(struct gbx_server *s, struct event_base *base,
+                          struct evhttp_request *req, const char *name)
+{
+    struct build *b = find(name);
+    if (b == NULL) {
+        struct gbx_template_info info;
+        gbx_autoerr struct gbx_err *err = NULL;
+        if (gbx_template_inspect(state_dir_of(s), name, 0, &info, &err) < 0)
+            return gbx_http_reply_err(req, err);
+        gbx_template_info_release(&info);
+    }
+    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
+    evhttp_add_header(oh, "Content-Type", "application/x-ndjson");
+    evhttp_add_header(oh, "Cache-Control", "no-store");
+    if (b == NULL) { /* a template that was not built by this daemon: nothing to follow */
+        struct evbuffer *out = evbuffer_new();
+        GBX_BUG_ON(out == NULL);
+        gbx_autofree char *line = json_dumps(
+            json_pack("{s:s,s:s,s:s}", "type", "done", "state", "ready", "name", name),
+            JSON_COMPACT);
+        evbuffer_add_printf(out, "%s\n", line);
+        evhttp_send_reply(req, 200, "OK", out);
+        evbuffer_free(out);
+        return;
+    }
+    evhttp_send_reply_start(req, 200, "OK");
+    struct tstream *st = gbx_xcalloc(1, sizeof(*st));
+    st->req = req;
+    st->next = b->streams;
+    b->streams = st;
+    if (b->state != B_BUILDING) {
+        end_streams(b); /* the whole history, then the end */
+        return;
+    }
+    evhttp_connection_set_closecb(evhttp_request_get_connection(req), stream_closed, st);
+    flush(b);
+    tick_start(base);
+}
+
+struct in_use {
+    const char *name;
+    const char *id;
+};
+
+static int uses(void *arg, struct gbx_live *l)
+{
+    struct in_use *u = arg;
+    if (l->template_name && strcmp(l->template_name, u->name) == 0) {
+        u->id = l->sb->id;
+        return 1;
+    }
+    return 0;
+}
+
+static void purge_work(void *arg)
+{
+    char *trash = arg;
+    int r = gbx_rm_rf(trash);
+    if (r < 0)
+        gbx_log_warn("cannot remove '%s': %s", trash, strerror(-r));
+    free(trash);
+}
+
+static void handle_delete(struct gbx_server *s, struct evhttp_request *req, const char *name)
+{
+    if (!gbx_server_is_admin(s))
+        return gbx_http_reply_error(req, GBX_ERR_PERMISSION,
+                                    "templates are deleted by the admin (use the unix socket)");
+    struct build *b = find(name);
+    if (b && b->state == B_BUILDING) {
+        b->cancel = 1; /* the build ends as failed ("cancelled"); nothing is installed */
+        gbx_server_audit(s, "template.delete", NULL,
+                         json_pack("{s:s,s:s}", "template", name, "state", "building"));
+        evhttp_send_reply(req, 204, "No Content", NULL);
+        return;
+    }
+    struct in_use u = {.name = name};
+    gbx_sandboxes_each_any(s, uses, &u);
+    if (u.id)
+        return gbx_http_reply_error(req, GBX_ERR_CONFLICT,
+                                    "template '%s' is in use by sandbox '%s'", name, u.id);
+    char *trash = NULL;
+    struct gbx_err *err = NULL;
+    if (gbx_template_trash(state_dir_of(s), name, &trash, &err) < 0) {
+        if (b && err->kind == GBX_ERR_NOT_FOUND) { /* a failed build's record */
+            gbx_err_free(err);
+            unlink_build(b);
+            build_unref(b);
+            evhttp_send_reply(req, 204, "No Content", NULL);
+            return;
+        }
+        gbx_http_reply_err(req, err);
+        gbx_err_free(err);
+        return;
+    }
+    if (b) {
+        unlink_build(b);
+        end_streams(b);
+        build_unref(b);
+    }
+    if (gbx_offload_submit(gbx_server_offload(s), purge_work, NULL, trash) < 0) {
+        gbx_log_warn("cannot queue the removal of '%s' (it goes at the next build)", trash);
+        free(trash);
+    }
+    gbx_server_audit(s, "template.delete", NULL, json_pack("{s:s}", "template", name));
+    evhttp_send_reply(req, 204, "No Content", NULL);
+}
+
+/* A new build record, or NULL after replying 409 when the name is taken. */
+static struct build *new_build(struct gbx_server *s, struct evhttp_request *req,
+                               const char *name, const char *kind)
+{
+    if (gbx_template_name_valid(name) < 0) {
+        gbx_http_reply_error(req, GBX_ERR_INVALID,
+                             "name: expected 1-63 of [a-z0-9-], not starting with '-'");
+        return NULL;
+    }
+    struct build *old = find(name);
+    if (old && old->state == B_BUILDING) {
+        gbx_http_reply_error(req, GBX_ERR_CONFLICT, "template '%s' is being built", name);
+        return NULL;
+    }
+    gbx_autofree char *conf = gbx_asprintf("%s/templates/%s", state_dir_of(s), name);
+    struct stat sb;
+    if (strcmp(name, GBX_TEMPLATE_HOST) == 0 || lstat(conf, &sb) == 0) {
+        gbx_http_reply_error(req, GBX_ERR_CONFLICT, "template '%s' already exists", name);
+        return NULL;
+    }
+    if (old) {
+        unlink_build(old);
+        end_streams(old);
+        build_unref(old);
+    }
+    struct build *b = gbx_xcalloc(1, sizeof(*b));
+    pthread_mutex_init(&b->mu, NULL);
+    b->refs = 1;
+    b->srv = s;
+    b->name = gbx_xstrdup(name);
+    b->kind = gbx_xstrdup(kind);
+    b->state_dir = gbx_xstrdup(state_dir_of(s));
+    b->actor = gbx_xstrdup(gbx_server_actor(s));
+    b->started_ns = gbx_realtime_ns();
+    b->state = B_BUILDING;
+    return b;
+}
+
+static void start_build(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
+                        struct build *b)
+{
+    b->refs++; /* the job's */
+    if (gbx_offload_submit(gbx_server_offload(s), build_work, build_done, b) < 0) {
+        b->refs = 1;
+        build_unref(b);
+        return gbx_http_reply_error(req, GBX_ERR_UNAVAILABLE, "cannot queue the build");
+    }
+    b->next = reg.list;
+    reg.list = b;
+    set_progress(b, "queued", NULL, 0, 0, NULL);
+    tick_start(base);
+    gbx_server_audit(s, "template.create", NULL,
+                     json_pack("{s:s,s:s}", "template", b->name, "source", b->source));
+    gbx_http_reply_json(req, 202, build_json(b));
+}
+
+static uint64_t max_image_bytes(struct gbx_server *s)
+{
+    /* an image's layers unpack to more than its archive; bound what an upload may become */
+    uint64_t up = gbx_server_max_upload(s);
+    uint64_t cap = 64ull << 30;
+    return up > cap / 64 ? cap : up * 64;
+}
+
+static void handle_create(struct gbx_server *s, struct event_base *base,
+                          struct evhttp_request *req)
+{
+    json_t *body = gbx_http_body_object(req);
+    if (body == NULL)
+        return;
+    const char *name = json_string_value(json_object_get(body, "name"));
+    json_t *from = json_object_get(body, "from");
+    json_t *oci = json_object_get(from, "oci");
+    json_t *deb = json_object_get(from, "debian");
+    if (name == NULL || !json_is_object(from) || json_object_size(from) != 1 ||
+        (!json_is_object(oci) && !json_is_object(deb))) {
+        json_decref(body);
+        return gbx_http_reply_error(
+            req, GBX_ERR_INVALID,
+            "expected {\"name\": ..., \"from\": {\"oci\": {\"path\": ...}} or {\"debian\": "
+            "{\"suite\": ...}}}");
+    }
+    if (!gbx_server_is_admin(s)) {
+        json_decref(body);
+        return gbx_http_reply_error(
+            req, GBX_ERR_PERMISSION,
+            "building from a host path or from Debian is the admin's (use the unix socket); "
+            "upload an image archive to POST /v1/templates/{name}/oci");
+    }
+    struct build *b = NULL;
+    if (oci) {
+        const char *path = json_string_value(json_object_get(oci, "path"));
+        if (path == NULL || path[0] != '/' || strchr(path, '\n') || strlen(path) > 4096) {
+            json_decref(body);
+            return gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                        "from.oci.path: expected an absolute path on the host");
+        }
+        struct stat sb;
+        if (stat(path, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+            json_decref(body);
+            return gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                        "from.oci.path: '%s' is not a readable file", path);
+        }
+        if ((b = new_build(s, req, name, "oci")) == NULL) {
+            json_decref(body);
+            return;
+        }
+        b->path = gbx_xstrdup(path);
+        b->source = gbx_asprintf("oci:%s", path);
+        b->max_bytes = 0; /* the admin's own file */
+    } else {
+        struct gbx_deb_opts o = {
+            .suite = json_string_value(json_object_get(deb, "suite")),
+            .mirror = json_string_value(json_object_get(deb, "mirror")),
+            .variant = json_string_value(json_object_get(deb, "variant")),
+        };
+        if (o.suite == NULL)
+            o.suite = "bookworm";
+        json_t *inc = json_object_get(deb, "include");
+        if (inc && !json_is_array(inc)) {
+            json_decref(body);
+            return gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                        "from.debian.include: expected an array of packages");
+        }
+        size_t n = json_array_size(inc);
+        gbx_autofree const char **names = gbx_xcalloc(n + 1, sizeof(char *));
+        for (size_t i = 0; i < n; i++) {
+            names[i] = json_string_value(json_array_get(inc, i));
+            if (names[i] == NULL) {
+                json_decref(body);
+                return gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                            "from.debian.include: expected package names");
+            }
+        }
+        o.include = names;
+        o.n_include = n;
+        gbx_autoerr struct gbx_err *err = NULL;
+        if (gbx_deb_opts_check(&o, &err) < 0) {
+            json_decref(body);
+            return gbx_http_reply_err(req, err);
+        }
+        if ((b = new_build(s, req, name, "debian")) == NULL) {
+            json_decref(body);
+            return;
+        }
+        b->suite = gbx_xstrdup(o.suite);
+        b->mirror = o.mirror ? gbx_xstrdup(o.mirror) : NULL;
+        b->variant = o.variant ? gbx_xstrdup(o.variant) : NULL;
+        b->include = gbx_xcalloc(n + 1, sizeof(char *));
+        for (size_t i = 0; i < n; i++)
+            b->include[i] = gbx_xstrdup(names[i]);
+        b->deb.suite = b->suite;
+        b->deb.mirror = b->mirror;
+        b->deb.variant = b->variant;
+        b->deb.include = (const char *const *)b->include;
+        b->deb.n_include = n;
+        b->source = gbx_asprintf("debootstrap:%s", b->suite);
+    }
+    json_decref(body);
+    start_build(s, base, req, b);
+}
+
+static void handle_upload(struct gbx_server *s, struct event_base *base,
+                          struct evhttp_request *req, const char *name)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(in);
+    if (len == 0)
+        return gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                    "expected the image archive (docker save, or an OCI "
+                                    "layout tar) as the request body");
+    if (len > gbx_server_max_upload(s))
+        return gbx_http_reply_error_status(req, 413, GBX_ERR_LIMIT,
+                                           "the archive is larger than --max-upload (%zu bytes)",
+                                           gbx_server_max_upload(s));
+    struct build *b = new_build(s, req, name, "oci");
+    if (b == NULL)
+        return;
+    b->body = evbuffer_new();
+    GBX_BUG_ON(b->body == NULL);
+    evbuffer_add_buffer(b->body, in); /* moves the chains: no copy */
+    b->source = gbx_xstrdup("oci:upload");
+    b->max_bytes = max_image_bytes(s);
+    start_build(s, base, req, b);
+}
+
+void gbx_api_templates(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
+                       const char *path)
+{
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    if (strcmp(path, "/v1/templates") == 0) {
+        if (m == EVHTTP_REQ_GET)
+            return handle_list(s, req);
+        if (m == EVHTTP_REQ_POST)
+            return handle_create(s, base, req);
+        return not_allowed(req, "GET, POST");
+    }
+    const char *rest = path + strlen("/v1/templates/");
+    const char *slash = strchr(rest, '/');
+    size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
+    char name[64];
+    if (n == 0 || n >= sizeof(name))
+        return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such template");
+    memcpy(name, rest, n);
+    name[n] = '\0';
+    if (gbx_template_name_valid(name) < 0)
+        return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such template");
+    if (slash == NULL) {
+        if (m == EVHTTP_REQ_GET)
+            return handle_show(s, req, name);
+        if (m == EVHTTP_REQ_DELETE)
+            return handle_delete(s, req, name);
+        return not_allowed(req, "GET, DELETE");
+    }
+    if (strcmp(slash, "/events") == 0) {
+        if (m != EVHTTP_REQ_GET)
+            return not_allowed(req, "GET");
+        return handle_events(s, base, req, name);
+    }
+    if (strcmp(slash, "/oci") == 0) {
+        if (m != EVHTTP_REQ_POST)
+            return not_allowed(req, "POST");
+        return handle_upload(s, base, req, name);
+    }
+    gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
+}
+
+size_t gbx_api_templates_drain(const char *why)
+{
+    size_t n = 0;
+    for (struct build *b = reg.list; b; b = b->next) {
+        if (b->state == B_BUILDING) {
+            b->cancel = 1;
+            push_event(b, json_pack("{s:s,s:s,s:s}", "type", "error", "name", b->name, "message",
+                                    why));
+        }
+        for (struct tstream *st = b->streams; st; st = st->next)
+            n += st->req != NULL;
+        end_streams(b);
+    }
+    return n;
+}
+
+void gbx_api_templates_shutdown(void)
+{
+    for (struct build *b = reg.list; b; b = b->next)
+        b->cancel = 1;
+    while (reg.list) {
+        struct build *b = reg.list;
+        reg.list = b->next;
+        end_streams(b);
+        build_unref(b); /* a running job keeps its own reference */
+    }
+    if (reg.tick) {
+        event_free(reg.tick);
+        reg.tick = NULL;
+    }
+    reg.shut = 1;
+}
