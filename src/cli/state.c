@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: MIT */
+/* glovebox pause | resume | snapshot | snapshots | rollback | fork | clone: a sandbox's state
+ * over its life (docs/snapshots.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/api.h"
+#include "cli/cli.h"
+
+static int simple_post(const char *path, json_t *body, int ok, const char *print_field)
+{
+    json_t *reply = NULL;
+    int status = gbx_cli_call("POST", path, body, &reply);
+    if (status == ok && print_field) {
+        json_t *v = json_object_get(reply, print_field);
+        printf("%s\n", json_is_string(v) ? json_string_value(v) : "");
+    }
+    int r = gbx_cli_result(status, reply, ok);
+    json_decref(reply);
+    return r;
+}
+
+/* glovebox pause|resume SANDBOX [--timeout D] */
+static int pause_resume(int argc, char **argv, int pause)
+{
+    const char *usage = pause ? "usage: glovebox pause SANDBOX"
+                              : "usage: glovebox resume SANDBOX [--timeout DURATION]";
+    if (argc < 2 || argv[1][0] == '-') {
+        gbx_cli_error("%s", usage);
+        return 2;
+    }
+    json_t *body = json_object();
+    for (int i = 2; i < argc; i++) {
+        if (!pause && strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
+            json_object_set_new(body, "timeout", json_string(argv[++i]));
+        } else {
+            gbx_cli_error("%s", usage);
+            json_decref(body);
+            return 2;
+        }
+    }
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/%s", argv[1], pause ? "pause" : "resume");
+    int r = simple_post(path, body, 200, "state");
+    json_decref(body);
+    return r;
+}
+
+int gbx_cmd_pause(int argc, char **argv)
+{
+    return pause_resume(argc, argv, 1);
+}
+
+int gbx_cmd_resume(int argc, char **argv)
+{
+    return pause_resume(argc, argv, 0);
+}
+
+/* glovebox snapshot SANDBOX [--name N]: prints the snapshot's id */
+int gbx_cmd_snapshot(int argc, char **argv)
+{
+    const char *usage = "usage: glovebox snapshot SANDBOX [--name NAME]";
+    if (argc < 2 || argv[1][0] == '-') {
+        gbx_cli_error("%s", usage);
+        return 2;
+    }
+    json_t *body = json_object();
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--name") == 0 && i + 1 < argc) {
+            json_object_set_new(body, "name", json_string(argv[++i]));
+        } else {
+            gbx_cli_error("%s", usage);
+            json_decref(body);
+            return 2;
+        }
+    }
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/snapshots", argv[1]);
+    int r = simple_post(path, body, 201, "id");
+    json_decref(body);
+    return r;
+}
+
+static void print_snapshots(json_t *list)
+{
+    printf("%-16s %-20s %-9s %-16s %-16s %10s  %s\n", "ID", "NAME", "KIND", "SANDBOX", "PARENT",
+           "BYTES", "CREATED");
+    size_t i;
+    json_t *p;
+    json_array_foreach(list, i, p)
+    {
+        const char *name = json_string_value(json_object_get(p, "name"));
+        const char *parent = json_string_value(json_object_get(p, "parent"));
+        printf("%-16s %-20s %-9s %-16s %-16s %10lld  %s\n",
+               json_string_value(json_object_get(p, "id")), name ? name : "-",
+               json_string_value(json_object_get(p, "kind")),
+               json_string_value(json_object_get(p, "sandbox")), parent ? parent : "-",
+               (long long)json_integer_value(json_object_get(p, "size_bytes")),
+               json_string_value(json_object_get(p, "created_at")));
+    }
+}
+
+/* glovebox snapshots [ls] [--sandbox ID] [--json] | rm REF... | show REF */
+int gbx_cmd_snapshots(int argc, char **argv)
+{
+    int a = 1;
+    const char *sub = argc > 1 && argv[1][0] != '-' ? argv[a++] : "ls";
+    if (strcmp(sub, "rm") == 0 || strcmp(sub, "show") == 0) {
+        if (a >= argc) {
+            gbx_cli_error("usage: glovebox snapshots %s SNAPSHOT...", sub);
+            return 2;
+        }
+        int rc = 0;
+        for (; a < argc; a++) {
+            char path[256];
+            snprintf(path, sizeof(path), "/v1/snapshots/%s", argv[a]);
+            json_t *reply = NULL;
+            int status = gbx_cli_call(sub[0] == 'r' ? "DELETE" : "GET", path, NULL, &reply);
+            if (sub[0] == 's' && status == 200) {
+                char *t = json_dumps(reply, JSON_INDENT(2));
+                printf("%s\n", t);
+                free(t);
+            }
+            int r = gbx_cli_result(status, reply, sub[0] == 'r' ? (status == 202 ? 202 : 204)
+                                                                : 200);
+            json_decref(reply);
+            if (r)
+                rc = r;
+        }
+        return rc;
+    }
+    if (strcmp(sub, "ls") != 0) {
+        gbx_cli_error("usage: glovebox snapshots [ls [--sandbox ID] [--json] | show REF | rm "
+                      "REF...]");
+        return 2;
+    }
+    const char *sandbox = NULL;
+    int as_json = 0;
+    for (; a < argc; a++) {
+        if (strcmp(argv[a], "--json") == 0) {
+            as_json = 1;
+        } else if (strcmp(argv[a], "--sandbox") == 0 && a + 1 < argc) {
+            sandbox = argv[++a];
+        } else {
+            gbx_cli_error("usage: glovebox snapshots ls [--sandbox ID] [--json]");
+            return 2;
+        }
+    }
+    char path[256];
+    if (sandbox)
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s/snapshots", sandbox);
+    else
+        snprintf(path, sizeof(path), "/v1/snapshots");
+    json_t *reply = NULL;
+    int status = gbx_cli_call("GET", path, NULL, &reply);
+    if (status == 200) {
+        if (as_json) {
+            char *t = json_dumps(json_object_get(reply, "snapshots"), JSON_INDENT(2));
+            printf("%s\n", t);
+            free(t);
+        } else {
+            print_snapshots(json_object_get(reply, "snapshots"));
+        }
+    }
+    int r = gbx_cli_result(status, reply, 200);
+    json_decref(reply);
+    return r;
+}
+
+/* glovebox rollback SANDBOX SNAPSHOT */
+int gbx_cmd_rollback(int argc, char **argv)
+{
+    if (argc != 3) {
+        gbx_cli_error("usage: glovebox rollback SANDBOX SNAPSHOT");
+        return 2;
+    }
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s/rollback", argv[1]);
+    json_t *body = json_pack("{s:s}", "snapshot", argv[2]);
+    int r = simple_post(path, body, 200, "snapshot");
+    json_decref(body);
+    return r;
+}
+
+/* glovebox fork SANDBOX [-n N] | glovebox clone SNAPSHOT [-n N]: prints the new ids */
+static int fork_or_clone(int argc, char **argv, int fork)
+{
+    const char *usage = fork ? "usage: glovebox fork SANDBOX [-n COUNT]"
+                             : "usage: glovebox clone SNAPSHOT [-n COUNT]";
+    if (argc < 2 || argv[1][0] == '-') {
+        gbx_cli_error("%s", usage);
+        return 2;
+    }
+    long count = 1;
+    for (int i = 2; i < argc; i++) {
+        char *end = NULL;
+        if (strcmp(argv[i], "-n") == 0 && i + 1 < argc &&
+            (count = strtol(argv[i + 1], &end, 10)) > 0 && *end == '\0') {
+            i++;
+        } else {
+            gbx_cli_error("%s", usage);
+            return 2;
+        }
+    }
+    char path[256];
+    snprintf(path, sizeof(path), fork ? "/v1/sandboxes/%s/fork" : "/v1/snapshots/%s/clone",
+             argv[1]);
+    json_t *body = json_pack("{s:i}", "count", (json_int_t)count);
+    json_t *reply = NULL;
+    int status = gbx_cli_call("POST", path, body, &reply);
+    json_decref(body);
+    size_t i;
+    json_t *sb;
+    json_array_foreach(json_object_get(reply, "sandboxes"), i, sb)
+    {
+        printf("%s\n", json_string_value(json_object_get(sb, "id")));
+    }
+    int r = gbx_cli_result(status, reply, 201);
+    json_decref(reply);
+    return r;
+}
+
+int gbx_cmd_fork(int argc, char **argv)
+{
+    return fork_or_clone(argc, argv, 1);
+}
+
+int gbx_cmd_clone(int argc, char **argv)
+{
+    return fork_or_clone(argc, argv, 0);
+}
