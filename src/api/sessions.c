@@ -115,6 +115,7 @@ int gbx_session_log(struct gbx_session *ses, const char *type, const char *tool_
     free(text);
     if (r < 0)
         return -1;
+    ses->last_ns = gbx_realtime_ns();
     if (ses->streams) {
         gbx_autoerr struct gbx_err *e2 = NULL;
         (void)!gbx_store_session_events(store_of(ses), ses->id, seq - 1, 1, push_one, ses, &e2);
@@ -538,8 +539,7 @@ static void handle_list(struct gbx_sessions *all, struct evhttp_request *req)
     gbx_http_reply_json(req, 200, json_pack("{s:o}", "sessions", a));
 }
 
-static void handle_delete(struct gbx_sessions *all, struct evhttp_request *req,
-                          struct gbx_session *ses)
+static void delete_session(struct gbx_sessions *all, struct gbx_session *ses, const char *why)
 {
     struct gbx_live *l = live_of(ses);
     ses->deleting = 1;
@@ -554,10 +554,43 @@ static void handle_delete(struct gbx_sessions *all, struct evhttp_request *req,
     }
     gbx_autofree char *dir = gbx_asprintf("%s/sessions/%s", all->state_dir, ses->id);
     (void)!gbx_rm_rf(dir);
-    gbx_server_audit(all->srv, "session.delete", NULL, json_pack("{s:s}", "session", ses->id));
+    gbx_server_audit(all->srv, "session.delete", NULL,
+                     why ? json_pack("{s:s,s:s}", "session", ses->id, "reason", why)
+                         : json_pack("{s:s}", "session", ses->id));
     session_unlink(ses);
     session_free(ses);
+}
+
+static void handle_delete(struct gbx_sessions *all, struct evhttp_request *req,
+                          struct gbx_session *ses)
+{
+    delete_session(all, ses, NULL);
     evhttp_send_reply(req, 204, "No Content", NULL);
+}
+
+void gbx_sessions_each_info(struct gbx_sessions *all,
+                            void (*fn)(void *arg, const struct gbx_session_info *i), void *arg)
+{
+    for (struct gbx_session *s = all->list; s; s = s->next) {
+        struct gbx_session_info i = {.id = s->id,
+                                     .created_ns = s->created_ns,
+                                     .last_ns =
+                                         s->last_ns > s->created_ns ? s->last_ns : s->created_ns,
+                                     .busy = s->busy || s->queue != NULL || s->ckpt != NULL};
+        fn(arg, &i);
+    }
+}
+
+int gbx_sessions_delete(struct gbx_sessions *all, const char *id, const char *why)
+{
+    for (struct gbx_session *s = all->list; s; s = s->next)
+        if (strcmp(s->id, id) == 0) {
+            if (s->busy || s->queue || s->ckpt)
+                return 0;
+            delete_session(all, s, why);
+            return 1;
+        }
+    return 0;
 }
 
 struct events_ctx {
@@ -802,6 +835,22 @@ void gbx_sessions_route(struct gbx_sessions *all, struct evhttp_request *req, co
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
+static int last_ts(void *arg, const struct gbx_store_event *ev)
+{
+    *(int64_t *)arg = ev->ts_ns;
+    return 0;
+}
+
+static int64_t last_event_ns(struct gbx_sessions *all, const char *id, int64_t head_seq)
+{
+    int64_t ts = 0;
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (head_seq > 0)
+        (void)!gbx_store_session_events(gbx_server_store(all->srv), id, head_seq - 1, 1, last_ts,
+                                        &ts, &err);
+    return ts;
+}
+
 static int load_one(void *arg, const struct gbx_store_session *row)
 {
     struct gbx_sessions *all = arg;
@@ -813,6 +862,7 @@ static int load_one(void *arg, const struct gbx_store_session *row)
     struct gbx_session *ses = session_new(all, row->id, row->owner ? row->owner : "", row->workdir,
                                           spec, row->created_ns);
     ses->sandbox_id = row->sandbox ? gbx_xstrdup(row->sandbox) : NULL;
+    ses->last_ns = last_event_ns(all, row->id, row->head_seq);
     return 0;
 }
 

@@ -28,4 +28,16 @@ void gbx_sessions_route(struct gbx_sessions *all, struct evhttp_request *req, co
 /* End live event streams (the daemon is stopping). Returns how many. */
 size_t gbx_sessions_drain(struct gbx_sessions *all);
 
+/* For retention (gc.c). */
+struct gbx_session_info {
+    const char *id;
+    int64_t created_ns, last_ns; /* last: its newest event */
+    int busy;                    /* a call is running or queued */
+};
+void gbx_sessions_each_info(struct gbx_sessions *all,
+                            void (*fn)(void *arg, const struct gbx_session_info *i), void *arg);
+/* Delete a session as DELETE does (its sandbox, workspace copy and log), unless a call is
+ * running. 1 deleted, 0 not (no such session, or busy). */
+int gbx_sessions_delete(struct gbx_sessions *all, const char *id, const char *why);
+
 #endif

@@ -53,6 +53,7 @@ struct gbx_session {
     json_t *spec; /* the create body, for a replacement */
     char *sandbox_id;
     int64_t created_ns;
+    int64_t last_ns;      /* its newest event (retention counts age from here) */
     struct gbx_aconn *ac; /* to the sandbox's init, while it lives */
     uint32_t shell;       /* the persistent bash's process handle, 0: none */
     struct gbx_call *queue, *queue_tail;
