@@ -156,6 +156,83 @@ int gbx_artifacts_delete(struct gbx_server *s, const char *id, struct gbx_err **
     return r;
 }
 
+/* ---- the sweep: what a daemon stopped mid-publish left behind -------------------------------- */
+
+struct sweep {
+    struct gbx_server *s;
+    char *dir;
+    int64_t cutoff_ns; /* temporary files last written before this are leftovers */
+    char **shas;
+    size_t n, cap;
+};
+
+static void sweep_work(void *arg)
+{
+    struct sweep *w = arg;
+    char *tmpdir = gbx_asprintf("%s/tmp", w->dir);
+    DIR *d = opendir(tmpdir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        struct stat st;
+        if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if ((int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec < w->cutoff_ns &&
+            unlinkat(dirfd(d), e->d_name, 0) < 0)
+            gbx_log_warn("artifacts: cannot remove '%s/%s': %s", tmpdir, e->d_name,
+                         strerror(errno));
+    }
+    if (d)
+        closedir(d);
+    free(tmpdir);
+    d = opendir(w->dir);
+    while (d && (e = readdir(d)) != NULL) {
+        if (strlen(e->d_name) != 64 || strspn(e->d_name, "0123456789abcdef") != 64)
+            continue;
+        if (w->n == w->cap) {
+            w->cap = w->cap ? 2 * w->cap : 64;
+            w->shas = gbx_xrealloc(w->shas, w->cap * sizeof(char *));
+        }
+        w->shas[w->n++] = gbx_xstrdup(e->d_name);
+    }
+    if (d)
+        closedir(d);
+}
+
+static void sweep_done(void *arg)
+{
+    struct sweep *w = arg;
+    for (size_t i = 0; i < w->n; i++) {
+        gbx_artifacts_blob_release(w->s, w->shas[i]); /* only if no row names it */
+        free(w->shas[i]);
+    }
+    free(w->shas);
+    free(w->dir);
+    free(w);
+}
+
+void gbx_artifacts_sweep(struct gbx_server *s, int64_t tmp_age_ns)
+{
+    struct sweep *w = gbx_xcalloc(1, sizeof(*w));
+    w->s = s;
+    w->dir = art_dir(s);
+    w->cutoff_ns = gbx_realtime_ns() - tmp_age_ns;
+    if (gbx_offload_submit(gbx_server_offload(s), sweep_work, sweep_done, w) < 0) {
+        free(w->dir);
+        free(w);
+    }
+}
+
+/* The first artifact request of this daemon sweeps: every temporary file then is a leftover
+ * (1 s of slack for the file system's coarse clock). */
+static void sweep_once(struct gbx_server *s)
+{
+    static int swept;
+    if (!swept) {
+        swept = 1;
+        gbx_artifacts_sweep(s, 1000000000);
+    }
+}
+
 /* ---- publishing (worker thread) -------------------------------------------------------------- */
 
 struct pub {
@@ -247,7 +324,7 @@ static int creds_enter(struct creds *c, uint32_t uid)
 {
     c->ngroups = getgroups((int)GBX_ARRAY_SIZE(c->groups), c->groups);
     if (c->ngroups < 0)
-        return -errno;
+        return -errno; /* nothing changed yet */
     if (syscall(SYS_setgroups, 0, NULL) < 0)
         return -errno;
     syscall(SYS_setfsgid, uid);
@@ -259,6 +336,8 @@ static int creds_enter(struct creds *c, uint32_t uid)
 
 static void creds_leave(struct creds *c)
 {
+    if (c->ngroups < 0)
+        return;
     syscall(SYS_setfsuid, 0);
     syscall(SYS_setfsgid, 0);
     if (syscall(SYS_setgroups, c->ngroups, c->groups) < 0)
@@ -743,6 +822,7 @@ static int check_session(struct gbx_server *s, struct evhttp_request *req, const
 
 void gbx_api_sandbox_artifacts(struct gbx_server *s, struct evhttp_request *req, const char *id)
 {
+    sweep_once(s);
     if (evhttp_request_get_command(req) != EVHTTP_REQ_POST)
         return not_allowed(req, "POST");
     struct gbx_live *l = gbx_sandbox_id_valid(id) == 0 ? gbx_sandboxes_find(s, id) : NULL;
@@ -944,7 +1024,7 @@ static void handle_list(struct gbx_server *s, struct evhttp_request *req)
                     : 0;
         json_decref(row.json);
         gbx_err_free(err);
-        if (r != 1) {
+        if (r != 1 || !visible(s, row.owner)) {
             gbx_http_reply_error(req, GBX_ERR_INVALID,
                                  "'after' must be an artifact id (use next_after)");
             goto out;
@@ -1204,6 +1284,7 @@ static void handle_content(struct gbx_server *s, struct evhttp_request *req, con
 
 void gbx_api_artifacts(struct gbx_server *s, struct evhttp_request *req, const char *path)
 {
+    sweep_once(s);
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     if (strcmp(path, "/v1/artifacts") == 0) {
         if (m != EVHTTP_REQ_GET)

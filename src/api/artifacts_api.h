@@ -6,6 +6,7 @@
 #define GBX_API_ARTIFACTS_API_H
 
 #include <event2/http.h>
+#include <stdint.h>
 
 #include "api/server.h"
 #include "base/err.h"
@@ -22,5 +23,12 @@ int gbx_artifacts_delete(struct gbx_server *s, const char *id, struct gbx_err **
 /* Remove the blob sha256 in the background if no row names it and no publish is placing it
  * (on the loop; after a gbx_store_artifacts_delete said it is unreferenced). */
 void gbx_artifacts_blob_release(struct gbx_server *s, const char *sha256);
+
+/* Tidy the store in the background (on the loop): remove temporary files last written more
+ * than tmp_age_ns ago (a publish cut short by a crash; a running publish writes its file
+ * continuously) and blobs no row names (placed by a publish whose row was never written).
+ * The daemon's first artifact request sweeps with an age of 1 s; a collector may call it
+ * periodically with a larger age. */
+void gbx_artifacts_sweep(struct gbx_server *s, int64_t tmp_age_ns);
 
 #endif

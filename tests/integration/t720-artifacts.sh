@@ -189,9 +189,18 @@ check "the admin sees the key's artifact" [ "$code" = 200 ]
 "$GB" kill "$SB" > /dev/null
 check "after glovebox kill the artifact downloads" sh -c "'$GB' artifact get '$IDBIG' | cmp -s - '$T/big.bin'"
 kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+# what a daemon killed mid-publish leaves: a temporary file, a blob whose row was never written
+echo partial > "$A/tmp/0123456789abcdef0123456789abcdef"
+touch -d '1 minute ago' "$A/tmp/0123456789abcdef0123456789abcdef"
+ORPHAN=0000000000000000000000000000000000000000000000000000000000000000
+echo orphan > "$A/$ORPHAN"
 mv "$T/daemon.log" "$T/daemon-1.log"
 start_daemon --listen "127.0.0.1:$PORT"
 req GET "/v1/artifacts/$IDD"
+for i in $(seq 100); do [ -f "$A/$ORPHAN" ] || break; sleep 0.05; done
+check "the first request sweeps: the orphan blob and the leftover temporary file go" \
+    eval "[ ! -f '$A/$ORPHAN' ] && [ -z \"\$(ls '$A/tmp')\" ]"
+check "the named blobs stay" eval "[ -f '$A/$SHAD' ] && [ -f '$A/$SHA1' ]"
 check "after a daemon restart: the row" eval "[ '$code' = 200 ] && [ \"\$(field \"j['sandbox']\")\" = '$SB' ]"
 check "and the content" sh -c "'$GB' artifact get '$IDBIG' | cmp -s - '$T/big.bin'"
 
