@@ -27,8 +27,8 @@
 #include "sandbox/oci.h"
 #include "sandbox/template.h"
 
-#define MAX_EVENTS 5000     /* progress lines kept per build (the rest only counted) */
-#define MAX_RECORDS 64      /* finished builds remembered (for GET and late /events) */
+#define MAX_EVENTS 5000 /* progress lines kept per build (the rest only counted) */
+#define MAX_RECORDS 64  /* finished builds remembered (for GET and late /events) */
 #define MAX_IMAGE_ENTRIES 2000000
 #define TICK_US 100000
 
@@ -48,8 +48,8 @@ struct build {
     int64_t started_ns, finished_ns;
     enum build_state state;
     /* the job's inputs */
-    char *path;             /* an image archive on the host (admin), or NULL */
-    struct evbuffer *body;  /* an uploaded archive, or NULL */
+    char *path;            /* an image archive on the host (admin), or NULL */
+    struct evbuffer *body; /* an uploaded archive, or NULL */
     struct gbx_deb_opts deb;
     char *suite, *mirror, *variant;
     char **include;
@@ -218,7 +218,8 @@ static void build_work(void *arg)
             len = evbuffer_get_length(b->body);
             data = evbuffer_pullup(b->body, -1);
         }
-        r = gbx_oci_import(b->state_dir, b->name, b->path, data, len, b->source, &o, &st, &err);
+        r = gbx_oci_import(b->state_dir, b->name, b->path, data, len, b->path ? b->path : "upload",
+                           &o, &st, &err);
         if (r == 0 && st.devices_skipped) {
             gbx_autofree char *note =
                 gbx_asprintf("skipped %llu device nodes (sandboxes get their own /dev)",
@@ -330,8 +331,8 @@ static void build_done(void *arg)
         gbx_log_warn("template '%s': %s", b->name, b->err ? b->err->msg : "failed");
     else
         gbx_log_info("template '%s' is ready (%s)", b->name, b->source);
-    json_t *detail = json_pack("{s:s,s:s,s:s}", "template", b->name, "source", b->source,
-                               "state", state_name(b->state));
+    json_t *detail = json_pack("{s:s,s:s,s:s}", "template", b->name, "source", b->source, "state",
+                               state_name(b->state));
     if (b->failed && b->err)
         json_object_set_new(detail, "error", gbx_json_text(b->err->msg));
     gbx_server_audit_as(b->srv, b->actor, "template.build", NULL, detail);
@@ -455,8 +456,8 @@ static void handle_show(struct gbx_server *s, struct evhttp_request *req, const 
     gbx_err_free(err);
 }
 
-static void handle_events(struct gbx_server *s, struct event_base *base,
-                          struct evhttp_request *req, const char *name)
+static void handle_events(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
+                          const char *name)
 {
     struct build *b = find(name);
     if (b == NULL) {
@@ -472,9 +473,9 @@ static void handle_events(struct gbx_server *s, struct event_base *base,
     if (b == NULL) { /* a template that was not built by this daemon: nothing to follow */
         struct evbuffer *out = evbuffer_new();
         GBX_BUG_ON(out == NULL);
-        gbx_autofree char *line = json_dumps(
-            json_pack("{s:s,s:s,s:s}", "type", "done", "state", "ready", "name", name),
-            JSON_COMPACT);
+        gbx_autofree char *line =
+            json_dumps(json_pack("{s:s,s:s,s:s}", "type", "done", "state", "ready", "name", name),
+                       JSON_COMPACT);
         evbuffer_add_printf(out, "%s\n", line);
         evhttp_send_reply(req, 200, "OK", out);
         evbuffer_free(out);
@@ -564,8 +565,8 @@ static void handle_delete(struct gbx_server *s, struct evhttp_request *req, cons
 }
 
 /* A new build record, or NULL after replying 409 when the name is taken. */
-static struct build *new_build(struct gbx_server *s, struct evhttp_request *req,
-                               const char *name, const char *kind)
+static struct build *new_build(struct gbx_server *s, struct evhttp_request *req, const char *name,
+                               const char *kind)
 {
     if (gbx_template_name_valid(name) < 0) {
         gbx_http_reply_error(req, GBX_ERR_INVALID,
@@ -627,8 +628,7 @@ static uint64_t max_image_bytes(struct gbx_server *s)
     return up > cap / 64 ? cap : up * 64;
 }
 
-static void handle_create(struct gbx_server *s, struct event_base *base,
-                          struct evhttp_request *req)
+static void handle_create(struct gbx_server *s, struct event_base *base, struct evhttp_request *req)
 {
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
@@ -725,8 +725,8 @@ static void handle_create(struct gbx_server *s, struct event_base *base,
     start_build(s, base, req, b);
 }
 
-static void handle_upload(struct gbx_server *s, struct event_base *base,
-                          struct evhttp_request *req, const char *name)
+static void handle_upload(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
+                          const char *name)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t len = evbuffer_get_length(in);
@@ -796,8 +796,8 @@ size_t gbx_api_templates_drain(const char *why)
     for (struct build *b = reg.list; b; b = b->next) {
         if (b->state == B_BUILDING) {
             b->cancel = 1;
-            push_event(b, json_pack("{s:s,s:s,s:s}", "type", "error", "name", b->name, "message",
-                                    why));
+            push_event(
+                b, json_pack("{s:s,s:s,s:s}", "type", "error", "name", b->name, "message", why));
         }
         for (struct tstream *st = b->streams; st; st = st->next)
             n += st->req != NULL;

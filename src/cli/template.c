@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: MIT */
+/* glovebox template ls [--json] | show NAME | rm NAME
+ *                 | import FILE --name N [--upload] [--no-wait]
+ *                 | build-debian --name N [--suite S] [--mirror URL] [--variant V]
+ *                                [--include a,b] [--no-wait]
+ * Templates in the daemon. An import passes FILE's path to the daemon (the CLI speaks on the
+ * admin socket), or uploads it with --upload; builds run in the daemon and the command
+ * follows their progress until they end. */
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/api.h"
+#include "cli/cli.h"
+
+static const char template_usage[] =
+    "usage: glovebox template ls [--json]\n"
+    "       glovebox template show NAME\n"
+    "       glovebox template rm NAME\n"
+    "       glovebox template import FILE --name NAME [--upload] [--no-wait]\n"
+    "       glovebox template build-debian --name NAME [--suite bookworm] [--mirror URL]\n"
+    "                                      [--variant minbase] [--include PKG,PKG] [--no-wait]\n"
+    "FILE is an image archive: `docker save` output or a tarball of an OCI image layout.\n";
+
+static const char *str(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+
+static void human(unsigned long long n, char *out, size_t sz)
+{
+    static const char *const u[] = {"B", "K", "M", "G", "T"};
+    double v = (double)n;
+    size_t i = 0;
+    while (v >= 1024 && i + 1 < sizeof(u) / sizeof(u[0])) {
+        v /= 1024;
+        i++;
+    }
+    snprintf(out, sz, i ? "%.1f%s" : "%.0f%s", v, u[i]);
+}
+
+static int cmd_ls(int argc, char **argv)
+{
+    int json = argc > 1 && strcmp(argv[1], "--json") == 0;
+    json_t *reply = NULL;
+    int status = gbx_cli_call("GET", "/v1/templates", NULL, &reply);
+    if (status == 200) {
+        json_t *list = json_object_get(reply, "templates");
+        if (json) {
+            char *t = json_dumps(list, JSON_COMPACT);
+            puts(t ? t : "[]");
+            free(t);
+        } else {
+            printf("%-24s %-9s %-8s %-30s %s\n", "NAME", "STATE", "SIZE", "SOURCE", "CREATED");
+            size_t i;
+            json_t *t;
+            json_array_foreach(list, i, t)
+            {
+                char size[32] = "-";
+                json_t *sz = json_object_get(t, "size_bytes");
+                if (json_is_integer(sz))
+                    human((unsigned long long)json_integer_value(sz), size, sizeof(size));
+                printf("%-24s %-9s %-8s %-30s %s\n", str(t, "name"), str(t, "state"), size,
+                       str(t, "source"), str(t, "created"));
+            }
+        }
+    }
+    int r = gbx_cli_result(status, reply, 200);
+    json_decref(reply);
+    return r;
+}
+
+static int cmd_show(const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/templates/%s", name);
+    json_t *reply = NULL;
+    int status = gbx_cli_call("GET", path, NULL, &reply);
+    if (status == 200) {
+        char *t = json_dumps(reply, JSON_INDENT(2) | JSON_SORT_KEYS);
+        puts(t ? t : "{}");
+        free(t);
+    }
+    int r = gbx_cli_result(status, reply, 200);
+    json_decref(reply);
+    return r;
+}
+
+struct follow {
+    int failed, done;
+    char last_phase[32];
+};
+
+/* One NDJSON event of a build: progress lines, then done or error. */
+static void on_event(void *arg, const char *line, size_t len)
+{
+    struct follow *f = arg;
+    json_t *ev = json_loadb(line, len, 0, NULL);
+    if (ev == NULL)
+        return;
+    const char *type = str(ev, "type");
+    if (strcmp(type, "progress") == 0) {
+        const char *phase = str(ev, "phase");
+        long long step = json_integer_value(json_object_get(ev, "step"));
+        long long total = json_integer_value(json_object_get(ev, "total"));
+        const char *pkg = str(ev, "package");
+        if (total > 0 && pkg[0])
+            printf("%-10s %4lld/%-4lld %s\n", phase, step, total, pkg);
+        else if (total > 0)
+            printf("%-10s %4lld/%-4lld\n", phase, step, total);
+        else if (pkg[0])
+            printf("%-10s %s\n", phase, pkg);
+        else if (strcmp(phase, f->last_phase) != 0 || strcmp(phase, "note") == 0)
+            printf("%-10s %s\n", phase, str(ev, "line"));
+        snprintf(f->last_phase, sizeof(f->last_phase), "%s", phase);
+        fflush(stdout);
+    } else if (strcmp(type, "done") == 0) {
+        f->done = 1;
+        printf("template '%s' is ready\n", str(ev, "name"));
+    } else if (strcmp(type, "error") == 0) {
+        f->failed = 1;
+        gbx_cli_error("%s", str(ev, "message"));
+    }
+    json_decref(ev);
+}
+
+/* Follow the build of name to its end: 0 when it is ready. */
+static int follow(const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/templates/%s/events", name);
+    struct follow f = {0};
+    json_t *reply = NULL;
+    int status = gbx_cli_stream("GET", path, NULL, on_event, &f, &reply);
+    if (status != 200) {
+        int r = gbx_cli_result(status, reply, 200);
+        json_decref(reply);
+        return r;
+    }
+    json_decref(reply);
+    if (f.failed)
+        return 1;
+    if (!f.done) {
+        gbx_cli_error("the event stream ended before the build did ('glovebox template show "
+                      "%s')",
+                      name);
+        return 1;
+    }
+    return 0;
+}
+
+/* The 202 of a build request; then follow it unless no_wait. */
+static int started(int status, json_t *reply, const char *name, int no_wait)
+{
+    if (status != 202) {
+        int r = gbx_cli_result(status, reply, 202);
+        json_decref(reply);
+        return r;
+    }
+    json_decref(reply);
+    if (no_wait) {
+        printf("template '%s' is building ('glovebox template show %s')\n", name, name);
+        return 0;
+    }
+    return follow(name);
+}
+
+static int cmd_import(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"name", required_argument, NULL, 'n'},
+        {"upload", no_argument, NULL, 'u'},
+        {"no-wait", no_argument, NULL, 'W'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *name = NULL;
+    int upload = 0, no_wait = 0, c;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "n:", longopts, NULL)) != -1) {
+        if (c == 'n')
+            name = optarg;
+        else if (c == 'u')
+            upload = 1;
+        else if (c == 'W')
+            no_wait = 1;
+        else
+            return 2;
+    }
+    if (optind + 1 != argc || name == NULL) {
+        fputs(template_usage, stderr);
+        return 2;
+    }
+    const char *file = argv[optind];
+    json_t *reply = NULL;
+    int status;
+    if (upload) {
+        int fd = open(file, O_RDONLY | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+            gbx_cli_error("cannot read '%s'", file);
+            if (fd >= 0)
+                close(fd);
+            return 1;
+        }
+        char path[256];
+        snprintf(path, sizeof(path), "/v1/templates/%s/oci", name);
+        status = gbx_cli_transfer("POST", path, fd, (long long)st.st_size, -1, &reply);
+        close(fd);
+    } else {
+        char abs[PATH_MAX];
+        if (realpath(file, abs) == NULL) {
+            gbx_cli_error("cannot find '%s'", file);
+            return 1;
+        }
+        json_t *body = json_pack("{s:s,s:{s:{s:s}}}", "name", name, "from", "oci", "path", abs);
+        status = gbx_cli_call("POST", "/v1/templates", body, &reply);
+        json_decref(body);
+    }
+    if (status < 0)
+        return 1;
+    return started(status, reply, name, no_wait);
+}
+
+static int cmd_build_debian(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"name", required_argument, NULL, 'n'},
+        {"suite", required_argument, NULL, 's'},
+        {"mirror", required_argument, NULL, 'm'},
+        {"variant", required_argument, NULL, 'v'},
+        {"include", required_argument, NULL, 'i'},
+        {"no-wait", no_argument, NULL, 'W'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *name = NULL;
+    json_t *deb = json_object();
+    json_t *inc = json_array();
+    int no_wait = 0, c;
+    optind = 0;
+    while ((c = getopt_long(argc, argv, "n:s:m:v:i:", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            name = optarg;
+            break;
+        case 's':
+            json_object_set_new(deb, "suite", json_string(optarg));
+            break;
+        case 'm':
+            json_object_set_new(deb, "mirror", json_string(optarg));
+            break;
+        case 'v':
+            json_object_set_new(deb, "variant", json_string(optarg));
+            break;
+        case 'i': {
+            char *list = strdup(optarg), *save = NULL;
+            for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save))
+                json_array_append_new(inc, json_string(p));
+            free(list);
+            break;
+        }
+        case 'W':
+            no_wait = 1;
+            break;
+        default:
+            json_decref(deb);
+            json_decref(inc);
+            return 2;
+        }
+    }
+    if (optind != argc || name == NULL) {
+        json_decref(deb);
+        json_decref(inc);
+        fputs(template_usage, stderr);
+        return 2;
+    }
+    json_object_set_new(deb, "include", inc);
+    json_t *body = json_pack("{s:s,s:{s:o}}", "name", name, "from", "debian", deb);
+    json_t *reply = NULL;
+    int status = gbx_cli_call("POST", "/v1/templates", body, &reply);
+    json_decref(body);
+    if (status < 0)
+        return 1;
+    return started(status, reply, name, no_wait);
+}
+
+int gbx_cmd_template(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(template_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *sub = argv[1];
+    if (strcmp(sub, "ls") == 0 || strcmp(sub, "list") == 0)
+        return cmd_ls(argc - 1, argv + 1);
+    if ((strcmp(sub, "show") == 0 || strcmp(sub, "inspect") == 0) && argc == 3)
+        return cmd_show(argv[2]);
+    if (strcmp(sub, "rm") == 0 && argc == 3) {
+        char path[256];
+        snprintf(path, sizeof(path), "/v1/templates/%s", argv[2]);
+        json_t *reply = NULL;
+        int status = gbx_cli_call("DELETE", path, NULL, &reply);
+        int r = gbx_cli_result(status, reply, 204);
+        json_decref(reply);
+        return r;
+    }
+    if (strcmp(sub, "import") == 0)
+        return cmd_import(argc - 1, argv + 1);
+    if (strcmp(sub, "build-debian") == 0)
+        return cmd_build_debian(argc - 1, argv + 1);
+    fputs(template_usage, stderr);
+    return 2;
+}

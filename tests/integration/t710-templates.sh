@@ -1,0 +1,193 @@
+#!/bin/sh
+# Templates: OCI image archives built here from host files (a docker-save layout with two
+# layers, one of them whiting out a file of the first and making a directory opaque; an OCI
+# image layout with a gzip layer), imported through the daemon (by host path, as the admin,
+# and as an upload), sandboxes created from them with the whiteouts seen from inside, list,
+# show, delete (409 while a sandbox uses it), the build's event stream, and a hostile
+# archive refused with its entry's name while nothing is written outside the state dir.
+NAME=templates
+. "$(dirname "$0")/../lib/daemon.sh"
+GB="$BUILD/glovebox"
+export GLOVEBOX_RUNTIME_DIR="$RUN"
+start_daemon
+
+# mkimage KIND OUT: an image of dash, cat and ls with their libraries (from the host)
+mkimage() {
+    python3 - "$1" "$2" <<'PY'
+import gzip, hashlib, io, json, os, subprocess, sys, tarfile
+kind, out = sys.argv[1], sys.argv[2]
+def ti(name, **kw):
+    t = tarfile.TarInfo(name); t.mtime = 1700000000
+    for k, v in kw.items(): setattr(t, k, v)
+    return t
+def layer(entries):
+    b = io.BytesIO()
+    with tarfile.open(fileobj=b, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for t, data in entries:
+            tf.addfile(t, io.BytesIO(data) if data is not None else None)
+    return b.getvalue()
+seen = {}
+def add_host(path, ents):
+    # every component as the host has it: symlinks as symlinks, then the file
+    parts = path.strip("/").split("/")
+    for i in range(1, len(parts) + 1):
+        p = "/" + "/".join(parts[:i])
+        if os.path.islink(p):
+            if p not in seen:
+                seen[p] = 1
+                tgt = os.readlink(p)
+                ents.append((ti(p[1:], type=tarfile.SYMTYPE, linkname=tgt), None))
+                add_host(os.path.normpath(os.path.join(os.path.dirname(p), tgt)), ents)
+            rest = "/".join(parts[i:])
+            if rest: add_host(os.path.realpath(p) + "/" + rest, ents)
+            return
+        if p in seen: continue
+        seen[p] = 1
+        if os.path.isdir(p):
+            ents.append((ti(p[1:] + "/", type=tarfile.DIRTYPE, mode=0o755), None))
+        else:
+            data = open(p, "rb").read()
+            ents.append((ti(p[1:], size=len(data), mode=0o755), data))
+l1 = []
+for b in ["/bin/sh", "/bin/cat", "/bin/ls"]:
+    add_host(b, l1)
+    for line in subprocess.check_output(["ldd", os.path.realpath(b)], text=True).splitlines():
+        for w in line.split():
+            if w.startswith("/"): add_host(w, l1)
+l1 += [(ti("data/", type=tarfile.DIRTYPE, mode=0o755), None),
+       (ti("data/keep", size=5), b"keep\n"), (ti("data/old", size=4), b"old\n"),
+       (ti("opq/", type=tarfile.DIRTYPE, mode=0o755), None),
+       (ti("opq/lower", size=6), b"lower\n"),
+       (ti("home/user/", type=tarfile.DIRTYPE, mode=0o755, uid=1000, gid=1000), None),
+       (ti("home/user/mine", size=5, uid=1000, gid=1000, mode=0o600), b"mine\n")]
+l2 = [(ti("data/.wh.old", size=0), b""), (ti("data/new", size=4), b"new\n"),
+      (ti("opq/.wh..wh..opq", size=0), b""), (ti("opq/upper", size=6), b"upper\n")]
+L1, L2 = layer(l1), layer(l2)
+cfg = json.dumps({"architecture": "amd64", "os": "linux", "config": {
+    "Env": ["PATH=/usr/bin:/bin", "IMG=t710"], "Cmd": ["/bin/sh"], "WorkingDir": "/data"}}).encode()
+def sha(b): return hashlib.sha256(b).hexdigest()
+files = []
+if kind == "docker":
+    files = [("manifest.json", json.dumps([{"Config": sha(cfg) + ".json", "RepoTags": ["t710:1"],
+              "Layers": ["l1/layer.tar", "l2/layer.tar"]}]).encode()),
+             (sha(cfg) + ".json", cfg), ("l1/layer.tar", L1), ("l2/layer.tar", L2)]
+elif kind == "oci":
+    G2 = gzip.compress(L2)
+    man = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:" + sha(cfg), "size": len(cfg)},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": "sha256:" + sha(L1), "size": len(L1)},
+                   {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": "sha256:" + sha(G2), "size": len(G2)}]}).encode()
+    idx = json.dumps({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "digest": "sha256:" + sha(man), "size": len(man), "platform": {"architecture": "amd64", "os": "linux"}}]}).encode()
+    files = [("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'), ("index.json", idx)] + \
+            [("blobs/sha256/" + sha(b), b) for b in (man, cfg, L1, G2)]
+else:  # hostile: a symlink to a directory outside, then a file through it; "..", absolute
+    evil = layer([(ti("escape", type=tarfile.SYMTYPE, linkname=os.environ["OUTSIDE"]), None),
+                  (ti("escape/planted", size=5), b"evil\n")])
+    files = [("manifest.json", json.dumps([{"Config": "c.json", "Layers": ["e/layer.tar"]}]).encode()),
+             ("c.json", cfg), ("e/layer.tar", evil)]
+with tarfile.open(out, "w") as tf:
+    for n, d in files:
+        tf.addfile(ti(n, size=len(d)), io.BytesIO(d))
+PY
+}
+
+# wait_ready NAME: poll GET /v1/templates/NAME until it is not building; $T/body holds it
+wait_ready() {
+    for i in $(seq 600); do
+        req GET "/v1/templates/$1"
+        [ "$(field "j.get('state')")" != building ] && return 0
+        sleep 0.1
+    done
+}
+
+mkimage docker "$T/docker.tar"
+mkimage oci "$T/oci.tar"
+check "the test images were built" [ -s "$T/docker.tar" ] && [ -s "$T/oci.tar" ]
+
+# ---- import by host path (admin) ---------------------------------------------------------
+req POST /v1/templates "{\"name\":\"img-docker\",\"from\":{\"oci\":{\"path\":\"$T/docker.tar\"}}}"
+check "import a docker-save archive by path: 202 building" eval "[ '$code' = 202 ] && [ \"\$(field \"j['state']\")\" = building ]"
+wait_ready img-docker
+check "it becomes ready" [ "$(field "j['state']")" = ready ]
+check "show: source, format, size, the image's env" eval "[ \"\$(field \"j['source']\")\" = 'oci:$T/docker.tar' ] && [ \"\$(field \"j['size_bytes'] > 0\")\" = True ] && [ \"\$(field \"j['oci']['env'][1]\")\" = IMG=t710 ] && [ \"\$(field \"j['oci']['workdir']\")\" = /data ]"
+req POST /v1/templates "{\"name\":\"img-docker\",\"from\":{\"oci\":{\"path\":\"$T/docker.tar\"}}}"
+check "the same name again: 409" [ "$code" = 409 ]
+
+# ---- upload (OCI layout, gzip layer) ---------------------------------------------------------
+code=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$S" -X POST --data-binary "@$T/oci.tar" \
+    http://glovebox/v1/templates/img-oci/oci)
+record POST /v1/templates/img-oci/oci
+check "upload an OCI layout: 202" [ "$code" = 202 ]
+curl -s --max-time 60 --unix-socket "$S" http://glovebox/v1/templates/img-oci/events > "$T/events"
+check "the event stream ends with done" eval "tail -n 1 '$T/events' | grep -q '\"type\":\"done\"'"
+check "and carried progress for each layer" eval "grep -q '\"phase\":\"layer\".*\"step\":2' '$T/events'"
+wait_ready img-oci
+check "it is ready" [ "$(field "j['state']")" = ready ]
+
+# ---- sandboxes from them ----------------------------------------------------------------------
+for t in img-docker img-oci; do
+    req POST /v1/sandboxes "{\"id\":\"sb-$t\",\"template\":\"$t\"}"
+    check "a sandbox from $t" [ "$code" = 201 ]
+    out=$("$GB" exec "sb-$t" -- /bin/cat /data/keep /data/new /opq/upper 2>&1)
+    check "$t: the files of both layers are there" [ "$out" = "keep
+new
+upper" ]
+    out=$("$GB" exec "sb-$t" -- /bin/ls -a /data /opq 2>&1)
+    check "$t: the whiteout removed data/old, the opaque dir hid opq/lower" eval \
+        "! echo '$out' | grep -q -e '^old\$' -e '^lower\$' -e '^.wh.'"
+    out=$("$GB" exec "sb-$t" -- /bin/ls -ln /home/user/mine 2>&1)
+    check "$t: owners are kept (uid 1000 inside)" eval "echo '$out' | grep -q ' 1000 *1000 '"
+    out=$("$GB" exec "sb-$t" -- /bin/cat /etc/resolv.conf 2>&1)
+    check "$t: resolv.conf names the egress DNS" [ "$out" = "nameserver 127.0.0.1" ]
+done
+
+# ---- list, delete ---------------------------------------------------------------------------
+req GET /v1/templates
+check "list: host and both images" [ "$(field "sorted(t['name'] for t in j['templates'])")" = "['host', 'img-docker', 'img-oci']" ]
+"$GB" template ls > "$T/ls" 2>&1
+check "glovebox template ls" eval "grep -q '^img-oci' '$T/ls' && grep -q '^host' '$T/ls'"
+"$GB" template show img-docker > "$T/show" 2>&1
+check "glovebox template show" grep -q "oci:$T/docker.tar" "$T/show"
+req DELETE /v1/templates/img-docker
+check "delete while a sandbox uses it: 409 naming the sandbox" eval "[ '$code' = 409 ] && grep -q sb-img-docker '$T/body'"
+req DELETE /v1/sandboxes/sb-img-docker
+req DELETE /v1/templates/img-docker
+check "delete once it is free: 204" [ "$code" = 204 ]
+req GET /v1/templates/img-docker
+check "then it is gone: 404" [ "$code" = 404 ]
+check "and its directory too" [ ! -e "$STATE/templates/img-docker" ]
+req DELETE /v1/templates/img-docker
+check "delete again: 404" [ "$code" = 404 ]
+req POST /v1/sandboxes '{"template":"img-docker"}'
+check "a create from a deleted template: 404" [ "$code" = 404 ]
+
+# ---- hostile --------------------------------------------------------------------------------
+OUTSIDE="$T/outside"; export OUTSIDE
+mkdir -p "$OUTSIDE"; echo sentinel > "$OUTSIDE/sentinel"
+mkimage hostile "$T/evil.tar"
+"$GB" template import "$T/evil.tar" --name evil > "$T/out" 2>&1
+rc=$?
+check "a hostile archive fails the import" [ $rc -ne 0 ]
+check "with a clear error naming the entry" grep -q "hostile entry 'escape/planted'" "$T/out"
+check "nothing was written outside" eval "[ \"\$(ls '$OUTSIDE')\" = sentinel ] && [ \"\$(cat '$OUTSIDE/sentinel')\" = sentinel ]"
+req GET /v1/templates/evil
+check "the failed build says why" eval "[ \"\$(field \"j['state']\")\" = failed ] && field \"j['error']['message']\" | grep -q escape/planted"
+check "and left no template directory" [ ! -e "$STATE/templates/evil" ]
+check "and no staging directory" eval "! ls -a '$STATE/templates' | grep -q '^.build'"
+
+# ---- errors -----------------------------------------------------------------------------------
+req POST /v1/templates '{"name":"x","from":{"oci":{"path":"relative.tar"}}}'
+check "a relative path: 400" [ "$code" = 400 ]
+req POST /v1/templates '{"name":"Bad Name","from":{"oci":{"path":"/etc/hostname"}}}'
+check "a bad name: 400" [ "$code" = 400 ]
+req POST /v1/templates '{"name":"deb","from":{"debian":{"suite":"bookworm","include":["--evil"]}}}'
+check "a bad Debian package name: 400" eval "[ '$code' = 400 ] && grep -q -- --evil '$T/body'"
+req POST /v1/templates/notar/oci 'this is not a tar archive'
+wait_ready notar
+check "a body that is no archive fails with a clear error" eval "[ \"\$(field \"j['state']\")\" = failed ] && field \"j['error']['message']\" | grep -qi 'archive'"
+req POST /v1/templates/img-oci/oci 'x'
+check "an upload over an existing name: 409" [ "$code" = 409 ]
+
+spec_check
+summary
