@@ -344,6 +344,50 @@ static void creds_leave(struct creds *c)
         gbx_log_error("artifacts: cannot restore a worker's groups: %s", strerror(errno));
 }
 
+/* This thread's file-system ids. */
+struct fsids {
+    uint32_t uid, gid;
+};
+
+static struct fsids fsids_get(void)
+{
+    return (struct fsids){(uint32_t)syscall(SYS_setfsuid, -1), (uint32_t)syscall(SYS_setfsgid, -1)};
+}
+
+static void fsids_set(struct fsids v)
+{
+    syscall(SYS_setfsgid, v.gid);
+    syscall(SYS_setfsuid, v.uid);
+}
+
+/* openat with this thread's ids; refused that (EACCES), with the entry's owner's when a uid of
+ * the sandbox owns it: the sandbox's root could read it with its capabilities inside its
+ * namespace. Files of uids outside the sandbox's range stay refused. *used gets the ids that
+ * opened it (a directory opened as its owner is walked as its owner). fd or -1 with errno. */
+static int open_as_owner(const struct pub *p, int dirfd, const char *name, int flags,
+                         const struct stat *st, struct fsids *used)
+{
+    struct fsids cur = fsids_get();
+    *used = cur;
+    int fd = openat(dirfd, name, flags | O_CLOEXEC);
+    if (fd >= 0 || errno != EACCES || st->st_uid < p->host_uid ||
+        st->st_uid - p->host_uid >= 65536 || st->st_uid == cur.uid)
+        return fd;
+    struct fsids owner = {
+        .uid = st->st_uid,
+        .gid = st->st_gid >= p->host_uid && st->st_gid - p->host_uid < 65536 ? st->st_gid
+                                                                             : p->host_uid,
+    };
+    fsids_set(owner);
+    fd = openat(dirfd, name, flags | O_CLOEXEC);
+    int e = errno;
+    fsids_set(cur);
+    if (fd >= 0)
+        *used = owner;
+    errno = e;
+    return fd;
+}
+
 static int copy_fd(struct pub *p, int fd, uint64_t limit, const char *rel)
 {
     char *buf = gbx_xmalloc(ART_CHUNK);
@@ -457,9 +501,12 @@ static int tar_header(struct tar_ctx *t, const char *rel, const struct stat *st,
     return 0;
 }
 
-static int tar_file(struct tar_ctx *t, int dirfd, const char *name, const char *rel)
+static int tar_file(struct tar_ctx *t, int dirfd, const char *name, const char *rel,
+                    const struct stat *lst)
 {
-    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct fsids used;
+    int fd =
+        open_as_owner(t->p, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, lst, &used);
     if (fd < 0) {
         pub_fail_errno(t->p, errno, "reading", rel);
         return -1;
@@ -535,17 +582,21 @@ static int tar_dir(struct tar_ctx *t, int dirfd, const char *prefix, int depth)
                 r = tar_header(t, rel, &st, target);
             }
         } else if (S_ISREG(st.st_mode)) {
-            r = tar_file(t, dirfd, names[i], rel);
+            r = tar_file(t, dirfd, names[i], rel, &st);
         } else if (S_ISDIR(st.st_mode) && st.st_dev == t->dev) {
-            int fd = openat(dirfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            struct fsids cur = fsids_get(), used;
+            int fd = open_as_owner(t->p, dirfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW, &st,
+                                   &used);
             if (fd < 0) {
                 pub_fail_errno(t->p, errno, "reading", rel);
                 r = -1;
             } else {
                 char *sub = gbx_asprintf("%s/", rel);
                 r = tar_header(t, rel, &st, NULL);
+                fsids_set(used);
                 if (r == 0)
                     r = tar_dir(t, fd, sub, depth + 1);
+                fsids_set(cur);
                 free(sub);
                 close(fd);
             }
@@ -605,8 +656,11 @@ static void capture(struct pub *p)
          * checked as the sandbox's root */
         char self[64];
         snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
-        int fd =
-            open(self, O_RDONLY | O_NOCTTY | O_CLOEXEC | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
+        struct fsids used;
+        int fd = open_as_owner(p, AT_FDCWD, self,
+                               O_RDONLY | O_NOCTTY | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0), &st,
+                               &used);
+        fsids_set(used); /* a directory is walked as whoever could open it */
         if (fd < 0) {
             pub_fail_errno(p, errno, "publishing", p->path);
         } else if (S_ISDIR(st.st_mode)) {

@@ -39,7 +39,15 @@ check "a sandbox" [ -n "$SB" ]
     ln -s / /tmp/rootlink
     ln -s "$1" /tmp/evil3
     ln -s "../../../../../../..$1" /tmp/evil4
-    ln -s "$1" /tmp/d/host' sh "$T/hostsecret"
+    ln -s "$1" /tmp/d/host
+    mkdir -p /tmp/priv/inner
+    echo private > /tmp/priv/inner/secret.txt
+    chown -R 1000:1000 /tmp/priv
+    chmod 700 /tmp/priv/inner
+    chmod 600 /tmp/priv/inner/secret.txt
+    cp /tmp/out.txt /tmp/mine.txt
+    chown 1000:1000 /tmp/mine.txt
+    chmod 600 /tmp/mine.txt' sh "$T/hostsecret"
 "$GB" exec "$SB" -- cat /tmp/out.txt > "$T/out.txt"
 "$GB" exec "$SB" -- cat /tmp/big.bin > "$T/big.bin"
 
@@ -61,6 +69,15 @@ check "one blob on disk for both" [ "$(blobs)" = 1 ]
 pub '{"path":"/tmp/big.bin","name":"big"}'
 IDBIG=$(field "j['id']")
 check "a 300 kB binary file" eval "[ '$code' = 201 ] && [ \"\$(field \"j['sha256']\")\" = \"\$(sha256sum '$T/big.bin' | cut -d' ' -f1)\" ]"
+
+pub '{"path":"/tmp/mine.txt"}'
+check "a 0600 file of the sandbox's user" eval "[ '$code' = 201 ] && [ \"\$(field \"j['sha256']\")\" = '$SHA1' ]"
+pub '{"path":"/tmp/priv","name":"priv"}'
+check "a directory with a 0700 subdirectory of the sandbox's user" eval "[ '$code' = 201 ]"
+tar xOf "$A/$(field "j['sha256']")" inner/secret.txt > "$T/priv.txt"
+check "holds its 0600 file" [ "$(cat "$T/priv.txt")" = private ]
+req DELETE "/v1/artifacts/$(field "j['id']")"
+req DELETE "/v1/artifacts/$(q "print(c.execute(\"select id from artifacts where name = 'mine.txt'\").fetchone()[0])")"
 
 # ---- errors ---------------------------------------------------------------------------------
 pub '{"path":"/tmp/nope.txt"}'
