@@ -17,6 +17,7 @@
 #include "api/egress_api.h"
 #include "api/sessions.h"
 #include "api/snapshots.h"
+#include "api/gc.h"
 #include "api/templates_api.h"
 #include "egress/egress.h"
 
@@ -90,6 +91,7 @@ struct gbx_server {
     struct gbx_egress *egress; /* DNS, proxy, policy and credentials of every sandbox */
     struct gbx_sessions *sessions;
     struct gbx_snapshots *snapshots;
+    struct gbx_gc *gc;           /* retention */
     struct gbx_offload *offload; /* blocking work (copies, hashing, checkpoints) */
     struct event *reaper;        /* destroys sandboxes whose timeout passed */
     struct evhttp *http_tcp;     /* --listen: every request needs an API key */
@@ -1117,6 +1119,13 @@ int gbx_sandboxes_pause(struct gbx_server *s, struct gbx_live *l, int paused, st
     if (r < 0)
         return -1;
     l->paused = !!paused;
+    if (paused) { /* since when, for retention of stopped sandboxes */
+        if (l->attrs == NULL)
+            l->attrs = json_object();
+        json_object_set_new(l->attrs, "stopped_ns", json_integer(gbx_realtime_ns()));
+    } else {
+        json_object_del(l->attrs, "stopped_ns");
+    }
     struct gbx_err *perr = NULL;
     if (store_put_live(s, l, &perr) < 0) {
         gbx_log_error("sandbox '%s': %s", l->sb->id, perr->msg);
@@ -1601,6 +1610,8 @@ static void route(struct gbx_server *s, struct evhttp_request *req)
         return gbx_api_artifacts(s, req, path);
     if (strcmp(path, "/v1/sessions") == 0 || strncmp(path, "/v1/sessions/", 13) == 0)
         return gbx_sessions_route(s->sessions, req, path);
+    if (strcmp(path, "/v1/gc") == 0)
+        return gbx_gc_route(s->gc, req);
     if (strcmp(path, "/v1/snapshots") == 0 || strncmp(path, "/v1/snapshots/", 14) == 0)
         return gbx_snapshots_route(s->snapshots, req, path);
     if (strcmp(path, "/v1/templates") == 0 || strncmp(path, "/v1/templates/", 14) == 0)
@@ -1979,6 +1990,16 @@ struct gbx_offload *gbx_server_offload(const struct gbx_server *s)
     return s->offload;
 }
 
+struct gbx_snapshots *gbx_server_snapshots(const struct gbx_server *s)
+{
+    return s->snapshots;
+}
+
+struct gbx_sessions *gbx_server_sessions(const struct gbx_server *s)
+{
+    return s->sessions;
+}
+
 struct gbx_runtime *gbx_server_runtime(struct gbx_server *s)
 {
     return &s->rt;
@@ -2029,6 +2050,10 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
         gbx_sessions_new(s, base, s->rt.state_dir, &s->sessions, err) < 0)
         goto fail;
     gbx_snapshots_sweep(s->snapshots);
+    if (gbx_gc_new(s, base, &cfg->retention, &s->gc) < 0) {
+        gbx_err_set(err, ENOMEM, GBX_ERR_INTERNAL, "cannot start the retention collector");
+        goto fail;
+    }
     s->http = new_http(s, cfg, dispatch_admin);
     s->sock_path = gbx_asprintf("%s/api.sock", s->rt.runtime_dir);
     if (listen_unix(s, err) < 0)
@@ -2134,6 +2159,8 @@ void gbx_server_free(struct gbx_server *s)
     gbx_offload_free(s->offload); /* finishes queued work while the sandboxes still exist */
     s->offload = NULL;
     gbx_server_shutdown(s, 0);
+    gbx_gc_free(s->gc);
+    s->gc = NULL;
     gbx_snapshots_free(s->snapshots);
     s->snapshots = NULL;
     gbx_egress_free(s->egress); /* after the sandboxes let go of theirs */

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "api/gc.h"
 #include "base/err.h"
 
 struct event_base;
@@ -22,6 +23,7 @@ struct gbx_server_config {
     const char *egress_hosts;    /* "name=IPv4 ..." upstream overrides, or NULL */
     const char *egress_extra_ca; /* PEM file of extra upstream trust anchors, or NULL */
     unsigned egress_max_conns;   /* per sandbox; 0: 256 */
+    struct gbx_gc_policy retention;
 };
 
 int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
@@ -57,6 +59,9 @@ struct gbx_store *gbx_server_store(const struct gbx_server *s);
 struct gbx_offload *gbx_server_offload(const struct gbx_server *s);
 /* The sandbox library's context: state and runtime dirs, uid slots (owned by the server). */
 struct gbx_runtime *gbx_server_runtime(struct gbx_server *s);
+/* The snapshot registry and the sessions (owned by the server). */
+struct gbx_snapshots *gbx_server_snapshots(const struct gbx_server *s);
+struct gbx_sessions *gbx_server_sessions(const struct gbx_server *s);
 /* The egress gateway (owned by the server). */
 struct gbx_egress *gbx_server_egress(const struct gbx_server *s);
 /* Who owns what the current request creates: "" for the admin, else the API key's name. */

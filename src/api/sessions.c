@@ -12,6 +12,7 @@
  * crashed init, a host reboot), the call first creates a new one from the session's create
  * request, restores the workspace from the checkpoint taken after the last mutating call
  * (session_ckpt.c), records sandbox.replaced and says so in the result. */
+#include <dirent.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -24,6 +25,7 @@
 #include <time.h>
 
 #include "api/http.h"
+#include "api/offload.h"
 #include "api/sandboxes.h"
 #include "api/sessions_int.h"
 #include "base/clock.h"
@@ -539,6 +541,11 @@ static void handle_list(struct gbx_sessions *all, struct evhttp_request *req)
     gbx_http_reply_json(req, 200, json_pack("{s:o}", "sessions", a));
 }
 
+static void rm_tree(void *arg)
+{
+    (void)!gbx_rm_rf(arg);
+}
+
 static void delete_session(struct gbx_sessions *all, struct gbx_session *ses, const char *why)
 {
     struct gbx_live *l = live_of(ses);
@@ -552,8 +559,15 @@ static void delete_session(struct gbx_sessions *all, struct gbx_session *ses, co
         gbx_log_error("session '%s': %s", ses->id, err->msg);
         gbx_err_free(err);
     }
+    /* the workspace copy may be large: renamed away at once, removed off the loop */
     gbx_autofree char *dir = gbx_asprintf("%s/sessions/%s", all->state_dir, ses->id);
-    (void)!gbx_rm_rf(dir);
+    char *trash = gbx_asprintf("%s/sessions/.trash-%s", all->state_dir, ses->id);
+    if (rename(dir, trash) == 0 &&
+        gbx_offload_submit(gbx_server_offload(all->srv), rm_tree, free, trash) == 0)
+        trash = NULL;
+    else
+        (void)!gbx_rm_rf(dir);
+    free(trash);
     gbx_server_audit(all->srv, "session.delete", NULL,
                      why ? json_pack("{s:s,s:s}", "session", ses->id, "reason", why)
                          : json_pack("{s:s}", "session", ses->id));
@@ -877,6 +891,18 @@ int gbx_sessions_new(struct gbx_server *srv, struct event_base *base, const char
         gbx_sessions_free(all);
         return -1;
     }
+    /* workspace copies of deleted sessions a crash left behind */
+    gbx_autofree char *sdir = gbx_asprintf("%s/sessions", state_dir);
+    DIR *d = opendir(sdir);
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, ".trash-", 7) != 0)
+            continue;
+        char *path = gbx_asprintf("%s/%s", sdir, e->d_name);
+        if (gbx_offload_submit(gbx_server_offload(srv), rm_tree, free, path) < 0)
+            free(path);
+    }
+    if (d)
+        closedir(d);
     *out = all;
     return 0;
 }

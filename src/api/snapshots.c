@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "api/snapshots.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <event2/http.h>
@@ -85,6 +86,28 @@ static int load_one(void *arg, const struct gbx_store_snapshot *r)
     return 0;
 }
 
+static struct snap *find_any(struct gbx_snapshots *ss, const char *id);
+static void rm_work(void *arg);
+static void rm_done(void *arg);
+
+/* What a crash left: trash not yet removed, a snapshot whose row was never written. */
+static void remove_strays(struct gbx_snapshots *ss)
+{
+    DIR *d = opendir(ss->dir);
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 || find_any(ss, e->d_name))
+            continue;
+        char *path = gbx_asprintf("%s/%s", ss->dir, e->d_name);
+        gbx_log_info("removing '%s' (no snapshot of that id)", path);
+        if (gbx_offload_submit(gbx_server_offload(ss->s), rm_work, rm_done, path) < 0)
+            free(path);
+    }
+    closedir(d);
+}
+
 int gbx_snapshots_new(struct gbx_server *s, struct gbx_snapshots **out, struct gbx_err **err)
 {
     struct gbx_snapshots *ss = gbx_xcalloc(1, sizeof(*ss));
@@ -100,6 +123,7 @@ int gbx_snapshots_new(struct gbx_server *s, struct gbx_snapshots **out, struct g
         gbx_snapshots_free(ss);
         return -1;
     }
+    remove_strays(ss);
     *out = ss;
     return 0;
 }

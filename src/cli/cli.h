@@ -25,6 +25,7 @@ int gbx_cmd_snapshots(int argc, char **argv);
 int gbx_cmd_rollback(int argc, char **argv);
 int gbx_cmd_fork(int argc, char **argv);
 int gbx_cmd_clone(int argc, char **argv);
+int gbx_cmd_gc(int argc, char **argv);
 int gbx_cmd_template(int argc, char **argv);
 int gbx_cmd_version(int argc, char **argv);
 int gbx_cmd_egress(int argc, char **argv);

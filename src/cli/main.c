@@ -28,6 +28,7 @@ static const struct {
     {"rollback", gbx_cmd_rollback, "roll a sandbox back to a snapshot"},
     {"fork", gbx_cmd_fork, "start sandboxes from a live sandbox's current files"},
     {"clone", gbx_cmd_clone, "start sandboxes from a snapshot"},
+    {"gc", gbx_cmd_gc, "apply the retention policies now (--dry-run: only show)"},
     {"template", gbx_cmd_template, "list, show, delete, import and build templates"},
     {"exec", gbx_cmd_exec, "run a command in a sandbox of the daemon"},
     {"cp", gbx_cmd_cp, "copy a file into or out of a sandbox (ID:/path)"},

@@ -122,8 +122,8 @@ int gbx_cmd_snapshots(int argc, char **argv)
                 printf("%s\n", t);
                 free(t);
             }
-            int r = gbx_cli_result(status, reply, sub[0] == 'r' ? (status == 202 ? 202 : 204)
-                                                                : 200);
+            int r =
+                gbx_cli_result(status, reply, sub[0] == 'r' ? (status == 202 ? 202 : 204) : 200);
             json_decref(reply);
             if (r)
                 rc = r;
@@ -229,4 +229,47 @@ int gbx_cmd_fork(int argc, char **argv)
 int gbx_cmd_clone(int argc, char **argv)
 {
     return fork_or_clone(argc, argv, 0);
+}
+
+/* glovebox gc [--dry-run] [--json]: one retention pass now (dry: what it would remove) */
+int gbx_cmd_gc(int argc, char **argv)
+{
+    int dry = 0, as_json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--dry-run") == 0 || strcmp(argv[i], "-n") == 0) {
+            dry = 1;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            as_json = 1;
+        } else {
+            gbx_cli_error("usage: glovebox gc [--dry-run] [--json]");
+            return 2;
+        }
+    }
+    json_t *body = json_pack("{s:b}", "dry_run", dry);
+    json_t *reply = NULL;
+    int status = gbx_cli_call("POST", "/v1/gc", body, &reply);
+    json_decref(body);
+    if (status == 200 && as_json) {
+        char *t = json_dumps(reply, JSON_INDENT(2));
+        printf("%s\n", t);
+        free(t);
+    } else if (status == 200) {
+        size_t i;
+        json_t *r;
+        json_array_foreach(json_object_get(reply, "removed"), i, r)
+        {
+            printf("%s %-9s %-20s %-6s %10lld bytes  %lld s old\n",
+                   dry ? "would remove" : "removed", json_string_value(json_object_get(r, "kind")),
+                   json_string_value(json_object_get(r, "id")),
+                   json_string_value(json_object_get(r, "rule")),
+                   (long long)json_integer_value(json_object_get(r, "bytes")),
+                   (long long)json_integer_value(json_object_get(r, "age_s")));
+        }
+        printf("%s %zu, %lld bytes\n", dry ? "would remove" : "removed",
+               json_array_size(json_object_get(reply, "removed")),
+               (long long)json_integer_value(json_object_get(reply, "bytes")));
+    }
+    int rc = gbx_cli_result(status, reply, 200);
+    json_decref(reply);
+    return rc;
 }

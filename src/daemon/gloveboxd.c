@@ -50,6 +50,12 @@ static const char usage[] =
     "                         these names instead of the host's resolver (tests, pinning)\n"
     "  --egress-extra-ca FILE extra PEM trust anchors for upstream TLS (besides the host's)\n"
     "  --egress-max-conns N   open egress connections per sandbox (default 256)\n"
+    "  --retain-snapshots R   retention of snapshots: age=DURATION,count=N,size=SIZE\n"
+    "                         (any of them; default none: kept until deleted)\n"
+    "  --retain-artifacts R   the same for artifacts\n"
+    "  --retain-sessions R    sessions (and their logs) by last activity: age=,count=\n"
+    "  --retain-stopped R     paused sandboxes by time paused: age=,count=\n"
+    "  --gc-interval DURATION how often the collector runs (default 60s)\n"
     "  -h, --help\n";
 
 /* Every live sandbox holds descriptors (its agent connection, pidfd, cgroup); a thousand of
@@ -190,6 +196,33 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
             return -1;
         }
         st->cfg.egress_max_conns = (unsigned)n;
+    } else if (strncmp(key, "retain-", 7) == 0) {
+        struct gbx_retention_rule *r = NULL;
+        int sized = 1;
+        if (strcmp(key + 7, "snapshots") == 0)
+            r = &st->cfg.retention.snapshots;
+        else if (strcmp(key + 7, "artifacts") == 0)
+            r = &st->cfg.retention.artifacts;
+        else if (strcmp(key + 7, "sessions") == 0)
+            r = &st->cfg.retention.sessions, sized = 0;
+        else if (strcmp(key + 7, "stopped") == 0)
+            r = &st->cfg.retention.stopped, sized = 0;
+        if (r == NULL) {
+            snprintf(err, errsz, "unknown setting '%s'", key);
+            return -1;
+        }
+        char why[160];
+        if (gbx_retention_parse(value, sized, r, why, sizeof(why)) < 0) {
+            snprintf(err, errsz, "%s: %s", key, why);
+            return -1;
+        }
+    } else if (strcmp(key, "gc-interval") == 0) {
+        uint64_t ms;
+        if (gbx_parse_duration_ms(value, &ms) < 0 || ms < 100 || ms > 86400000ull) {
+            snprintf(err, errsz, "gc-interval must be a duration from 100ms to 24h");
+            return -1;
+        }
+        st->cfg.retention.interval_ms = ms;
     } else if (strcmp(key, "kill-on-exit") == 0) {
         if (parse_bool(value, &st->kill_on_exit) < 0) {
             snprintf(err, errsz, "kill-on-exit must be true or false");
@@ -259,6 +292,11 @@ int main(int argc, char **argv)
         {"egress-hosts", required_argument, NULL, 0},
         {"egress-extra-ca", required_argument, NULL, 0},
         {"egress-max-conns", required_argument, NULL, 0},
+        {"retain-snapshots", required_argument, NULL, 0},
+        {"retain-artifacts", required_argument, NULL, 0},
+        {"retain-sessions", required_argument, NULL, 0},
+        {"retain-stopped", required_argument, NULL, 0},
+        {"gc-interval", required_argument, NULL, 0},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
