@@ -255,6 +255,7 @@ struct pub {
     int over;
     int werr;
     int64_t skipped;
+    int inflight; /* p->sha is on the in-flight list */
 };
 
 static void pub_fail(struct pub *p, int status, enum gbx_err_kind kind, const char *fmt, ...)
@@ -728,6 +729,7 @@ static void publish_work(void *arg)
     pthread_mutex_lock(&blob_mu);
     f->next = inflight; /* kept until the row is written (publish_done) */
     inflight = f;
+    p->inflight = 1;
     struct stat st;
     int placed = 0;
     if (stat(blob, &st) == 0) /* the same content is stored already */
@@ -805,6 +807,10 @@ static void publish_done(void *arg)
     struct pub *p = arg;
     pub_reply_start(p);
     if (p->status) {
+        if (p->inflight) { /* placed, then failed (fsync of its directory) */
+            inflight_drop(p->sha);
+            gbx_artifacts_blob_release(p->s, p->sha);
+        }
         if (p->req)
             gbx_http_reply_error_status(p->req, p->status, p->ekind, "%s", p->emsg);
         pub_free(p);
