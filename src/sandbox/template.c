@@ -523,7 +523,7 @@ int gbx_template_list(const char *state_dir, struct gbx_template_info **out, siz
         closedir(d);
     if (!have_host) {
         if (len == cap)
-            v = gbx_xrealloc(v, (cap *= 2) * sizeof(*v));
+            v = gbx_xrealloc(v, (cap + 1) * sizeof(*v));
         gbx_autoerr struct gbx_err *e = NULL;
         if (gbx_template_inspect(state_dir, GBX_TEMPLATE_HOST, 0, &v[len], &e) == 0)
             len++;
