@@ -9,7 +9,14 @@ NAME=templates
 . "$(dirname "$0")/../lib/daemon.sh"
 GB="$BUILD/glovebox"
 export GLOVEBOX_RUNTIME_DIR="$RUN"
-start_daemon
+PORT=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+start_daemon --listen "127.0.0.1:$PORT"
+# tcp KEY METHOD PATH [BODY]: an API key's request; sets $code, body in $T/body
+tcp() {
+    key=$1; m=$2; p=$3; shift 3
+    code=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $key" -X "$m" \
+        --data-binary "${1:-}" "http://127.0.0.1:$PORT$p")
+}
 
 # mkimage KIND OUT: an image of dash, cat and ls with their libraries (from the host)
 mkimage() {
@@ -124,6 +131,23 @@ check "the event stream ends with done" eval "tail -n 1 '$T/events' | grep -q '\
 check "and carried progress for each layer" eval "grep -q '\"phase\":\"layer\".*\"step\":2' '$T/events'"
 wait_ready img-oci
 check "it is ready" [ "$(field "j['state']")" = ready ]
+
+# ---- the CLI, uploading; what an API key may do ---------------------------------------------
+"$GB" template import "$T/docker.tar" --name img-up --upload > "$T/out" 2>&1
+rc=$?
+check "glovebox template import --upload follows the build to its end" eval \
+    "[ $rc -eq 0 ] && grep -q \"template 'img-up' is ready\" '$T/out' && grep -q '^layer' '$T/out'"
+key=$("$GB" apikey create t710 2>/dev/null)
+tcp "$key" GET /v1/templates
+check "an API key lists templates" eval "[ '$code' = 200 ] && grep -q img-up '$T/body'"
+tcp "$key" POST /v1/templates "{\"name\":\"k1\",\"from\":{\"oci\":{\"path\":\"$T/docker.tar\"}}}"
+check "an API key may not import a host path: 403" [ "$code" = 403 ]
+tcp "$key" POST /v1/templates '{"name":"k2","from":{"debian":{"suite":"bookworm"}}}'
+check "nor build from Debian: 403" [ "$code" = 403 ]
+tcp "$key" DELETE /v1/templates/img-up
+check "nor delete: 403" [ "$code" = 403 ]
+req DELETE /v1/templates/img-up
+check "the admin deletes it" [ "$code" = 204 ]
 
 # ---- sandboxes from them ----------------------------------------------------------------------
 for t in img-docker img-oci; do
