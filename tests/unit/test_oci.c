@@ -133,6 +133,7 @@ struct buf {
     size_t len;
 };
 
+/* gzip: 0 none, 1 gzip, 2 zstd */
 static void build_tar(const struct ent *e, size_t n, int gzip, struct buf *out)
 {
     size_t cap = 4 << 20;
@@ -140,8 +141,10 @@ static void build_tar(const struct ent *e, size_t n, int gzip, struct buf *out)
     struct archive *a = archive_write_new();
     assert_non_null(a);
     assert_int_equal(archive_write_set_format_pax_restricted(a), ARCHIVE_OK);
-    if (gzip)
+    if (gzip == 1)
         assert_int_equal(archive_write_add_filter_gzip(a), ARCHIVE_OK);
+    else if (gzip == 2)
+        assert_int_equal(archive_write_add_filter_zstd(a), ARCHIVE_OK);
     assert_int_equal(archive_write_open_memory(a, out->p, cap, &out->len), ARCHIVE_OK);
     for (size_t i = 0; i < n; i++) {
         struct archive_entry *ae = archive_entry_new();
@@ -287,8 +290,12 @@ static void test_layers_whiteouts(void **state)
         {"abs-link", 'l', "/etc/passwd", 0777, 0}, {"rel-link", 'l', "usr/bin/su", 0777, 0},
         {"keep.txt", 'f', "replaced\n", 0644, 0},
     };
-    assert_int_equal(apply(upper, GBX_ARRAY_SIZE(upper), 1, &err), 0);
+    assert_int_equal(apply(upper, GBX_ARRAY_SIZE(upper), 1, &err), 0); /* gzip */
     assert_null(err);
+    static const struct ent top[] = {{"zstd.txt", 'f', "zstd\n", 0644, 0}};
+    assert_int_equal(apply(top, 1, 2, &err), 0); /* zstd */
+    gbx_autofree char *z = slurp("zstd.txt");
+    assert_string_equal(z, "zstd\n");
     assert_false(exists("gone.txt"));
     assert_false(exists("gonedir"));
     assert_false(exists("opq/old1"));
