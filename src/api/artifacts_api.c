@@ -34,6 +34,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <linux/capability.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -313,25 +314,43 @@ static int blob_write(struct pub *p, const void *b, size_t n)
     return 0;
 }
 
-/* The sandbox's root's file-system credentials on this thread (setfsuid and friends act on
- * the calling thread only; the raw setgroups too, unlike glibc's, which changes every
- * thread). */
+/* The sandbox's root's file-system credentials on this thread, and none of the daemon's
+ * capabilities but the two that change them back: setfsuid, setfsgid, capset and the raw
+ * setgroups act on the calling thread only (glibc's setgroups changes every thread). Without
+ * the capabilities, files whose read path checks one (CAP_SYSLOG, CAP_SYS_ADMIN ...) read as
+ * they would for the sandbox, not for the host's root. */
 struct creds {
     gid_t groups[64];
     int ngroups;
+    uint32_t fsuid, fsgid;
+    struct __user_cap_header_struct hdr;
+    struct __user_cap_data_struct caps[2];
+    int caps_saved;
 };
 
 static int creds_enter(struct creds *c, uint32_t uid)
 {
+    memset(c, 0, sizeof(*c));
     c->ngroups = getgroups((int)GBX_ARRAY_SIZE(c->groups), c->groups);
     if (c->ngroups < 0)
         return -errno; /* nothing changed yet */
+    c->fsuid = (uint32_t)syscall(SYS_setfsuid, -1);
+    c->fsgid = (uint32_t)syscall(SYS_setfsgid, -1);
+    c->hdr.version = _LINUX_CAPABILITY_VERSION_3;
+    if (syscall(SYS_capget, &c->hdr, c->caps) < 0)
+        return -errno;
+    c->caps_saved = 1;
     if (syscall(SYS_setgroups, 0, NULL) < 0)
         return -errno;
     syscall(SYS_setfsgid, uid);
     syscall(SYS_setfsuid, uid);
     if (syscall(SYS_setfsuid, -1) != (long)uid || syscall(SYS_setfsgid, -1) != (long)uid)
         return -EPERM;
+    struct __user_cap_data_struct keep[2] = {c->caps[0], c->caps[1]};
+    keep[0].effective &= (1u << CAP_SETUID) | (1u << CAP_SETGID);
+    keep[1].effective = 0;
+    if (syscall(SYS_capset, &c->hdr, keep) < 0)
+        return -errno;
     return 0;
 }
 
@@ -339,8 +358,10 @@ static void creds_leave(struct creds *c)
 {
     if (c->ngroups < 0)
         return;
-    syscall(SYS_setfsuid, 0);
-    syscall(SYS_setfsgid, 0);
+    if (c->caps_saved && syscall(SYS_capset, &c->hdr, c->caps) < 0)
+        gbx_log_error("artifacts: cannot restore a worker's capabilities: %s", strerror(errno));
+    syscall(SYS_setfsuid, c->fsuid);
+    syscall(SYS_setfsgid, c->fsgid);
     if (syscall(SYS_setgroups, c->ngroups, c->groups) < 0)
         gbx_log_error("artifacts: cannot restore a worker's groups: %s", strerror(errno));
 }
@@ -661,9 +682,10 @@ static void capture(struct pub *p)
         int fd = open_as_owner(p, AT_FDCWD, self,
                                O_RDONLY | O_NOCTTY | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0), &st,
                                &used);
+        int e = errno;
         fsids_set(used); /* a directory is walked as whoever could open it */
         if (fd < 0) {
-            pub_fail_errno(p, errno, "publishing", p->path);
+            pub_fail_errno(p, e, "publishing", p->path);
         } else if (S_ISDIR(st.st_mode)) {
             capture_dir(p, fd, &st);
             close(fd);
