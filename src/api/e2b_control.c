@@ -35,6 +35,7 @@
 
 #include "api/http.h"
 #include "api/sandboxes.h"
+#include "api/snapshots.h"
 #include "api/server.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -427,6 +428,176 @@ static struct gbx_live *find_or_404(struct gbx_server *s, struct evhttp_request 
     return l;
 }
 
+/* ---- snapshots and fork ------------------------------------------------------------------ */
+
+static char *query_param(struct evhttp_request *req, const char *name);
+
+/* E2B names snapshots "name:tag" (and lists them as "team/name:tag"); Glovebox keeps the
+ * name (or the id) and gives it back as "<name or id>:default". */
+static const char *snapshot_of(struct gbx_server *s, const char *ref)
+{
+    char buf[128];
+    const char *slash = strchr(ref, '/');
+    snprintf(buf, sizeof(buf), "%s", slash ? slash + 1 : ref);
+    char *colon = strchr(buf, ':');
+    if (colon && strcmp(colon, ":default") == 0)
+        *colon = '\0';
+    return gbx_snapshots_get(gbx_server_snapshots(s), buf).id;
+}
+
+static json_t *snapshot_e2b(const char *id, const char *name)
+{
+    gbx_autofree char *sid = gbx_asprintf("%s:default", name ? name : id);
+    return json_pack("{s:s,s:[s]}", "snapshotID", sid, "names", sid);
+}
+
+static void snapshot_taken(void *arg, struct evhttp_request *req, const char *id,
+                           const struct gbx_err *err)
+{
+    struct gbx_server *s = arg;
+    if (req == NULL)
+        return;
+    if (err)
+        return reply_gbx_err(req, err);
+    struct gbx_snapshot_ref r = gbx_snapshots_get(gbx_server_snapshots(s), id);
+    gbx_e2b_reply_json(req, 201, snapshot_e2b(id, r.name));
+}
+
+/* POST /sandboxes/{id}/snapshots {name?}: a filesystem snapshot (docs/e2b.md: memory and
+ * processes are not in it; a sandbox created from it starts fresh on its files). */
+static void handle_snapshot(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+{
+    json_t *body = body_object(req);
+    if (body == NULL)
+        return;
+    json_t *name = json_object_get(body, "name");
+    char nbuf[64] = "";
+    if (name && !json_is_null(name)) {
+        const char *n = json_is_string(name) ? json_string_value(name) : "";
+        size_t len = strcspn(n, ":"); /* a ":tag" is dropped: every snapshot is ":default" */
+        if (len == 0 || len >= sizeof(nbuf)) {
+            json_decref(body);
+            return gbx_e2b_error(req, 400, "'name' must be a snapshot name");
+        }
+        memcpy(nbuf, n, len);
+        nbuf[len] = '\0';
+        if (gbx_name_valid(nbuf) < 0 || strncmp(nbuf, "sn-", 3) == 0) {
+            json_decref(body);
+            return gbx_e2b_error(req, 400,
+                                 "'name' must be 1-63 of [a-z0-9-], not starting with 'sn-'");
+        }
+    }
+    json_decref(body);
+    gbx_snapshots_take(gbx_server_snapshots(s), req, l, nbuf[0] ? nbuf : NULL, "snapshot",
+                       snapshot_taken, s);
+}
+
+struct list_snaps {
+    json_t *arr;
+    const char *sandbox, *name;
+};
+
+static void list_snap(void *arg, const struct gbx_snapshot_ref *r)
+{
+    struct list_snaps *c = arg;
+    if ((c->sandbox && strcmp(c->sandbox, r->sandbox) != 0) ||
+        (c->name && (r->name == NULL || strcmp(c->name, r->name) != 0)))
+        return;
+    json_array_append_new(c->arr, snapshot_e2b(r->id, r->name));
+}
+
+/* GET /snapshots?sandboxID=&name=: every snapshot the key may see (one page). */
+static void handle_snapshot_list(struct gbx_server *s, struct evhttp_request *req)
+{
+    gbx_autofree char *sandbox = query_param(req, "sandboxID");
+    gbx_autofree char *name = query_param(req, "name");
+    if (name) {
+        char *colon = strchr(name, ':');
+        if (colon)
+            *colon = '\0';
+    }
+    struct list_snaps c = {json_array(), sandbox, name};
+    gbx_snapshots_each_visible(gbx_server_snapshots(s), list_snap, &c);
+    gbx_e2b_reply_json(req, 200, c.arr);
+}
+
+/* DELETE /templates/{snapshotID}: 204, or 404 (the SDK says false). */
+static void handle_snapshot_delete(struct gbx_server *s, struct evhttp_request *req,
+                                   const char *ref)
+{
+    gbx_autofree char *dec = pct_decode(ref, strlen(ref), 0);
+    const char *id = dec ? snapshot_of(s, dec) : NULL;
+    if (id == NULL)
+        return gbx_e2b_error(req, 404, "snapshot not found");
+    gbx_autoerr struct gbx_err *err = NULL;
+    gbx_autofree char *copy = gbx_xstrdup(id);
+    if (gbx_snapshots_delete(gbx_server_snapshots(s), copy, &err) < 0)
+        return reply_gbx_err(req, err);
+    gbx_server_audit(s, "snapshot.delete", "", json_pack("{s:s}", "snapshot", copy));
+    reply_none(req);
+}
+
+struct e2b_fork {
+    struct gbx_server *s;
+    json_int_t timeout;
+    int count;
+    char *tmpl; /* the source's template name as its client said it */
+};
+
+static void fork_taken(void *arg, struct evhttp_request *req, const char *id,
+                       const struct gbx_err *err)
+{
+    struct e2b_fork *f = arg;
+    if (req && err) {
+        reply_gbx_err(req, err);
+    } else if (req) {
+        json_t *items = json_array();
+        for (int i = 0; i < f->count; i++) {
+            json_t *native = json_pack("{s:s,s:I}", "snapshot", id, "timeout", f->timeout);
+            struct gbx_live *l = NULL;
+            gbx_autoerr struct gbx_err *cerr = NULL;
+            if (gbx_sandboxes_create(f->s, native, &l, &cerr) < 0) {
+                json_array_append_new(items, json_pack("{s:{s:i,s:s}}", "error", "code",
+                                                       gbx_http_status_for(cerr->kind), "message",
+                                                       cerr->msg));
+            } else {
+                remember_template(f->s, l, f->tmpl);
+                json_array_append_new(items, json_pack("{s:o}", "sandbox", sandbox_obj(l)));
+            }
+            json_decref(native);
+        }
+        gbx_e2b_reply_json(req, 201, items);
+    }
+    free(f->tmpl);
+    free(f);
+}
+
+/* POST /sandboxes/{id}/fork {timeout?, count?}: a snapshot of the live sandbox (kind fork)
+ * and count sandboxes started from it: 201 [{sandbox} | {error}]. */
+static void handle_fork(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+{
+    json_t *body = body_object(req);
+    if (body == NULL)
+        return;
+    json_int_t timeout = GBX_E2B_DEFAULT_TIMEOUT;
+    json_t *c = json_object_get(body, "count");
+    if (body_timeout(req, body, &timeout) < 0) {
+        json_decref(body);
+        return;
+    }
+    if (c && (!json_is_integer(c) || json_integer_value(c) < 1 || json_integer_value(c) > 64)) {
+        json_decref(body);
+        return gbx_e2b_error(req, 400, "'count' must be an integer from 1 to 64");
+    }
+    struct e2b_fork *f = gbx_xcalloc(1, sizeof(*f));
+    f->s = s;
+    f->timeout = timeout;
+    f->count = c ? (int)json_integer_value(c) : 1;
+    f->tmpl = gbx_xstrdup(client_template(l));
+    json_decref(body);
+    gbx_snapshots_take(gbx_server_snapshots(s), req, l, NULL, "fork", fork_taken, f);
+}
+
 /* POST /v2/sandboxes: NewSandboxV2 -> the native create body. */
 static void handle_create(struct gbx_server *s, struct evhttp_request *req)
 {
@@ -445,7 +616,11 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
         }
         tid = json_string_value(v);
     }
-    if (strcmp(tid, DEFAULT_TEMPLATE_ID) == 0 || strcmp(tid, "code-interpreter-v1") == 0)
+    /* a snapshot's id as createSnapshot gave it ("name:default" too) starts from it */
+    const char *snap_id = snapshot_of(s, tid);
+    if (snap_id)
+        tmpl = NULL;
+    else if (strcmp(tid, DEFAULT_TEMPLATE_ID) == 0 || strcmp(tid, "code-interpreter-v1") == 0)
         tmpl = GBX_DEFAULT_TEMPLATE;
     else if (gbx_name_valid(tid) == 0)
         tmpl = tid;
@@ -456,7 +631,8 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
     json_int_t timeout = GBX_E2B_DEFAULT_TIMEOUT;
     if (body_timeout(req, body, &timeout) < 0)
         goto out;
-    native = json_pack("{s:s,s:I}", "template", tmpl, "timeout", timeout);
+    native = snap_id ? json_pack("{s:s,s:I}", "snapshot", snap_id, "timeout", timeout)
+                     : json_pack("{s:s,s:I}", "template", tmpl, "timeout", timeout);
     if ((v = json_object_get(body, "metadata")) && !json_is_null(v))
         json_object_set(native, "metadata", v); /* checked by the core: string values */
     if ((v = json_object_get(body, "envVars")) && !json_is_null(v))
@@ -952,9 +1128,9 @@ static void sandbox_action(struct gbx_server *s, struct evhttp_request *req,
     case A_NETWORK:
         return handle_network(s, req, l);
     case A_SNAPSHOTS:
-        return gbx_e2b_error(req, 501, "snapshots are not implemented yet in Glovebox");
+        return handle_snapshot(s, req, l);
     case A_FORK:
-        return gbx_e2b_error(req, 501, "fork is not implemented yet in Glovebox");
+        return handle_fork(s, req, l);
     case A_LOGS:
         return gbx_e2b_error(req, 501, "sandbox logs are not available in Glovebox");
     }
@@ -1020,11 +1196,11 @@ void gbx_e2b_control(struct gbx_server *s, struct evhttp_request *req, const cha
     } else if (strcmp(seg[0], "snapshots") == 0 && n == 1) {
         if (m != EVHTTP_REQ_GET)
             return method_not_allowed(req, "GET");
-        return gbx_e2b_reply_json(req, 200, json_array()); /* no snapshots exist yet */
+        return handle_snapshot_list(s, req);
     } else if (strcmp(seg[0], "templates") == 0 && n == 2) {
         if (m != EVHTTP_REQ_DELETE)
             return method_not_allowed(req, "DELETE");
-        return gbx_e2b_error(req, 404, "snapshot not found");
+        return handle_snapshot_delete(s, req, seg[1]);
     }
     gbx_e2b_error(req, 404, "no route for '%s'", printable(path));
 }

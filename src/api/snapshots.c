@@ -372,8 +372,8 @@ struct take {
     struct gbx_layer_stats st;
     struct gbx_err *err;
     int64_t t0;
-    json_t *fork; /* a fork's create body and count, or NULL */
-    int count;
+    gbx_snapshot_taken_fn done;
+    void *arg;
 };
 
 static void take_work(void *arg)
@@ -392,9 +392,6 @@ static void sync_work(void *arg)
 {
     (void)!gbx_layer_sync(arg);
 }
-
-static void clone_n(struct gbx_snapshots *ss, struct evhttp_request *req, struct snap *p,
-                    json_t *body, int count, json_t *out);
 
 static void take_done(void *arg)
 {
@@ -420,8 +417,7 @@ static void take_done(void *arg)
             (void)!gbx_rm_rf(t->dir);
     }
     if (t->err) {
-        if (req)
-            gbx_http_reply_err(req, t->err);
+        t->done(t->arg, req, NULL, t->err);
         gbx_err_free(t->err);
         snap_free(t->snap);
     } else {
@@ -443,14 +439,8 @@ static void take_done(void *arg)
         gbx_log_info("snapshot '%s' of '%s': %llu bytes in %llu entries, %.2f ms", p->id,
                      p->sandbox, (unsigned long long)t->st.bytes, (unsigned long long)t->st.files,
                      ms);
-        if (req && t->fork) {
-            json_t *out = json_pack("{s:o}", "snapshot", snap_json(p));
-            clone_n(ss, req, p, t->fork, t->count, out);
-        } else if (req) {
-            gbx_http_reply_json(req, 201, snap_json(p));
-        }
+        t->done(t->arg, req, p->id, NULL);
     }
-    json_decref(t->fork);
     free(t->dir);
     free(t->sandbox);
     free(t);
@@ -464,47 +454,37 @@ static char *new_id(void)
     return gbx_asprintf("sn-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5]);
 }
 
-/* Freeze l, copy its changes off the loop, thaw, then answer (a snapshot, or a fork). */
-static void take(struct gbx_snapshots *ss, struct evhttp_request *req, struct gbx_live *l,
-                 const char *name, const char *kind, json_t *fork, int count)
+/* Freeze l, copy its changes off the loop, thaw, then call done. */
+void gbx_snapshots_take(struct gbx_snapshots *ss, struct evhttp_request *req, struct gbx_live *l,
+                        const char *name, const char *kind, gbx_snapshot_taken_fn done, void *arg)
 {
     struct gbx_server *s = ss->s;
+    struct gbx_err *err = NULL;
     if (l->busy) {
-        json_decref(fork);
-        return gbx_http_reply_error(req, GBX_ERR_CONFLICT,
-                                    "sandbox '%s' is busy with another snapshot or rollback",
-                                    l->sb->id);
+        gbx_err_set(&err, EBUSY, GBX_ERR_CONFLICT,
+                    "sandbox '%s' is busy with another snapshot or rollback", l->sb->id);
+        goto fail;
     }
     if (name && find(ss, name)) {
-        json_decref(fork);
-        return gbx_http_reply_error(req, GBX_ERR_CONFLICT, "a snapshot named '%s' exists", name);
+        gbx_err_set(&err, EEXIST, GBX_ERR_CONFLICT, "a snapshot named '%s' exists", name);
+        goto fail;
     }
     int64_t t0 = gbx_monotonic_ns();
-    struct gbx_err *err = NULL;
     int lfd = -1, ufd = -1;
-    if (gbx_sandbox_layer_open(l->sb, &lfd, &err) < 0) {
-        json_decref(fork);
-        gbx_http_reply_err(req, err);
-        gbx_err_free(err);
-        return;
-    }
+    if (gbx_sandbox_layer_open(l->sb, &lfd, &err) < 0)
+        goto fail;
     ufd = openat(lfd, "upper", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     close(lfd);
     if (ufd < 0) {
-        json_decref(fork);
-        return gbx_http_reply_error(req, GBX_ERR_INTERNAL,
-                                    "sandbox '%s': cannot open its writable layer: %s", l->sb->id,
-                                    strerror(errno));
+        gbx_err_sys(&err, errno, "sandbox '%s': cannot open its writable layer", l->sb->id);
+        goto fail;
     }
     struct take *t = gbx_xcalloc(1, sizeof(*t));
     t->was_paused = l->paused;
     if (!l->paused && gbx_sandboxes_pause(s, l, 1, &err) < 0) {
         close(ufd);
         free(t);
-        json_decref(fork);
-        gbx_http_reply_err(req, err);
-        gbx_err_free(err);
-        return;
+        goto fail;
     }
     l->busy = 1;
     t->ss = ss;
@@ -512,8 +492,8 @@ static void take(struct gbx_snapshots *ss, struct evhttp_request *req, struct gb
     t->sandbox = gbx_xstrdup(l->sb->id);
     t->upper_fd = ufd;
     t->host_uid = l->sb->host_uid;
-    t->fork = fork;
-    t->count = count;
+    t->done = done;
+    t->arg = arg;
     struct snap *p = gbx_xcalloc(1, sizeof(*p));
     p->id = new_id();
     p->name = opt_dup(name);
@@ -532,6 +512,70 @@ static void take(struct gbx_snapshots *ss, struct evhttp_request *req, struct gb
         gbx_err_set(&t->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
         take_done(t);
     }
+    return;
+fail:
+    done(arg, req, NULL, err);
+    gbx_err_free(err);
+}
+
+struct gbx_snapshot_ref gbx_snapshots_get(struct gbx_snapshots *ss, const char *ref)
+{
+    struct snap *p = find(ss, ref);
+    struct gbx_snapshot_ref r = {0};
+    if (p) {
+        r.id = p->id;
+        r.name = p->name;
+        r.sandbox = p->sandbox;
+        r.created_ns = p->created_ns;
+    }
+    return r;
+}
+
+void gbx_snapshots_each_visible(struct gbx_snapshots *ss,
+                                void (*fn)(void *arg, const struct gbx_snapshot_ref *r), void *arg)
+{
+    const char *owner = gbx_server_owner(ss->s);
+    int admin = gbx_server_is_admin(ss->s);
+    for (struct snap *p = ss->list; p; p = p->next) {
+        if (strcmp(p->state, "ready") != 0 || (!admin && strcmp(p->owner, owner) != 0))
+            continue;
+        struct gbx_snapshot_ref r = {p->id, p->name, p->sandbox, p->created_ns};
+        fn(arg, &r);
+    }
+}
+
+/* the native API's replies */
+static void taken_native(void *arg, struct evhttp_request *req, const char *id,
+                         const struct gbx_err *err)
+{
+    struct gbx_snapshots *ss = arg;
+    if (req == NULL)
+        return;
+    if (err)
+        return gbx_http_reply_err(req, err);
+    gbx_http_reply_json(req, 201, snap_json(find_any(ss, id)));
+}
+
+struct fork_req {
+    struct gbx_snapshots *ss;
+    json_t *body;
+    int count;
+};
+
+static void clone_n(struct gbx_snapshots *ss, struct evhttp_request *req, struct snap *p,
+                    json_t *body, int count, json_t *out);
+
+static void taken_fork(void *arg, struct evhttp_request *req, const char *id,
+                       const struct gbx_err *err)
+{
+    struct fork_req *f = arg;
+    if (req && err)
+        gbx_http_reply_err(req, err);
+    else if (req)
+        clone_n(f->ss, req, find_any(f->ss, id), f->body, f->count,
+                json_pack("{s:o}", "snapshot", snap_json(find_any(f->ss, id))));
+    json_decref(f->body);
+    free(f);
 }
 
 /* ---- clones ------------------------------------------------------------------------------- */
@@ -723,11 +767,12 @@ int gbx_snapshots_sandbox_route(struct gbx_snapshots *ss, struct evhttp_request 
         if (name && (!json_is_string(name) || gbx_name_valid(json_string_value(name)) < 0 ||
                      strncmp(json_string_value(name), "sn-", 3) == 0)) {
             gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                 "'name' must be 1-63 of [a-z0-9._-], not starting with 'sn-'");
+                                 "'name' must be 1-63 of [a-z0-9-], not starting with 'sn-'");
             json_decref(body);
             return 1;
         }
-        take(ss, req, l, name ? json_string_value(name) : NULL, "snapshot", NULL, 0);
+        gbx_snapshots_take(ss, req, l, name ? json_string_value(name) : NULL, "snapshot",
+                           taken_native, ss);
         json_decref(body);
         return 1;
     }
@@ -741,8 +786,13 @@ int gbx_snapshots_sandbox_route(struct gbx_snapshots *ss, struct evhttp_request 
         int count;
         if (body == NULL)
             return 1;
-        if (parse_count(req, body, &count) == 0)
-            take(ss, req, l, NULL, "fork", fork_body(l, body), count);
+        if (parse_count(req, body, &count) == 0) {
+            struct fork_req *f = gbx_xcalloc(1, sizeof(*f));
+            f->ss = ss;
+            f->body = fork_body(l, body);
+            f->count = count;
+            gbx_snapshots_take(ss, req, l, NULL, "fork", taken_fork, f);
+        }
         json_decref(body);
         return 1;
     }

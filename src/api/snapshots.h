@@ -48,6 +48,23 @@ int gbx_snapshots_layers(struct gbx_snapshots *ss, const char *ref, char ***laye
                          const char **tmpl, const char **id, struct gbx_err **err) GBX_WUR;
 void gbx_snapshots_layers_free(char **layers, size_t n);
 
+/* Snapshot sandbox l (frozen while what it changed is copied out, off the loop), then call
+ * done on the loop with the new snapshot's id, or with the error. req (may be NULL) is
+ * handed back to done, or NULL if its client went away meanwhile. */
+typedef void (*gbx_snapshot_taken_fn)(void *arg, struct evhttp_request *req, const char *id,
+                                      const struct gbx_err *err);
+void gbx_snapshots_take(struct gbx_snapshots *ss, struct evhttp_request *req, struct gbx_live *l,
+                        const char *name, const char *kind, gbx_snapshot_taken_fn done, void *arg);
+/* A snapshot visible to the current actor by id or name (id NULL when none); valid until the
+ * next call into the registry. */
+struct gbx_snapshot_ref {
+    const char *id, *name, *sandbox;
+    int64_t created_ns;
+};
+struct gbx_snapshot_ref gbx_snapshots_get(struct gbx_snapshots *ss, const char *ref);
+void gbx_snapshots_each_visible(struct gbx_snapshots *ss,
+                                void (*fn)(void *arg, const struct gbx_snapshot_ref *r), void *arg);
+
 /* Remove deleted snapshots that nothing stacks on any more (in the background). */
 void gbx_snapshots_sweep(struct gbx_snapshots *ss);
 

@@ -274,7 +274,7 @@ describe('timeout, metrics, pause and connect', () => {
     });
 });
 
-describe('not implemented yet', () => {
+describe('network, snapshots and fork', () => {
     let sbx;
 
     before(async () => {
@@ -293,15 +293,30 @@ describe('not implemented yet', () => {
         });
     });
 
-    test('createSnapshot and fork are SandboxError 501', async () => {
-        await assert.rejects(sbx.createSnapshot({ name: 'snap1' }), /501: .*snapshots/);
-        await assert.rejects(sbx.fork({ count: 2 }), /501: .*fork/);
-    });
-
-    test('listSnapshots is empty; deleteSnapshot is false', async () => {
+    test('createSnapshot, create from it, list, fork, deleteSnapshot', async () => {
+        await sbx.files.write('/home/user/state.txt', 'before');
+        const snap = await sbx.createSnapshot({ name: 'e2bsnap' });
+        assert.equal(snap.snapshotId, 'e2bsnap:default');
+        await sbx.files.write('/home/user/state.txt', 'after');
+        // a sandbox from the snapshot sees the files as they were
+        const from = await newSandbox({ template: snap.snapshotId });
+        assert.equal(await from.files.read('/home/user/state.txt'), 'before');
+        assert.equal(await sbx.files.read('/home/user/state.txt'), 'after');
         const pager = Sandbox.listSnapshots({ sandboxId: sbx.sandboxId });
-        assert.deepEqual(await pager.nextItems(), []);
-        assert.equal(pager.hasNext, false);
-        assert.equal(await Sandbox.deleteSnapshot('snap1:default'), false);
+        const ids = (await pager.nextItems()).map((x) => x.snapshotId);
+        assert.deepEqual(ids, ['e2bsnap:default']);
+        // fork: live files, independent sandboxes
+        const forks = await sbx.fork({ count: 2 });
+        assert.equal(forks.length, 2);
+        for (const f of forks) {
+            track(f);
+            assert.equal(await f.files.read('/home/user/state.txt'), 'after');
+        }
+        await forks[0].files.write('/home/user/state.txt', 'mine');
+        assert.equal(await forks[1].files.read('/home/user/state.txt'), 'after');
+        await assert.rejects(sbx.createSnapshot({ name: 'e2bsnap' }), /409/);
+        await from.kill();
+        assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true);
+        assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false);
     });
 });

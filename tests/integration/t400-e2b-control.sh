@@ -242,7 +242,7 @@ sleep 0.5
 e2b "$A" GET "/sandboxes/$SP"
 check "with the default timeout, not its expired one" eval '[ "$code" = 200 ] && [ "$(now_gap)" -ge 250 ]'
 
-# ---- network: the egress policy; not yet: snapshots, fork ------------------------------------
+# ---- network: the egress policy; snapshots, fork ---------------------------------------------
 e2b "$A" PUT "/sandboxes/$S1/network" '{"allowOut":["8.8.8.8"],"allow_internet_access":true}'
 check "network update: 204" [ "$code" = 204 ]
 e2b "$A" GET "/sandboxes/$S1"
@@ -256,17 +256,30 @@ check "and internet access is off again" [ "$(j "j['allowInternetAccess']")" = F
 e2b "$A" PUT /sandboxes/sb-000000000000/network '{}'
 check "network update of an unknown sandbox: 404 first" is_err 404
 e2b "$A" POST "/sandboxes/$S1/snapshots" '{"name":"snap1"}'
-check "createSnapshot: 501" is_err 501
+got=$(j "j['snapshotID'] + ' ' + ','.join(j['names'])")
+check "createSnapshot: 201 {snapshotID, names}" eval '[ "$code" = 201 ] && [ "$got" = "snap1:default snap1:default" ]'
+e2b "$A" POST "/sandboxes/$S1/snapshots" '{"name":"snap1"}'
+check "createSnapshot with a taken name: 409" is_err 409
 e2b "$A" POST /sandboxes/sb-000000000000/snapshots '{}'
 check "createSnapshot of an unknown sandbox: 404" is_err 404
 e2b "$A" POST "/sandboxes/$S1/fork" '{"timeout":10,"count":2}'
-check "fork: 501" is_err 501
+got=$(j "' '.join(','.join(sorted(i)) for i in j)")
+check "fork: 201 with two items, each {sandbox}" eval '[ "$code" = 201 ] && [ "$got" = "sandbox sandbox" ]'
+FORKED=$(j "' '.join(i['sandbox']['sandboxID'] for i in j)")
 e2b "$A" POST /sandboxes/sb-000000000000/fork '{}'
 check "fork of an unknown sandbox: 404" is_err 404
+e2b "$A" POST "/sandboxes/$S1/fork" '{"count":0}'
+check "fork with count 0: 400" is_err 400
 e2b "$A" GET "/snapshots?sandboxID=$S1"
-check "listSnapshots: 200 []" eval '[ "$code" = 200 ] && [ "$(j "j")" = "[]" ] && [ -z "$(hdr X-Next-Token)" ]'
-e2b "$A" DELETE /templates/snap1%3Adefault
+got=$(j "' '.join(x['snapshotID'].split('-')[0] for x in j)")
+check "listSnapshots: the named snapshot and the fork's" eval '[ "$code" = 200 ] && [ "$got" = "snap1:default sn" ]'
+e2b "$A" GET "/snapshots?sandboxID=$S1&name=snap1"
+check "listSnapshots by name" [ "$(j "len(j)")" = 1 ]
+e2b "$A" DELETE /templates/nothing%3Adefault
 check "deleteSnapshot of an unknown snapshot: 404 with code 404" is_err 404
+for f in $FORKED; do e2b "$A" DELETE "/sandboxes/$f"; done
+e2b "$A" DELETE /templates/snap1%3Adefault
+check "deleteSnapshot: 204" [ "$code" = 204 ]
 
 # ---- routes -----------------------------------------------------------------------------------
 e2b "$A" GET "/v2/sandboxes/$S1/nothing"
