@@ -106,7 +106,7 @@ static void on_event(void *arg, const char *line, size_t len)
     if (ev == NULL)
         return;
     const char *type = str(ev, "type");
-    if (strcmp(type, "progress") == 0) {
+    if (strcmp(type, "progress") == 0 && strcmp(str(ev, "phase"), "done") != 0) {
         const char *phase = str(ev, "phase");
         long long step = json_integer_value(json_object_get(ev, "step"));
         long long total = json_integer_value(json_object_get(ev, "total"));
