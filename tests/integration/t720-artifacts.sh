@@ -168,6 +168,41 @@ check "If-None-Match with the ETag: 304" [ "$(curl -s -o /dev/null -w '%{http_co
 req GET /v1/artifacts/art-0000000000000000
 check "an unknown artifact: 404" [ "$code" = 404 ]
 
+# ---- concurrency and clients that leave ---------------------------------------------------
+"$GB" exec "$SB" -- sh -c 'head -c 30000000 /dev/zero > /tmp/zero.bin'
+for i in 1 2 3 4 5; do
+    curl -s --unix-socket "$S" -X POST --data-binary '{"path":"/tmp/big.bin","name":"par"}' \
+        "http://glovebox/v1/sandboxes/$SB/artifacts" > "$T/conc$i" &
+    pp="$pp $!"
+done
+wait $pp
+check "5 concurrent publishes of one file: one sha256" [ "$(python3 -c "import sys, json; print(len({json.load(open(f))['sha256'] for f in sys.argv[1:]}))" "$T"/conc?)" = 1 ]
+req GET "/v1/artifacts?name=par"
+check "and 5 rows" [ "$(field "len(j['artifacts'])")" = 5 ]
+for id in $(field "' '.join(a['id'] for a in j['artifacts'])"); do
+    curl -s --unix-socket "$S" -X DELETE "http://glovebox/v1/artifacts/$id" &
+    pp="$pp $!"
+    curl -s --unix-socket "$S" -X POST --data-binary '{"path":"/tmp/big.bin","name":"par2"}' \
+        "http://glovebox/v1/sandboxes/$SB/artifacts" > /dev/null &
+    pp="$pp $!"
+done
+wait $pp
+req GET "/v1/artifacts?name=par2"
+check "publishes racing deletes of the same content keep the blob" eval \
+    "[ \"\$(field \"len(j['artifacts'])\")\" = 5 ] && cmp -s '$A/$(field "j['artifacts'][0]['sha256']")' '$T/big.bin'"
+curl -s -m 0.05 --unix-socket "$S" -X POST --data-binary '{"path":"/tmp/zero.bin","name":"left"}' \
+    "http://glovebox/v1/sandboxes/$SB/artifacts" > /dev/null
+for i in $(seq 100); do
+    req GET "/v1/artifacts?name=left"
+    [ "$(field "len(j['artifacts'])")" = 1 ] && break
+    sleep 0.05
+done
+check "a client that leaves mid-publish: the artifact is still published" [ "$(field "len(j['artifacts'])")" = 1 ]
+IDZ=$(field "j['artifacts'][0]['id']")
+curl -s --limit-rate 100k --max-time 0.5 --unix-socket "$S" -o /dev/null "http://glovebox/v1/artifacts/$IDZ/content"
+check "a client that leaves mid-download: the daemon serves on" eval \
+    "req GET /v1/artifacts/$IDZ; [ \"\$code\" = 200 ]"
+
 # ---- sessions --------------------------------------------------------------------------------
 req POST /v1/sessions '{}'
 SID=$(field "j['id']")
