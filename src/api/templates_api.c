@@ -513,7 +513,7 @@ static int uses(void *arg, struct gbx_live *l)
 static void purge_work(void *arg)
 {
     char *trash = arg;
-    int r = gbx_rm_rf(trash);
+    int r = gbx_template_remove_tree(trash);
     if (r < 0)
         gbx_log_warn("cannot remove '%s': %s", trash, strerror(-r));
     free(trash);

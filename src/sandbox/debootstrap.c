@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/mount.h>
 #include <sys/wait.h>
 
 #include "base/clock.h"
@@ -103,38 +102,6 @@ int gbx_deb_opts_check(const struct gbx_deb_opts *o, struct gbx_err **err)
             return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
                                "include: '%s' is not a Debian package name", o->include[i]);
     return 0;
-}
-
-/* Detach whatever debootstrap left mounted below dir (proc, sys when it was stopped). */
-static void unmount_below(const char *dir)
-{
-    gbx_autofree char *txt = NULL;
-    if (gbx_read_file("/proc/self/mountinfo", 4 << 20, &txt, NULL) < 0)
-        return;
-    size_t dl = strlen(dir);
-    char *save = NULL;
-    char *points[64];
-    size_t n = 0;
-    for (char *line = strtok_r(txt, "\n", &save); line && n < GBX_ARRAY_SIZE(points);
-         line = strtok_r(NULL, "\n", &save)) {
-        /* id parent major:minor root mountpoint ... */
-        char *f = line;
-        for (int i = 0; i < 4 && f; i++) {
-            f = strchr(f, ' ');
-            if (f)
-                f++;
-        }
-        if (f == NULL)
-            continue;
-        char *end = strchr(f, ' ');
-        if (end)
-            *end = '\0';
-        if (strncmp(f, dir, dl) == 0 && f[dl] == '/')
-            points[n++] = f; /* octal escapes: our staging paths have none */
-    }
-    while (n > 0)
-        if (umount2(points[--n], MNT_DETACH) < 0)
-            gbx_log_warn("cannot detach '%s': %s", points[n], strerror(errno));
 }
 
 struct run {
@@ -333,7 +300,7 @@ int gbx_template_build_debian(const char *state_dir, const char *name, const str
         if (d)
             closedir(d);
     }
-    unmount_below(stage);
+    gbx_template_unmount_below(stage);
     if (r == 0) {
         gbx_autofree char *created = gbx_rfc3339(gbx_realtime_ns());
         const char *variant = o->variant ? o->variant : "minbase";
@@ -344,7 +311,7 @@ int gbx_template_build_debian(const char *state_dir, const char *name, const str
         r = gbx_template_install(state_dir, name, stage, conf, err);
     }
     if (r < 0) {
-        (void)!gbx_rm_rf(stage);
+        (void)!gbx_template_remove_tree(stage);
         return gbx_err_wrap(err, "build template '%s'", name);
     }
     return 0;

@@ -936,7 +936,7 @@ int gbx_oci_import(const char *state_dir, const char *name, const char *path, co
         r = gbx_template_install(state_dir, name, stage, conf, err);
     }
     if (r < 0) {
-        (void)!gbx_rm_rf(stage);
+        (void)!gbx_template_remove_tree(stage);
         return gbx_err_wrap(err, "import template '%s'", name);
     }
     if (st->devices_skipped)

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include "base/fileutil.h"
@@ -552,6 +553,78 @@ int gbx_template_trash(const char *state_dir, const char *name, char **trash, st
     return 0;
 }
 
+/* rm -rf that stays on one filesystem: a mount point below is left alone (-EXDEV). */
+static int rm_xdev(int dfd, const char *name, dev_t dev)
+{
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (st.st_dev != dev)
+        return -EXDEV;
+    if (!S_ISDIR(st.st_mode))
+        return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (d == NULL) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return -e;
+    }
+    int r = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        int rr = rm_xdev(dirfd(d), de->d_name, dev);
+        if (rr < 0 && r == 0)
+            r = rr;
+    }
+    closedir(d);
+    if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+        r = -errno;
+    return r;
+}
+
+void gbx_template_unmount_below(const char *dir)
+{
+    gbx_autofree char *txt = NULL;
+    if (gbx_read_file("/proc/self/mountinfo", 4 << 20, &txt, NULL) < 0)
+        return;
+    size_t dl = strlen(dir);
+    char *save = NULL;
+    char *points[64];
+    size_t n = 0;
+    for (char *line = strtok_r(txt, "\n", &save); line && n < GBX_ARRAY_SIZE(points);
+         line = strtok_r(NULL, "\n", &save)) {
+        /* id parent major:minor root mountpoint ... */
+        char *f = line;
+        for (int i = 0; i < 4 && f; i++) {
+            f = strchr(f, ' ');
+            if (f)
+                f++;
+        }
+        if (f == NULL)
+            continue;
+        char *end = strchr(f, ' ');
+        if (end)
+            *end = '\0';
+        if (strncmp(f, dir, dl) == 0 && f[dl] == '/')
+            points[n++] = f; /* octal escapes: staging paths have none */
+    }
+    while (n > 0)
+        (void)umount2(points[--n], MNT_DETACH); /* innermost first */
+}
+
+int gbx_template_remove_tree(const char *path)
+{
+    gbx_template_unmount_below(path);
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return errno == ENOENT ? 0 : -errno;
+    return rm_xdev(AT_FDCWD, path, st.st_dev);
+}
+
 void gbx_template_gc(const char *state_dir)
 {
     gbx_autofree char *tdir = gbx_asprintf("%s/templates", state_dir);
@@ -567,7 +640,7 @@ void gbx_template_gc(const char *state_dir)
         if (strstr(de->d_name, mine))
             continue; /* this process's: its owner removes it */
         gbx_autofree char *p = gbx_asprintf("%s/%s", tdir, de->d_name);
-        (void)!gbx_rm_rf(p);
+        (void)!gbx_template_remove_tree(p);
     }
     closedir(d);
 }

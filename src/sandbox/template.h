@@ -66,6 +66,12 @@ void gbx_template_list_free(struct gbx_template_info *v, size_t n);
  * uses it is the caller's question. */
 int gbx_template_trash(const char *state_dir, const char *name, char **trash,
                        struct gbx_err **err) GBX_WUR;
+/* Remove a template, trash or staging tree: whatever is mounted below it is detached first
+ * (a debootstrap stopped mid-way leaves proc, sys, dev binds), and the removal never crosses
+ * into another filesystem. 0 or -errno. */
+int gbx_template_remove_tree(const char *path) GBX_WUR;
+/* Detach every mount below dir (innermost first). */
+void gbx_template_unmount_below(const char *dir);
 /* Remove trash and build directories left by earlier daemons (not this process's). */
 void gbx_template_gc(const char *state_dir);
 /* The commands a sandbox of this template runs: start (in the background when it starts)

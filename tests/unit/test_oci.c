@@ -17,8 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -614,6 +617,43 @@ static void test_import(void **state)
     assert_outside_untouched();
 }
 
+/* A staging tree with a bind mount of an outside directory inside (what a debootstrap stopped
+ * mid-way leaves): removing it detaches the mount and never empties what was bound. In a
+ * child with its own mount namespace. */
+static void test_remove_tree(void **state)
+{
+    if (geteuid() != 0) {
+        printf("skip: needs root for mounts\n");
+        skip();
+    }
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+            _exit(77);
+        gbx_autofree char *stage = gbx_asprintf("%s/.build.x.1.1", base);
+        gbx_autofree char *shm = gbx_asprintf("%s/rootfs/dev/shm", stage);
+        gbx_autofree char *proc = gbx_asprintf("%s/rootfs/proc", stage);
+        if (gbx_mkdir_p(shm, 0755) < 0 || gbx_mkdir_p(proc, 0755) < 0 ||
+            mount(outside, shm, NULL, MS_BIND, NULL) < 0 ||
+            mount("proc", proc, "proc", 0, NULL) < 0)
+            _exit(2);
+        if (gbx_template_remove_tree(stage) < 0)
+            _exit(3);
+        struct stat st;
+        if (stat(stage, &st) == 0)
+            _exit(4);
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77)
+        skip();
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_outside_untouched();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -623,6 +663,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_layers_whiteouts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hostile, setup, teardown),
         cmocka_unit_test_setup_teardown(test_import, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_tree, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
