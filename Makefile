@@ -178,8 +178,9 @@ BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 # bench_api is an HTTP client of the daemon: libcurl and jansson, linked directly
 BENCH_LIBS := $(shell pkg-config --libs libcurl jansson) -pthread
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
-	$(CC) $(LDFLAGS_ALL) -o $@ $< $(LIB) $(BENCH_LIBS) $(LIBS)
+BENCH_LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/lib/*.c))
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BENCH_LIB_OBJS) $(LIB)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(BENCH_LIB_OBJS) $(LIB) $(BENCH_LIBS) $(LIBS)
 
 bench: all $(BENCH_BINS)
 	@BUILD=$(BUILD) ./bench/run.sh
