@@ -987,8 +987,8 @@ void gbx_api_sandbox_artifacts(struct gbx_server *s, struct evhttp_request *req,
     p->sandbox = gbx_xstrdup(l->sb->id);
     p->owner = gbx_xstrdup(gbx_server_owner(s));
     p->actor = gbx_xstrdup(gbx_server_actor(s));
-    p->metadata =
-        json_dumps(json_is_object(jmeta) ? jmeta : json_object(), JSON_COMPACT | JSON_SORT_KEYS);
+    p->metadata = json_is_object(jmeta) ? json_dumps(jmeta, JSON_COMPACT | JSON_SORT_KEYS)
+                                        : gbx_xstrdup("{}");
     p->dir = art_dir(s);
     int r = gbx_offload_submit(gbx_server_offload(s), publish_work, publish_done, p);
     if (r < 0) {

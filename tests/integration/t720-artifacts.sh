@@ -255,6 +255,16 @@ check "the first request sweeps: the orphan blob and the leftover temporary file
 check "the named blobs stay" eval "[ -f '$A/$SHAD' ] && [ -f '$A/$SHA1' ]"
 check "after a daemon restart: the row" eval "[ '$code' = 200 ] && [ \"\$(field \"j['sandbox']\")\" = '$SB' ]"
 check "and the content" sh -c "'$GB' artifact get '$IDBIG' | cmp -s - '$T/big.bin'"
+SB2=$("$GB" create --timeout 10m)
+"$GB" exec "$SB2" -- sh -c 'mkdir -p /tmp/e/f && echo again > /tmp/e/f/g.txt && ln -s g.txt /tmp/e/f/h'
+SB="$SB2"
+pub '{"path":"/tmp/e"}'
+check "the restarted daemon publishes (a directory, no metadata)" eval "[ '$code' = 201 ] && [ \"\$(field \"j['metadata']\")\" = '{}' ]"
+IDE=$(field "j['id']")
+pub '{"path":"/tmp/e/f/g.txt","metadata":{"a":{"b":[1,2]}}}'
+check "and a file with nested metadata" eval "[ '$code' = 201 ] && [ \"\$(field \"j['metadata']\")\" = \"{'a': {'b': [1, 2]}}\" ]"
+pub '{"path":"/tmp/nothing"}'
+check "and says 404 for a missing path" [ "$code" = 404 ]
 
 # ---- delete ------------------------------------------------------------------------------
 "$GB" artifact rm "$ID1"
