@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/stat.h>
 
 #include "api/http.h"
@@ -53,6 +54,7 @@ struct build {
     struct gbx_deb_opts deb;
     char *suite, *mirror, *variant;
     char **include;
+    char *conf_extra; /* description=, start=, ready= lines */
     uint64_t max_bytes;
     volatile int cancel;
     /* written by the worker, read by the loop, under mu */
@@ -94,6 +96,7 @@ static void build_unref(struct build *b)
     for (size_t i = 0; b->include && b->include[i]; i++)
         free(b->include[i]);
     free(b->include);
+    free(b->conf_extra);
     for (size_t i = 0; i < b->nevents; i++)
         free(b->events[i]);
     free(b->events);
@@ -204,13 +207,15 @@ static void build_work(void *arg)
         b->deb.progress = deb_progress;
         b->deb.arg = b;
         b->deb.cancel = &b->cancel;
+        b->deb.conf_extra = b->conf_extra;
         r = gbx_template_build_debian(b->state_dir, b->name, &b->deb, &err);
     } else {
         struct gbx_oci_opts o = {.max_bytes = b->max_bytes,
                                  .max_entries = MAX_IMAGE_ENTRIES,
                                  .progress = oci_progress,
                                  .arg = b,
-                                 .cancel = &b->cancel};
+                                 .cancel = &b->cancel,
+                                 .conf_extra = b->conf_extra};
         struct gbx_oci_stats st = {0};
         const void *data = NULL;
         size_t len = 0;
@@ -628,6 +633,20 @@ static uint64_t max_image_bytes(struct gbx_server *s)
     return up > cap / 64 ? cap : up * 64;
 }
 
+/* description, start and ready of a create body, as template.conf lines. */
+static int extra_of(json_t *body, char **out, struct gbx_err **err)
+{
+    const char *keys[] = {"description", "start", "ready"};
+    const char *v[3] = {NULL, NULL, NULL};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *j = json_object_get(body, keys[i]);
+        if (j && !json_is_string(j))
+            return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "%s: expected a string", keys[i]);
+        v[i] = json_string_value(j);
+    }
+    return gbx_template_conf_extra(v[0], v[1], v[2], out, err);
+}
+
 static void handle_create(struct gbx_server *s, struct event_base *base, struct evhttp_request *req)
 {
     json_t *body = gbx_http_body_object(req);
@@ -644,6 +663,14 @@ static void handle_create(struct gbx_server *s, struct event_base *base, struct 
             req, GBX_ERR_INVALID,
             "expected {\"name\": ..., \"from\": {\"oci\": {\"path\": ...}} or {\"debian\": "
             "{\"suite\": ...}}}");
+    }
+    gbx_autofree char *extra = NULL;
+    {
+        gbx_autoerr struct gbx_err *err = NULL;
+        if (extra_of(body, &extra, &err) < 0) {
+            json_decref(body);
+            return gbx_http_reply_err(req, err);
+        }
     }
     if (!gbx_server_is_admin(s)) {
         json_decref(body);
@@ -722,6 +749,7 @@ static void handle_create(struct gbx_server *s, struct event_base *base, struct 
         b->source = gbx_asprintf("debootstrap:%s", b->suite);
     }
     json_decref(body);
+    b->conf_extra = gbx_steal_ptr(&extra);
     start_build(s, base, req, b);
 }
 
@@ -738,9 +766,35 @@ static void handle_upload(struct gbx_server *s, struct event_base *base, struct 
         return gbx_http_reply_error_status(req, 413, GBX_ERR_LIMIT,
                                            "the archive is larger than --max-upload (%zu bytes)",
                                            gbx_server_max_upload(s));
+    struct evkeyvalq q;
+    TAILQ_INIT(&q);
+    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    if (query && evhttp_parse_query_str(query, &q) < 0)
+        return gbx_http_reply_error(req, GBX_ERR_INVALID, "malformed query string");
+    const char *v[3] = {NULL, NULL, NULL};
+    static const char *const keys[] = {"description", "start", "ready"};
+    for (struct evkeyval *kv = q.tqh_first; kv; kv = kv->next.tqe_next) {
+        size_t i = 0;
+        while (i < 3 && strcmp(kv->key, keys[i]) != 0)
+            i++;
+        if (i == 3) {
+            gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                 "query '%s': expected description=, start=, ready=", kv->key);
+            evhttp_clear_headers(&q);
+            return;
+        }
+        v[i] = kv->value;
+    }
+    gbx_autofree char *extra = NULL;
+    gbx_autoerr struct gbx_err *err = NULL;
+    int bad = gbx_template_conf_extra(v[0], v[1], v[2], &extra, &err) < 0;
+    evhttp_clear_headers(&q);
+    if (bad)
+        return gbx_http_reply_err(req, err);
     struct build *b = new_build(s, req, name, "oci");
     if (b == NULL)
         return;
+    b->conf_extra = gbx_steal_ptr(&extra);
     b->body = evbuffer_new();
     GBX_BUG_ON(b->body == NULL);
     evbuffer_add_buffer(b->body, in); /* moves the chains: no copy */

@@ -23,9 +23,12 @@ static const char template_usage[] =
     "usage: glovebox template ls [--json]\n"
     "       glovebox template show NAME\n"
     "       glovebox template rm NAME\n"
-    "       glovebox template import FILE --name NAME [--upload] [--no-wait]\n"
+    "       glovebox template import FILE --name NAME [--upload] [COMMON]\n"
     "       glovebox template build-debian --name NAME [--suite bookworm] [--mirror URL]\n"
-    "                                      [--variant minbase] [--include PKG,PKG] [--no-wait]\n"
+    "                                      [--variant minbase] [--include PKG,PKG] [COMMON]\n"
+    "COMMON: [--description TEXT] [--start CMD] [--ready CMD] [--no-wait]\n"
+    "  --start CMD   a shell command started in the background when a sandbox of it starts\n"
+    "  --ready CMD   a shell command that must exit 0 before such a sandbox is ready\n"
     "FILE is an image archive: `docker save` output or a tarball of an OCI image layout.\n";
 
 static const char *str(json_t *o, const char *k)
@@ -172,25 +175,89 @@ static int started(int status, json_t *reply, const char *name, int no_wait)
     return follow(name);
 }
 
+/* --description, --start, --ready: into body (JSON) or a query string (upload). */
+struct common {
+    const char *description, *start, *ready;
+    int no_wait;
+};
+
+static int common_opt(int c, struct common *co)
+{
+    switch (c) {
+    case 'D':
+        co->description = optarg;
+        return 1;
+    case 'S':
+        co->start = optarg;
+        return 1;
+    case 'R':
+        co->ready = optarg;
+        return 1;
+    case 'W':
+        co->no_wait = 1;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void common_json(const struct common *co, json_t *body)
+{
+    if (co->description)
+        json_object_set_new(body, "description", json_string(co->description));
+    if (co->start)
+        json_object_set_new(body, "start", json_string(co->start));
+    if (co->ready)
+        json_object_set_new(body, "ready", json_string(co->ready));
+}
+
+/* Append "&key=<percent-encoded value>" to a heap string. */
+static char *query_add(char *q, const char *key, const char *v)
+{
+    if (v == NULL)
+        return q;
+    size_t n = strlen(q), vl = strlen(v);
+    char *out = realloc(q, n + strlen(key) + 3 + vl * 3 + 1);
+    if (out == NULL)
+        abort();
+    char *p = out + n;
+    p += sprintf(p, "%c%s=", n ? '&' : '?', key);
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            strchr("-._~", *c)) {
+            *p++ = (char)*c;
+        } else {
+            *p++ = '%';
+            *p++ = hex[*c >> 4];
+            *p++ = hex[*c & 15];
+        }
+    }
+    *p = '\0';
+    return out;
+}
+
 static int cmd_import(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"name", required_argument, NULL, 'n'},
         {"upload", no_argument, NULL, 'u'},
+        {"description", required_argument, NULL, 'D'},
+        {"start", required_argument, NULL, 'S'},
+        {"ready", required_argument, NULL, 'R'},
         {"no-wait", no_argument, NULL, 'W'},
         {NULL, 0, NULL, 0},
     };
     const char *name = NULL;
-    int upload = 0, no_wait = 0, c;
+    struct common co = {0};
+    int upload = 0, c;
     optind = 0;
     while ((c = getopt_long(argc, argv, "n:", longopts, NULL)) != -1) {
         if (c == 'n')
             name = optarg;
         else if (c == 'u')
             upload = 1;
-        else if (c == 'W')
-            no_wait = 1;
-        else
+        else if (!common_opt(c, &co))
             return 2;
     }
     if (optind + 1 != argc || name == NULL) {
@@ -209,9 +276,19 @@ static int cmd_import(int argc, char **argv)
                 close(fd);
             return 1;
         }
-        char path[256];
-        snprintf(path, sizeof(path), "/v1/templates/%s/oci", name);
+        char *q = strdup("");
+        if (q == NULL)
+            abort();
+        q = query_add(q, "description", co.description);
+        q = query_add(q, "start", co.start);
+        q = query_add(q, "ready", co.ready);
+        char *path = malloc(strlen(name) + strlen(q) + 32);
+        if (path == NULL)
+            abort();
+        sprintf(path, "/v1/templates/%s/oci%s", name, q);
         status = gbx_cli_transfer("POST", path, fd, (long long)st.st_size, -1, &reply);
+        free(path);
+        free(q);
         close(fd);
     } else {
         char abs[PATH_MAX];
@@ -220,29 +297,29 @@ static int cmd_import(int argc, char **argv)
             return 1;
         }
         json_t *body = json_pack("{s:s,s:{s:{s:s}}}", "name", name, "from", "oci", "path", abs);
+        common_json(&co, body);
         status = gbx_cli_call("POST", "/v1/templates", body, &reply);
         json_decref(body);
     }
     if (status < 0)
         return 1;
-    return started(status, reply, name, no_wait);
+    return started(status, reply, name, co.no_wait);
 }
 
 static int cmd_build_debian(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"name", required_argument, NULL, 'n'},
-        {"suite", required_argument, NULL, 's'},
-        {"mirror", required_argument, NULL, 'm'},
-        {"variant", required_argument, NULL, 'v'},
-        {"include", required_argument, NULL, 'i'},
-        {"no-wait", no_argument, NULL, 'W'},
-        {NULL, 0, NULL, 0},
+        {"name", required_argument, NULL, 'n'},    {"suite", required_argument, NULL, 's'},
+        {"mirror", required_argument, NULL, 'm'},  {"variant", required_argument, NULL, 'v'},
+        {"include", required_argument, NULL, 'i'}, {"description", required_argument, NULL, 'D'},
+        {"start", required_argument, NULL, 'S'},   {"ready", required_argument, NULL, 'R'},
+        {"no-wait", no_argument, NULL, 'W'},       {NULL, 0, NULL, 0},
     };
     const char *name = NULL;
     json_t *deb = json_object();
     json_t *inc = json_array();
-    int no_wait = 0, c;
+    struct common co = {0};
+    int c;
     optind = 0;
     while ((c = getopt_long(argc, argv, "n:s:m:v:i:", longopts, NULL)) != -1) {
         switch (c) {
@@ -265,10 +342,9 @@ static int cmd_build_debian(int argc, char **argv)
             free(list);
             break;
         }
-        case 'W':
-            no_wait = 1;
-            break;
         default:
+            if (common_opt(c, &co))
+                break;
             json_decref(deb);
             json_decref(inc);
             return 2;
@@ -282,12 +358,13 @@ static int cmd_build_debian(int argc, char **argv)
     }
     json_object_set_new(deb, "include", inc);
     json_t *body = json_pack("{s:s,s:{s:o}}", "name", name, "from", "debian", deb);
+    common_json(&co, body);
     json_t *reply = NULL;
     int status = gbx_cli_call("POST", "/v1/templates", body, &reply);
     json_decref(body);
     if (status < 0)
         return 1;
-    return started(status, reply, name, no_wait);
+    return started(status, reply, name, co.no_wait);
 }
 
 int gbx_cmd_template(int argc, char **argv)

@@ -308,7 +308,8 @@ int gbx_template_build_debian(const char *state_dir, const char *name, const str
             "format=%d\ndescription=Debian %s (%s)%s%s\nsource=debootstrap:%s\ncreated=%s\n",
             GBX_TEMPLATE_FORMAT, o->suite, variant, o->n_include ? " with " : "",
             o->n_include ? "extra packages" : "", o->suite, created);
-        r = gbx_template_install(state_dir, name, stage, conf, err);
+        gbx_autofree char *full = gbx_asprintf("%s%s", conf, o->conf_extra ? o->conf_extra : "");
+        r = gbx_template_install(state_dir, name, stage, full, err);
     }
     if (r < 0) {
         (void)!gbx_template_remove_tree(stage);

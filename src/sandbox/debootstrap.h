@@ -45,6 +45,7 @@ struct gbx_deb_opts {
     void (*progress)(void *arg, const struct gbx_deb_progress *p); /* may be NULL */
     void *arg;
     const volatile int *cancel; /* non-zero: kill debootstrap, ECANCELED (may be NULL) */
+    const char *conf_extra;     /* key=value lines added to template.conf, or NULL */
 };
 
 /* Check the options (suite, mirror, variant, package names) without running anything. */

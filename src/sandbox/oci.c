@@ -933,7 +933,9 @@ int gbx_oci_import(const char *state_dir, const char *name, const char *path, co
     if (r == 0) {
         (void)!gbx_rm_rf(work);
         progress(o, "install", name, 0, 0);
-        r = gbx_template_install(state_dir, name, stage, conf, err);
+        gbx_autofree char *full =
+            gbx_asprintf("%s%s", conf, o && o->conf_extra ? o->conf_extra : "");
+        r = gbx_template_install(state_dir, name, stage, full, err);
     }
     if (r < 0) {
         (void)!gbx_template_remove_tree(stage);

@@ -53,6 +53,8 @@ struct gbx_oci_opts {
                      unsigned steps);
     void *arg;
     const volatile int *cancel; /* non-zero: stop with ECANCELED (may be NULL) */
+    const char *conf_extra;     /* key=value lines added to template.conf (start=, ready=,
+                                   description=: gbx_template_conf_extra), or NULL */
 };
 
 struct gbx_oci_stats {

@@ -660,6 +660,28 @@ int gbx_template_start_spec(const char *state_dir, const char *name, char **star
     return 0; /* the built-in template, not generated yet, has neither */
 }
 
+int gbx_template_conf_extra(const char *description, const char *start, const char *ready,
+                            char **out, struct gbx_err **err)
+{
+    const char *keys[] = {"description", "start", "ready"};
+    const char *vals[] = {description, start, ready};
+    char *t = gbx_xstrdup("");
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(keys); i++) {
+        if (vals[i] == NULL)
+            continue;
+        if (strpbrk(vals[i], "\r\n") || strlen(vals[i]) > 4096) {
+            free(t);
+            return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                               "%s: one line of at most 4096 bytes expected", keys[i]);
+        }
+        char *n = gbx_asprintf("%s%s=%s\n", t, keys[i], vals[i]);
+        free(t);
+        t = n;
+    }
+    *out = t;
+    return 0;
+}
+
 int gbx_template_staging(const char *state_dir, const char *name, char **dir, struct gbx_err **err)
 {
     gbx_autofree char *tdir = gbx_asprintf("%s/templates", state_dir);

@@ -79,6 +79,10 @@ void gbx_template_gc(const char *state_dir);
 int gbx_template_start_spec(const char *state_dir, const char *name, char **start, char **ready,
                             struct gbx_err **err) GBX_WUR;
 
+/* The template.conf lines for what a caller sets: description, start and ready (each may be
+ * NULL). *out owned ("" when none). INVALID for a newline or a value over 4096 bytes. */
+int gbx_template_conf_extra(const char *description, const char *start, const char *ready,
+                            char **out, struct gbx_err **err) GBX_WUR;
 /* A fresh staging directory <state>/templates/.build.<name>.<pid>.<n> (*dir owned). */
 int gbx_template_staging(const char *state_dir, const char *name, char **dir,
                          struct gbx_err **err) GBX_WUR;

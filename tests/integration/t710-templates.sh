@@ -113,13 +113,18 @@ mkimage oci "$T/oci.tar"
 check "the test images were built" [ -s "$T/docker.tar" ] && [ -s "$T/oci.tar" ]
 
 # ---- import by host path (admin) ---------------------------------------------------------
-req POST /v1/templates "{\"name\":\"img-docker\",\"from\":{\"oci\":{\"path\":\"$T/docker.tar\"}}}"
+req POST /v1/templates "{\"name\":\"img-docker\",\"from\":{\"oci\":{\"path\":\"$T/docker.tar\"}},\"description\":\"two layers\",\"start\":\"/bin/sh -c 'echo started > /tmp/s'\",\"ready\":\"/bin/cat /tmp/s\"}"
 check "import a docker-save archive by path: 202 building" eval "[ '$code' = 202 ] && [ \"\$(field \"j['state']\")\" = building ]"
 wait_ready img-docker
 check "it becomes ready" [ "$(field "j['state']")" = ready ]
 check "show: source, format, size, the image's env" eval "[ \"\$(field \"j['source']\")\" = 'oci:$T/docker.tar' ] && [ \"\$(field \"j['size_bytes'] > 0\")\" = True ] && [ \"\$(field \"j['oci']['env'][1]\")\" = IMG=t710 ] && [ \"\$(field \"j['oci']['workdir']\")\" = /data ]"
 req POST /v1/templates "{\"name\":\"img-docker\",\"from\":{\"oci\":{\"path\":\"$T/docker.tar\"}}}"
 check "the same name again: 409" [ "$code" = 409 ]
+req GET /v1/templates/img-docker
+check "description, start and ready are kept" eval "[ \"\$(field \"j['description']\")\" = 'two layers' ] && [ \"\$(field \"j['start']\")\" = \"/bin/sh -c 'echo started > /tmp/s'\" ] && [ \"\$(field \"j['ready']\")\" = '/bin/cat /tmp/s' ]"
+check "in template.conf" grep -qx "ready=/bin/cat /tmp/s" "$STATE/templates/img-docker/template.conf"
+req POST /v1/templates "{\"name\":\"nl\",\"from\":{\"oci\":{\"path\":\"$T/docker.tar\"}},\"start\":\"a\\nb\"}"
+check "a start command with a newline: 400" [ "$code" = 400 ]
 
 # ---- upload (OCI layout, gzip layer) ---------------------------------------------------------
 code=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$S" -X POST --data-binary "@$T/oci.tar" \
@@ -133,10 +138,12 @@ wait_ready img-oci
 check "it is ready" [ "$(field "j['state']")" = ready ]
 
 # ---- the CLI, uploading; what an API key may do ---------------------------------------------
-"$GB" template import "$T/docker.tar" --name img-up --upload > "$T/out" 2>&1
+"$GB" template import "$T/docker.tar" --name img-up --upload --ready 'test -e /data/keep && echo "ok"' > "$T/out" 2>&1
 rc=$?
 check "glovebox template import --upload follows the build to its end" eval \
     "[ $rc -eq 0 ] && grep -q \"template 'img-up' is ready\" '$T/out' && grep -q '^layer' '$T/out'"
+check "an upload's ready command (in the query string) is kept" \
+    grep -qx 'ready=test -e /data/keep && echo "ok"' "$STATE/templates/img-up/template.conf"
 key=$("$GB" apikey create t710 2>/dev/null)
 tcp "$key" GET /v1/templates
 check "an API key lists templates" eval "[ '$code' = 200 ] && grep -q img-up '$T/body'"
