@@ -731,6 +731,15 @@ static void handle_create(struct gbx_server *s, struct event_base *base, struct 
             json_decref(body);
             return gbx_http_reply_err(req, err);
         }
+        for (struct build *o2 = reg.list; o2; o2 = o2->next)
+            if (o2->state == B_BUILDING && strcmp(o2->kind, "debian") == 0) {
+                /* one at a time: a build holds one of the two worker threads for minutes */
+                json_decref(body);
+                return gbx_http_reply_error(req, GBX_ERR_UNAVAILABLE,
+                                            "template '%s' is being built from Debian; one "
+                                            "Debian build at a time",
+                                            o2->name);
+            }
         if ((b = new_build(s, req, name, "debian")) == NULL) {
             json_decref(body);
             return;
