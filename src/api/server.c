@@ -573,6 +573,29 @@ static void env_add_trust(struct gbx_live *l)
                                 json_string("/etc/ssl/certs/ca-certificates.crt"));
 }
 
+/* A template made from a snapshot is its base template with layers on top: append them to
+ * *layers (a snapshot's come first) and give the base's name (owned) for the library. */
+static int stack_template(struct gbx_server *s, const char *tmpl, char ***layers, size_t *n,
+                          char **base, struct gbx_err **err)
+{
+    char **tl = NULL;
+    size_t tn = 0;
+    if (gbx_template_resolve(s->rt.state_dir, tmpl, base, &tl, &tn, err) < 0)
+        return -1;
+    if (tn == 0)
+        return 0;
+    char **v = gbx_xcalloc(*n + tn, sizeof(char *));
+    for (size_t i = 0; i < *n; i++)
+        v[i] = (*layers)[i];
+    for (size_t i = 0; i < tn; i++)
+        v[*n + i] = tl[i];
+    free(*layers);
+    free(tl);
+    *layers = v;
+    *n += tn;
+    return 0;
+}
+
 int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **out,
                          struct gbx_err **err)
 {
@@ -645,8 +668,16 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
         GBX_BUG_ON(gbx_egress_set_policy(egress, policy, NULL) < 0); /* secrets checked */
     } else {
         gbx_autofree char *gen = c.id ? NULL : gbx_sandbox_id_new();
+        gbx_autofree char *base = NULL;
+        if (stack_template(s, c.template_name ? c.template_name : GBX_DEFAULT_TEMPLATE, &layers,
+                           &nlayers, &base, err) < 0) {
+            gbx_snapshots_layers_free(layers, nlayers);
+            free(spec_text);
+            gbx_egress_policy_free(policy);
+            return -1;
+        }
         struct gbx_sandbox_spec spec = {.id = c.id ? c.id : gen,
-                                        .template_name = c.template_name,
+                                        .template_name = base,
                                         .limits = c.limits,
                                         .disk_bytes = c.disk_bytes,
                                         .ctl_socket = 1,
@@ -1163,6 +1194,11 @@ int gbx_sandboxes_rebuild(struct gbx_server *s, struct gbx_live *l, const char *
         return -1;
     gbx_autofree char *id = gbx_xstrdup(l->sb->id);
     gbx_autofree char *sid = gbx_xstrdup(snap_id);
+    gbx_autofree char *base = NULL;
+    if (stack_template(s, tmpl, &layers, &nlayers, &base, err) < 0) {
+        gbx_snapshots_layers_free(layers, nlayers);
+        return -1;
+    }
     free(l->template_name);
     l->template_name = gbx_xstrdup(tmpl);
     struct gbx_egress_policy *policy = gbx_egress_policy_dup(gbx_egress_policy_of(l->egress));
@@ -1171,7 +1207,7 @@ int gbx_sandboxes_rebuild(struct gbx_server *s, struct gbx_live *l, const char *
     (void)!gbx_sandbox_destroy(l->sb, NULL);
     l->sb = NULL;
     struct gbx_sandbox_spec spec = {.id = id,
-                                    .template_name = l->template_name,
+                                    .template_name = base,
                                     .limits = l->limits,
                                     .disk_bytes = l->disk_bytes,
                                     .ctl_socket = 1,

@@ -24,6 +24,7 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "sandbox/layer.h"
+#include "sandbox/template.h"
 #include "store/snapshots.h"
 
 #define MAX_CLONES 64
@@ -633,6 +634,104 @@ static int parse_count(struct evhttp_request *req, json_t *body, int *count)
     return 0;
 }
 
+/* ---- a template from a snapshot ---------------------------------------------------------- */
+
+struct mk_tmpl {
+    struct gbx_snapshots *ss;
+    struct gbx_http_later *later;
+    char *state_dir, *name, *base, *source;
+    char **layers;
+    size_t nlayers;
+    struct gbx_err *err;
+};
+
+static void mk_tmpl_work(void *arg)
+{
+    struct mk_tmpl *m = arg;
+    (void)!gbx_template_install_layers(m->state_dir, m->name, m->base,
+                                       (const char *const *)m->layers, m->nlayers, m->source,
+                                       &m->err);
+}
+
+static void mk_tmpl_done(void *arg)
+{
+    struct mk_tmpl *m = arg;
+    struct evhttp_request *req = gbx_http_later_take(m->later);
+    if (m->err == NULL)
+        gbx_server_audit(m->ss->s, "template.create", "",
+                         json_pack("{s:s,s:s}", "template", m->name, "source", m->source));
+    if (req && m->err)
+        gbx_http_reply_err(req, m->err);
+    else if (req)
+        gbx_http_reply_json(req, 201,
+                            json_pack("{s:s,s:s,s:s,s:I}", "name", m->name, "base", m->base,
+                                      "source", m->source, "layers", (json_int_t)m->nlayers));
+    gbx_err_free(m->err);
+    gbx_snapshots_layers_free(m->layers, m->nlayers);
+    free(m->state_dir);
+    free(m->name);
+    free(m->base);
+    free(m->source);
+    free(m);
+}
+
+/* POST /v1/snapshots/{ref}/template {"name"}: a template of the snapshot's files (its layers
+ * copied, on the template the snapshot is of); admin only, as every template. */
+static void make_template(struct gbx_snapshots *ss, struct evhttp_request *req, struct snap *p)
+{
+    if (!gbx_server_is_admin(ss->s))
+        return gbx_http_reply_error(req, GBX_ERR_PERMISSION,
+                                    "templates are the admin's (the unix socket)");
+    json_t *body = gbx_http_body_object(req);
+    if (body == NULL)
+        return;
+    json_t *name = json_object_get(body, "name");
+    if (!json_is_string(name) || json_object_size(body) != 1 ||
+        gbx_template_name_valid(json_string_value(name)) < 0) {
+        json_decref(body);
+        return gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                    "expected {\"name\": a template name (1-63 of [a-z0-9-])}");
+    }
+    struct mk_tmpl *m = gbx_xcalloc(1, sizeof(*m));
+    m->ss = ss;
+    m->name = gbx_xstrdup(json_string_value(name));
+    json_decref(body);
+    const char *tmpl = NULL, *id = NULL;
+    struct gbx_err *err = NULL;
+    char **layers = NULL;
+    size_t n = 0;
+    gbx_autofree char *base = NULL;
+    char **tl = NULL;
+    size_t tn = 0;
+    if (gbx_snapshots_layers(ss, p->id, &layers, &n, &tmpl, &id, &err) < 0 ||
+        gbx_template_resolve(gbx_server_runtime(ss->s)->state_dir, tmpl, &base, &tl, &tn, &err) <
+            0) {
+        gbx_snapshots_layers_free(layers, n);
+        gbx_http_reply_err(req, err);
+        gbx_err_free(err);
+        free(m->name);
+        free(m);
+        return;
+    }
+    /* the snapshot's layers, then those of the template it is of (if made from one too) */
+    m->layers = gbx_xcalloc(n + tn, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        m->layers[i] = layers[i];
+    for (size_t i = 0; i < tn; i++)
+        m->layers[n + i] = tl[i];
+    free(layers);
+    free(tl);
+    m->nlayers = n + tn;
+    m->base = gbx_xstrdup(base);
+    m->source = gbx_asprintf("snapshot:%s", p->id);
+    m->state_dir = gbx_xstrdup(gbx_server_runtime(ss->s)->state_dir);
+    m->later = gbx_http_later_new(req);
+    if (gbx_offload_submit(gbx_server_offload(ss->s), mk_tmpl_work, mk_tmpl_done, m) < 0) {
+        gbx_err_set(&m->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
+        mk_tmpl_done(m);
+    }
+}
+
 /* ---- routes ------------------------------------------------------------------------------- */
 
 static void reply_list(struct gbx_snapshots *ss, struct evhttp_request *req, const char *sandbox)
@@ -699,6 +798,12 @@ void gbx_snapshots_route(struct gbx_snapshots *ss, struct evhttp_request *req, c
         return gbx_http_reply_json(req, used ? 202 : 204,
                                    used ? json_pack("{s:s,s:s}", "id", id, "state", "deleting")
                                         : NULL);
+    }
+    if (strcmp(slash, "/template") == 0) {
+        if (m != EVHTTP_REQ_POST)
+            return gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID,
+                                               "method not allowed (allowed: POST)");
+        return make_template(ss, req, p);
     }
     if (strcmp(slash, "/clone") == 0) {
         if (m != EVHTTP_REQ_POST)

@@ -101,7 +101,7 @@ static void print_snapshots(json_t *list)
     }
 }
 
-/* glovebox snapshots [ls] [--sandbox ID] [--json] | rm REF... | show REF */
+/* glovebox snapshots [ls] [--sandbox ID] [--json] | rm REF... | show REF | template REF NAME */
 int gbx_cmd_snapshots(int argc, char **argv)
 {
     int a = 1;
@@ -130,9 +130,21 @@ int gbx_cmd_snapshots(int argc, char **argv)
         }
         return rc;
     }
+    if (strcmp(sub, "template") == 0) {
+        if (a + 2 != argc) {
+            gbx_cli_error("usage: glovebox snapshots template SNAPSHOT NAME");
+            return 2;
+        }
+        char path[256];
+        snprintf(path, sizeof(path), "/v1/snapshots/%s/template", argv[a]);
+        json_t *body = json_pack("{s:s}", "name", argv[a + 1]);
+        int r = simple_post(path, body, 201, "name");
+        json_decref(body);
+        return r;
+    }
     if (strcmp(sub, "ls") != 0) {
         gbx_cli_error("usage: glovebox snapshots [ls [--sandbox ID] [--json] | show REF | rm "
-                      "REF...]");
+                      "REF... | template REF NAME]");
         return 2;
     }
     const char *sandbox = NULL;

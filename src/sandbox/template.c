@@ -2,14 +2,18 @@
 #include "sandbox/template.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "base/clock.h"
 #include "base/fileutil.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "sandbox/layer.h"
 
 int gbx_template_name_valid(const char *name)
 {
@@ -807,4 +811,75 @@ int gbx_template_fixup_rootfs(int root, unsigned flags, struct gbx_err **err)
         }
     }
     return 0;
+}
+
+/* ---- templates made from snapshots ---------------------------------------------------------- */
+
+int gbx_template_resolve(const char *state_dir, const char *name, char **base, char ***layers,
+                         size_t *nlayers, struct gbx_err **err)
+{
+    *base = NULL;
+    *layers = NULL;
+    *nlayers = 0;
+    gbx_autofree char *b = NULL, *n = NULL;
+    int r = gbx_template_conf_get(state_dir, name, "base", &b);
+    if (r == -ENOENT || (r == 0 && b == NULL)) {
+        *base = gbx_xstrdup(name); /* an ordinary template: itself, no layers */
+        return 0;
+    }
+    if (r < 0)
+        return gbx_err_sys(err, -r, "cannot read template '%s'", name);
+    if ((r = gbx_template_conf_get(state_dir, name, "layers", &n)) < 0 || n == NULL)
+        return gbx_err_set(err, EINVAL, GBX_ERR_INTERNAL, "template '%s': base without layers",
+                           name);
+    uint64_t count;
+    if (gbx_parse_u64(n, 1, 32, &count) < 0 || gbx_template_name_valid(b) < 0)
+        return gbx_err_set(err, EINVAL, GBX_ERR_INTERNAL, "template '%s': bad base or layers",
+                           name);
+    char **v = gbx_xcalloc(count, sizeof(char *));
+    for (uint64_t i = 0; i < count; i++)
+        v[i] = gbx_asprintf("%s/templates/%s/layers/%llu", state_dir, name, (unsigned long long)i);
+    *base = gbx_xstrdup(b);
+    *layers = v;
+    *nlayers = (size_t)count;
+    return 0;
+}
+
+int gbx_template_install_layers(const char *state_dir, const char *name, const char *base,
+                                const char *const *layers, size_t nlayers, const char *source,
+                                struct gbx_err **err)
+{
+    if (gbx_template_name_valid(name) < 0)
+        return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "invalid template name '%s'", name);
+    gbx_autofree char *stage = NULL, *created = NULL, *conf = NULL, *ldir = NULL;
+    if (gbx_template_staging(state_dir, name, &stage, err) < 0)
+        return -1;
+    ldir = gbx_asprintf("%s/layers", stage);
+    if (mkdir(ldir, 0755) < 0) {
+        gbx_err_sys(err, errno, "cannot create '%s'", ldir);
+        goto fail;
+    }
+    for (size_t i = 0; i < nlayers; i++) {
+        int fd = open(layers[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        gbx_autofree char *dst = gbx_asprintf("%s/%zu", ldir, i);
+        if (fd < 0) {
+            gbx_err_sys(err, errno, "cannot open layer '%s'", layers[i]);
+            goto fail;
+        }
+        /* a copy, owners kept (the layer is stored as the sandbox sees it already) */
+        int r = gbx_layer_copy(fd, dst, 0, 0, NULL, err);
+        close(fd);
+        if (r < 0)
+            goto fail;
+    }
+    created = gbx_rfc3339(gbx_realtime_ns());
+    conf = gbx_asprintf("format=%d\nbase=%s\nlayers=%zu\nsource=%s\ncreated=%s\ndescription=from "
+                        "%s on %s\n",
+                        GBX_TEMPLATE_FORMAT, base, nlayers, source, created, source, base);
+    if (gbx_template_install(state_dir, name, stage, conf, err) < 0)
+        goto fail;
+    return 0;
+fail:
+    (void)!gbx_template_remove_tree(stage);
+    return -1;
 }

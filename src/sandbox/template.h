@@ -9,6 +9,7 @@
 #ifndef GBX_SANDBOX_TEMPLATE_H
 #define GBX_SANDBOX_TEMPLATE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/err.h"
@@ -94,5 +95,16 @@ int gbx_template_install(const char *state_dir, const char *name, const char *st
 /* Make a rootfs usable as a template: the mount points (proc, dev, tmp, sys, run), the egress
  * DNS in etc/resolv.conf, hosts and hostname, an empty machine-id. */
 int gbx_template_fixup_rootfs(int rootfd, unsigned flags, struct gbx_err **err) GBX_WUR;
+
+/* A template made from a snapshot names its base template (base=) and holds the snapshot's
+ * layers (layers=N, in <dir>/layers/0..N-1, top first). *base: the template a sandbox's
+ * library create uses (the name itself for an ordinary template); *layers (owned, free each
+ * and the array): what to stack on it, top first, after any snapshot's own. */
+int gbx_template_resolve(const char *state_dir, const char *name, char **base, char ***layers,
+                         size_t *nlayers, struct gbx_err **err) GBX_WUR;
+/* Make template name from layers (paths, top first) on base: the layers are copied. */
+int gbx_template_install_layers(const char *state_dir, const char *name, const char *base,
+                                const char *const *layers, size_t nlayers, const char *source,
+                                struct gbx_err **err) GBX_WUR;
 
 #endif

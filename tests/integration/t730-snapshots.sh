@@ -7,6 +7,7 @@
 NAME=snapshots
 . "$(dirname "$0")/../lib/daemon.sh"
 start_daemon
+export GLOVEBOX_RUNTIME_DIR="$RUN"
 
 # sh ID CMD: run CMD in sandbox ID; stdout in $out, exit code in $rc
 sh_in() {
@@ -127,6 +128,25 @@ check "a create from a snapshot with another template is 400" [ "$code" = 400 ]
 req POST /v1/sandboxes '{"snapshot":"missing"}'
 check "a create from an unknown snapshot is 404" [ "$code" = 404 ]
 
+# ---- a template from a snapshot --------------------------------------------------------------
+"$BUILD/glovebox" snapshots template second fromsnap > "$T/tmpl.out" 2>&1
+check "glovebox snapshots template makes a template" eval "grep -qx fromsnap '$T/tmpl.out'"
+req POST /v1/snapshots/second/template '{"name":"fromsnap"}'
+check "a taken template name is 409" [ "$code" = 409 ]
+req POST /v1/snapshots/second/template '{"name":"Bad"}'
+check "a bad template name is 400" [ "$code" = 400 ]
+req POST /v1/sandboxes '{"template":"fromsnap"}'
+TS=$(field "j['id']")
+check "a sandbox from it reports the template" [ "$(field "j['template']")" = fromsnap ]
+sh_in "$TS" 'cat /work/l2 /work/d/b; echo more > /work/more'
+check "and sees the snapshot's files on its base" [ "$out" = "layer2
+keep" ]
+req POST "/v1/sandboxes/$TS/snapshots" '{}'
+req POST "/v1/snapshots/$(field "j['id']")/clone" '{}'
+sh_in "$(field "j['sandboxes'][0]['id']")" 'cat /work/more /work/l2'
+check "snapshots of it stack on the template's layers" [ "$out" = "more
+layer2" ]
+
 # ---- fork ----------------------------------------------------------------------------------
 sh_in "$A" 'echo forked > /work/f'
 req POST "/v1/sandboxes/$A/fork" '{"count":2,"labels":{"fork":"yes"}}'
@@ -141,7 +161,7 @@ check "a fork count of 0 is 400" [ "$code" = 400 ]
 
 # ---- list, delete ----------------------------------------------------------------------------
 req GET /v1/snapshots
-check "list shows the three snapshots" [ "$(field "len(j['snapshots'])")" = 3 ]
+check "list shows the four snapshots" [ "$(field "len(j['snapshots'])")" = 4 ]
 req GET "/v1/sandboxes/$A/snapshots"
 check "a sandbox's snapshots" [ "$(field "sorted(s['kind'] for s in j['snapshots'])")" = "['fork', 'snapshot']" ]
 req DELETE /v1/snapshots/base
