@@ -859,8 +859,9 @@ size_t gbx_api_templates_drain(const char *why)
     for (struct build *b = reg.list; b; b = b->next) {
         if (b->state == B_BUILDING) {
             b->cancel = 1;
-            push_event(
-                b, json_pack("{s:s,s:s,s:s}", "type", "error", "name", b->name, "message", why));
+            (void)why; /* that one speaks of processes going on; a build does not */
+            push_event(b, json_pack("{s:s,s:s,s:s}", "type", "error", "name", b->name, "message",
+                                    "the daemon is stopping: the build is cancelled"));
         }
         for (struct tstream *st = b->streams; st; st = st->next)
             n += st->req != NULL;
