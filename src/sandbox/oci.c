@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <openssl/evp.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -660,6 +661,41 @@ static char *blob_path(const char *digest)
     return gbx_asprintf("blobs/sha256/%s", hex);
 }
 
+/* An OCI layout's blob ("blobs/sha256/<hex>") must hash to its name. */
+static int verify_blob(int workfd, const char *rel, struct gbx_err **err)
+{
+    const char *hex = strrchr(rel, '/');
+    hex = hex ? hex + 1 : rel;
+    int fd = open_in(workfd, rel);
+    if (fd < 0)
+        return gbx_err_set(err, -fd, GBX_ERR_INVALID, "the image has no readable '%s': %s", rel,
+                           strerror(-fd));
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    GBX_BUG_ON(ctx == NULL);
+    int ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
+    static __thread unsigned char buf[1 << 16];
+    ssize_t n;
+    while (ok && (n = read(fd, buf, sizeof(buf))) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        ok = n > 0 && EVP_DigestUpdate(ctx, buf, (size_t)n) == 1;
+    }
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    ok = ok && EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == 32;
+    EVP_MD_CTX_free(ctx);
+    close(fd);
+    if (!ok)
+        return gbx_err_set(err, EIO, GBX_ERR_INVALID, "cannot hash '%s'", rel);
+    char got[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(got + 2 * i, 3, "%02x", md[i]);
+    if (strcmp(got, hex) != 0)
+        return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                           "'%s' does not match its digest (sha256:%s)", rel, got);
+    return 0;
+}
+
 /* The layers and config of the image: relative paths in the extracted archive. */
 struct image {
     char *config;
@@ -758,7 +794,7 @@ static int find_oci(int workfd, struct image *im, struct gbx_err **err)
             r = gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "index.json: no usable manifest digest");
             break;
         }
-        json_t *j = load_json(workfd, p, err);
+        json_t *j = verify_blob(workfd, p, err) < 0 ? NULL : load_json(workfd, p, err);
         if (j == NULL) {
             r = -1;
             break;
@@ -868,6 +904,12 @@ static int import_into(int workfd, int rootfd, const struct src *outer, const ch
                            "not an image archive: no manifest.json (docker save) and no "
                            "oci-layout with index.json (OCI layout)");
     int r = oci ? find_oci(workfd, &im, err) : find_docker(workfd, &im, err);
+    /* an OCI layout names its blobs by digest: check every one before it is used */
+    for (size_t i = 0; r == 0 && oci && i <= im.n; i++) {
+        progress(o, "verify", i < im.n ? im.layers[i] : im.config, (unsigned)i + 1,
+                 (unsigned)im.n + 1);
+        r = verify_blob(workfd, i < im.n ? im.layers[i] : im.config, err);
+    }
     struct gbx_oci_config cfg = {0};
     if (r == 0)
         r = read_config(workfd, im.config, &cfg, err);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/evp.h>
 
 #include "base/fileutil.h"
 #include "base/mem.h"
@@ -465,6 +466,15 @@ static void check_imported(const char *state, const char *name)
     gbx_template_info_release(&info);
 }
 
+static void sha256_hex(const void *data, size_t len, char out[65])
+{
+    unsigned char md[32];
+    unsigned int n = 0;
+    assert_int_equal(EVP_Digest(data, len, md, &n, EVP_sha256(), NULL), 1);
+    for (int i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
 static int no_staging_left(const char *state)
 {
     gbx_autofree char *t = gbx_asprintf("%s/templates", state);
@@ -511,48 +521,58 @@ static void test_import(void **state)
         gbx_err_free(err);
         free(outer.p);
     }
-    /* OCI layout: index.json -> manifest -> config and layers by digest (sha256 of nothing in
-     * particular: digests are names here) */
-    {
-        static const char h_man[] =
-            "1111111111111111111111111111111111111111111111111111111111111111";
-        static const char h_cfg[] =
-            "2222222222222222222222222222222222222222222222222222222222222222";
-        static const char h_l1[] =
-            "3333333333333333333333333333333333333333333333333333333333333333";
-        static const char h_l2[] =
-            "4444444444444444444444444444444444444444444444444444444444444444";
-        gbx_autofree char *index =
-            gbx_asprintf("{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"application/"
-                         "vnd.oci.image.manifest.v1+json\",\"digest\":\"sha256:%s\",\"size\":1}]}",
-                         h_man);
+    /* OCI layout: index.json -> manifest -> config and layers by digest; then the same with
+     * a layer that does not hash to its name */
+    for (int tamper = 0; tamper < 2; tamper++) {
+        char h_cfg[65], h_l1[65], h_l2[65], h_man[65];
+        sha256_hex(config, strlen(config), h_cfg);
+        sha256_hex(l1.p, l1.len, h_l1);
+        sha256_hex(l2.p, l2.len, h_l2);
         gbx_autofree char *man =
             gbx_asprintf("{\"schemaVersion\":2,\"config\":{\"digest\":\"sha256:%s\"},\"layers\":[{"
                          "\"digest\":\"sha256:%s\"},{\"digest\":\"sha256:%s\"}]}",
                          h_cfg, h_l1, h_l2);
+        sha256_hex(man, strlen(man), h_man);
+        gbx_autofree char *index =
+            gbx_asprintf("{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"application/"
+                         "vnd.oci.image.manifest.v1+json\",\"digest\":\"sha256:%s\",\"size\":1}]}",
+                         h_man);
         gbx_autofree char *n_man = gbx_asprintf("blobs/sha256/%s", h_man);
         gbx_autofree char *n_cfg = gbx_asprintf("blobs/sha256/%s", h_cfg);
         gbx_autofree char *n_l1 = gbx_asprintf("blobs/sha256/%s", h_l1);
         gbx_autofree char *n_l2 = gbx_asprintf("blobs/sha256/%s", h_l2);
         const char *names[] = {"oci-layout", "index.json", n_man, n_cfg, n_l1, n_l2};
+        struct buf l2t = {gbx_xmalloc(l2.len), l2.len};
+        memcpy(l2t.p, l2.p, l2.len);
+        if (tamper)
+            l2t.p[l2t.len - 1] ^= 1; /* one bit of the last layer */
         struct buf blobs[] = {text("{\"imageLayoutVersion\":\"1.0.0\"}"),
                               text(index),
                               text(man),
                               text(config),
                               l1,
-                              l2};
+                              l2t};
         struct buf outer;
         build_outer(names, blobs, 6, &outer);
         for (int i = 0; i < 4; i++)
             free(blobs[i].p);
+        free(l2t.p);
         gbx_autofree char *file = gbx_asprintf("%s/image.tar", base);
         assert_int_equal(gbx_write_file_atomic(file, outer.p, outer.len, 0600), 0);
         free(outer.p);
         struct gbx_err *err = NULL;
-        int r = gbx_oci_import(st, "ocil", file, NULL, 0, file, NULL, NULL, &err);
-        if (r < 0)
-            fail_msg("import: %s", err->msg);
-        check_imported(st, "ocil");
+        const char *name = tamper ? "tampered" : "ocil";
+        int r = gbx_oci_import(st, name, file, NULL, 0, file, NULL, NULL, &err);
+        if (!tamper) {
+            if (r < 0)
+                fail_msg("import: %s", err->msg);
+            check_imported(st, "ocil");
+        } else {
+            assert_int_equal(r, -1);
+            assert_non_null(strstr(err->msg, "does not match its digest"));
+            gbx_err_free(err);
+            assert_true(no_staging_left(st));
+        }
         (void)unlink(file);
     }
     /* a hostile layer: refused with its entry's name, nothing installed, nothing left */
