@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -227,7 +228,8 @@ static int do_shutdown(struct gbx_req *r)
  * layer handle goes. The listener, a socket of the daemon's network namespace bound on the
  * host, makes way for a placeholder at fd 3: an unbound datagram socket nobody can reach,
  * kept in the epoll set as the listener. The restorer gives CRIU a new listener in its
- * place (--inherit-fd), and the restored epoll set watches that one. */
+ * place (--inherit-fd), and the restored epoll set watches that one. The layer handle
+ * (fd 7) makes way for another placeholder, for the restored layer's handle. */
 static int do_hibernate(struct gbx_req *r)
 {
     int ph = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -241,7 +243,12 @@ static int do_hibernate(struct gbx_req *r)
     for (int i = 0; i < INIT_MAX_CONNS; i++)
         if (gbx_g.conns[i] != NULL)
             gbx_conn_close(gbx_g.conns[i]);
-    close(GBX_INIT_LAYER_FD);
+    /* a second placeholder for the layer handle: the restorer hands the new layer's in */
+    int lph = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (lph >= 0 && lph != GBX_INIT_LAYER_FD) {
+        (void)dup3(lph, GBX_INIT_LAYER_FD, O_CLOEXEC);
+        close(lph);
+    }
     gbx_src_close(&gbx_g.listen);
     if (ph != 3) {
         GBX_BUG_ON(dup3(ph, 3, O_CLOEXEC) < 0);
@@ -249,6 +256,11 @@ static int do_hibernate(struct gbx_req *r)
     }
     gbx_src_init(&gbx_g.listen, GBX_SRC_LISTEN, 3, NULL);
     gbx_src_set(&gbx_g.listen, EPOLLIN);
+    /* CRIU's helper inside the user namespace must open our /proc/<pid>/ns files: a
+     * restored mm belongs to the initial user namespace, where the helper has no
+     * capability, so a non-dumpable restored init could not be dumped again. The first
+     * connection after the restore makes init non-dumpable again (gbx_conn_accept). */
+    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     return 0;
 }
 
@@ -371,6 +383,8 @@ void gbx_conn_adopt(int fd)
 
 void gbx_conn_accept(int lfd)
 {
+    /* non-dumpable (see main): again after a hibernate, whose restorer connects first */
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     for (int i = 0; i < 8; i++) {
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)

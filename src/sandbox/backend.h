@@ -61,7 +61,10 @@ struct gbx_sandbox {
     struct gbx_cgroup cg;
     int exited;
     int exit_status;
+    struct gbx_saved_spec *saved; /* what create asked for, for a checkpoint (sandbox/criu.h) */
 };
+
+struct gbx_saved_spec;
 
 struct gbx_backend_ops {
     const char *name;

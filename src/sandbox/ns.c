@@ -17,6 +17,7 @@
 #include "base/fileutil.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "sandbox/criu.h"
 #include "sandbox/init_image.h"
 #include "agent/proto.h"
 #include "sandbox/ns.h"
@@ -174,6 +175,7 @@ static void sandbox_free(struct gbx_sandbox *sb)
     if (sb->pidfd >= 0)
         close(sb->pidfd);
     gbx_cgroup_release(&sb->cg);
+    gbx_saved_spec_free(sb->saved);
     free(sb->ctl_path);
     free(sb->dir);
     free(sb->id);
@@ -294,6 +296,7 @@ static int ns_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec
     if (r < 0)
         goto fail;
     sb->conn_fd = conn[0];
+    gbx_sandbox_keep_spec(sb, spec);
     gbx_template_release(&tmpl);
     *out = sb;
     return 0;
@@ -363,18 +366,6 @@ static int ns_destroy(struct gbx_sandbox *sb, struct gbx_err **err)
     return r;
 }
 
-static int ns_checkpoint(struct gbx_sandbox *sb, const char *dir, struct gbx_err **err)
-{
-    return gbx_err_set(err, ENOTSUP, GBX_ERR_UNAVAILABLE,
-                       "checkpoint of sandbox '%s' is not supported yet", sb->id);
-}
-
-static int ns_restore(struct gbx_runtime *rt, const char *dir, struct gbx_sandbox **out,
-                      struct gbx_err **err)
-{
-    return gbx_err_set(err, ENOTSUP, GBX_ERR_UNAVAILABLE, "restore is not supported yet");
-}
-
 const struct gbx_backend_ops gbx_ns_backend = {
     .name = "ns",
     .create = ns_create,
@@ -383,8 +374,8 @@ const struct gbx_backend_ops gbx_ns_backend = {
     .thaw = ns_thaw,
     .usage = ns_usage,
     .destroy = ns_destroy,
-    .checkpoint = ns_checkpoint,
-    .restore = ns_restore,
+    .checkpoint = gbx_ns_checkpoint, /* criu.c */
+    .restore = gbx_ns_restore,
 };
 
 int gbx_sandbox_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec,

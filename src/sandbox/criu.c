@@ -1,0 +1,1014 @@
+/* SPDX-License-Identifier: MIT */
+/* Hibernate with CRIU (docs/hibernate.md).
+ *
+ * checkpoint                                   restore (any process)
+ *   scan init's mountinfo: every bind mount      lock the uid slot, cgroups, new listener at
+ *   from outside becomes --external mnt[..]      <runtime>/sandboxes/<id>/ctl.sock
+ *   hold the writable layer (init's fd 7)        a throwaway userns with the slot's map for
+ *   HIBERNATE: init drops every connection,      idmapped clones of template, layers, /usr
+ *   parks a placeholder at fd 3                  child: private mount ns, tmpfs at staging,
+ *   criu dump (kills the tree)                   upper.tar unpacked, overlay at root/,
+ *   tar the upper (its tmpfs outlives the        joins the cgroups, exec criu restore
+ *   tree through our layer fd)                   --root root/ --inherit-fd fd[3]:placeholder
+ *   hibernate.conf; tear the rest down           connect to ctl.sock
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/client.h"
+#include "agent/frame.h"
+#include "agent/proto.h"
+#include "base/conf.h"
+#include "base/fileutil.h"
+#include "base/mem.h"
+#include "sandbox/criu.h"
+#include "sandbox/ns.h"
+#include "sandbox/template.h"
+
+#define CONF_NAME "hibernate.conf"
+#define MAX_EXTERNALS 64
+#define TRUST_MOUNTPOINT "/etc/ssl/certs/ca-certificates.crt"
+
+/* ---- the saved spec --------------------------------------------------------------------- */
+
+void gbx_sandbox_keep_spec(struct gbx_sandbox *sb, const struct gbx_sandbox_spec *spec)
+{
+    gbx_saved_spec_free(sb->saved);
+    struct gbx_saved_spec *s = gbx_xcalloc(1, sizeof(*s));
+    s->template_name =
+        gbx_xstrdup(spec->template_name ? spec->template_name : GBX_DEFAULT_TEMPLATE);
+    s->nlayers = spec->nlayers;
+    s->layers = gbx_xcalloc(spec->nlayers + 1, sizeof(char *));
+    for (size_t i = 0; i < spec->nlayers; i++)
+        s->layers[i] = gbx_xstrdup(spec->layers[i]);
+    s->limits = spec->limits;
+    s->disk_bytes = spec->disk_bytes;
+    sb->saved = s;
+}
+
+void gbx_saved_spec_free(struct gbx_saved_spec *s)
+{
+    if (s == NULL)
+        return;
+    free(s->template_name);
+    for (size_t i = 0; i < s->nlayers; i++)
+        free(s->layers[i]);
+    free(s->layers);
+    free(s);
+}
+
+/* ---- running programs -------------------------------------------------------------------- */
+
+/* An argv of owned copies. */
+struct args {
+    char *v[40 + 2 * MAX_EXTERNALS];
+    size_t n;
+};
+
+static void add(struct args *a, const char *s)
+{
+    GBX_BUG_ON(a->n + 1 >= GBX_ARRAY_SIZE(a->v));
+    a->v[a->n++] = gbx_xstrdup(s);
+    a->v[a->n] = NULL;
+}
+
+static void args_free(struct args *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        free(a->v[i]);
+    a->n = 0;
+}
+
+/* Run argv; stdout into *out (up to outsz-1 bytes, NUL-terminated) when out is not NULL,
+ * stderr to /dev/null. keep_fd (or -1) is passed on as fd 3. Returns the wait status or
+ * -errno. */
+static int run(char *const argv[], char *out, size_t outsz, int keep_fd)
+{
+    int p[2] = {-1, -1};
+    if (out && pipe2(p, O_CLOEXEC) < 0)
+        return -errno;
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        if (out) {
+            close(p[0]);
+            close(p[1]);
+        }
+        return -e;
+    }
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null >= 0) {
+            (void)dup2(null, 0);
+            (void)dup2(out ? p[1] : null, 1);
+            (void)dup2(null, 2);
+        }
+        if (keep_fd >= 0 && dup2(keep_fd, 3) < 0)
+            _exit(126);
+        syscall(SYS_close_range, keep_fd >= 0 ? 4 : 3, ~0U, 0);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    size_t n = 0;
+    if (out) {
+        close(p[1]);
+        ssize_t k;
+        while (n + 1 < outsz && (k = GBX_RETRY(read(p[0], out + n, outsz - 1 - n))) > 0)
+            n += (size_t)k;
+        out[n] = '\0';
+        close(p[0]);
+    }
+    int status;
+    if (GBX_RETRY(waitpid(pid, &status, 0)) < 0)
+        return -errno;
+    return status;
+}
+
+static int criu_version_ok(const char *path)
+{
+    char out[256];
+    struct args a = {.n = 0};
+    add(&a, path);
+    add(&a, "--version");
+    int st = run(a.v, out, sizeof(out), -1);
+    args_free(&a);
+    if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return 0;
+    const char *v = strstr(out, "Version: ");
+    return v && atoi(v + 9) >= 4;
+}
+
+static char *criu_path;
+
+static int try_candidate(const char *p)
+{
+    if (access(p, X_OK) != 0 || !criu_version_ok(p))
+        return 0;
+    criu_path = gbx_xstrdup(p);
+    return 1;
+}
+
+int gbx_criu_available(const char **path, struct gbx_err **err)
+{
+    if (criu_path) {
+        *path = criu_path;
+        return 0;
+    }
+    const char *env = getenv("GLOVEBOX_CRIU");
+    if (env && *env) {
+        if (try_candidate(env)) {
+            *path = criu_path;
+            return 0;
+        }
+        return gbx_err_set(err, ENOENT, GBX_ERR_UNAVAILABLE,
+                           "GLOVEBOX_CRIU='%s' is not a runnable CRIU >= 4", env);
+    }
+    /* the source tree's .deps: the binary lives in build/ (or build/tests/...), or we run
+     * from the tree */
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        for (int up = 0; up < 4; up++) {
+            char *slash = strrchr(exe, '/');
+            if (slash == NULL || slash == exe)
+                break;
+            *slash = '\0';
+            gbx_autofree char *p = gbx_asprintf("%s/.deps/criu/bin/criu", exe);
+            if (try_candidate(p)) {
+                *path = criu_path;
+                return 0;
+            }
+        }
+    }
+    if (try_candidate(".deps/criu/bin/criu")) {
+        *path = criu_path;
+        return 0;
+    }
+    const char *pathenv = getenv("PATH");
+    gbx_autofree char *dirs = gbx_xstrdup(pathenv ? pathenv : "/usr/sbin:/usr/bin:/sbin:/bin");
+    char *save = NULL;
+    for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        gbx_autofree char *p = gbx_asprintf("%s/criu", d);
+        if (try_candidate(p)) {
+            *path = criu_path;
+            return 0;
+        }
+    }
+    return gbx_err_set(err, ENOENT, GBX_ERR_UNAVAILABLE,
+                       "hibernate needs CRIU >= 4 (Debian 12's 3.17 does not work on this "
+                       "kernel): run scripts/criu.sh, or set GLOVEBOX_CRIU");
+}
+
+/* The Error lines of a CRIU log (but the harmless ones), for an error message. */
+static char *log_errors(const char *log)
+{
+    gbx_autofree char *text = NULL;
+    if (gbx_read_file(log, 8 << 20, &text, NULL) < 0)
+        return gbx_asprintf("(no log at %s)", log);
+    size_t cap = 1024, len = 0;
+    char *out = gbx_xcalloc(1, cap);
+    char *save = NULL;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        if (strstr(l, "Error") == NULL || strstr(l, "RLIMIT_NOFILE") || strstr(l, "tables-") ||
+            strstr(l, "tables-legacy"))
+            continue;
+        int k = snprintf(out + len, cap - len, "%s%s", len ? " | " : "", l);
+        if (k < 0 || (size_t)k >= cap - len)
+            break;
+        len += (size_t)k;
+    }
+    if (len == 0)
+        snprintf(out, cap, "(see %s)", log);
+    return out;
+}
+
+static int criu_failed(struct gbx_err **err, const char *what, int st, const char *log)
+{
+    gbx_autofree char *lines = log_errors(log);
+    if (st < 0)
+        return gbx_err_sys(err, -st, "%s: cannot run criu", what);
+    return gbx_err_set(err, EIO, GBX_ERR_INTERNAL, "%s failed (status %d): %s; log: %s", what,
+                       WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), lines, log);
+}
+
+/* ---- the conf file ---------------------------------------------------------------------- */
+
+struct hib_conf {
+    char *id;
+    uint32_t uid_slot, host_uid;
+    struct gbx_saved_spec spec;
+    unsigned long placeholder;       /* inode of init's fd-3 placeholder socket */
+    unsigned long layer_placeholder; /* inode of the one at fd 7 (the layer handle) */
+    char *ext_mp[MAX_EXTERNALS];     /* mountpoints inside the sandbox */
+    char *ext_key[MAX_EXTERNALS];    /* dev-<name>, usr, trust */
+    size_t next;
+};
+
+static void hib_conf_release(struct hib_conf *c)
+{
+    free(c->id);
+    free(c->spec.template_name);
+    for (size_t i = 0; i < c->spec.nlayers; i++)
+        free(c->spec.layers[i]);
+    free(c->spec.layers);
+    for (size_t i = 0; i < c->next; i++) {
+        free(c->ext_mp[i]);
+        free(c->ext_key[i]);
+    }
+    memset(c, 0, sizeof(*c));
+}
+
+static int conf_line(void *arg, const char *key, const char *value, unsigned line)
+{
+    struct hib_conf *c = arg;
+    char *end = NULL;
+    if (strcmp(key, "id") == 0) {
+        free(c->id);
+        c->id = gbx_xstrdup(value);
+    } else if (strcmp(key, "uid_slot") == 0) {
+        c->uid_slot = (uint32_t)strtoul(value, &end, 10);
+    } else if (strcmp(key, "host_uid") == 0) {
+        c->host_uid = (uint32_t)strtoul(value, &end, 10);
+    } else if (strcmp(key, "template") == 0) {
+        free(c->spec.template_name);
+        c->spec.template_name = gbx_xstrdup(value);
+    } else if (strcmp(key, "layer") == 0) {
+        if (c->spec.nlayers >= GBX_MAX_LAYERS)
+            return -E2BIG;
+        c->spec.layers = gbx_xrealloc(c->spec.layers, (c->spec.nlayers + 2) * sizeof(char *));
+        c->spec.layers[c->spec.nlayers++] = gbx_xstrdup(value);
+        c->spec.layers[c->spec.nlayers] = NULL;
+    } else if (strcmp(key, "disk_bytes") == 0) {
+        c->spec.disk_bytes = strtoull(value, &end, 10);
+    } else if (strcmp(key, "memory_bytes") == 0) {
+        c->spec.limits.memory_bytes = strtoull(value, &end, 10);
+    } else if (strcmp(key, "pids") == 0) {
+        c->spec.limits.pids = strtoull(value, &end, 10);
+    } else if (strcmp(key, "cpu_millis") == 0) {
+        c->spec.limits.cpu_millis = (uint32_t)strtoul(value, &end, 10);
+    } else if (strcmp(key, "placeholder") == 0) {
+        c->placeholder = strtoul(value, &end, 10);
+    } else if (strcmp(key, "layer_placeholder") == 0) {
+        c->layer_placeholder = strtoul(value, &end, 10);
+    } else if (strcmp(key, "external") == 0) {
+        const char *sp = strrchr(value, ' ');
+        if (sp == NULL || c->next >= MAX_EXTERNALS)
+            return -EINVAL;
+        c->ext_mp[c->next] = gbx_xstrndup(value, (size_t)(sp - value));
+        c->ext_key[c->next++] = gbx_xstrdup(sp + 1);
+    }
+    /* unknown keys: written by a newer version; ignored */
+    return end && *end ? -EINVAL : 0;
+}
+
+/* ---- checkpoint ------------------------------------------------------------------------- */
+
+/* Bind mounts from outside in init's mount table, each with its restore key. */
+static int scan_externals(struct gbx_sandbox *sb, struct hib_conf *c, struct gbx_err **err)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/mountinfo", (int)sb->init_pid);
+    gbx_autofree char *text = NULL;
+    if (gbx_read_file(path, 1 << 20, &text, NULL) < 0)
+        return gbx_err_sys(err, errno, "cannot read '%s'", path);
+    char *save = NULL;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        char root[1024], mp[1024], fstype[64];
+        const char *dash = strstr(l, " - ");
+        if (dash == NULL || sscanf(l, "%*s %*s %*s %1023s %1023s", root, mp) != 2 ||
+            sscanf(dash + 3, "%63s", fstype) != 1)
+            continue;
+        if (strcmp(mp, "/") == 0)
+            continue; /* the root: CRIU takes it from --root */
+        static const char *const own[] = {"proc", "tmpfs", "devpts", "mqueue", "sysfs"};
+        int handled = 0;
+        for (size_t i = 0; i < GBX_ARRAY_SIZE(own); i++)
+            handled |= strcmp(fstype, own[i]) == 0;
+        if (handled)
+            continue; /* CRIU dumps these itself (tmpfs with its contents) */
+        char *key;
+        if (strchr(mp, '\\'))
+            return gbx_err_set(err, ENOTSUP, GBX_ERR_UNAVAILABLE,
+                               "cannot hibernate: mount point '%s' has escaped characters", mp);
+        if (strcmp(fstype, "devtmpfs") == 0 && strchr(root + 1, '/') == NULL)
+            key = gbx_asprintf("dev-%s", root + 1);
+        else if (strcmp(mp, "/usr") == 0)
+            key = gbx_xstrdup("usr");
+        else if (strcmp(mp, TRUST_MOUNTPOINT) == 0)
+            key = gbx_xstrdup("trust");
+        else
+            return gbx_err_set(err, ENOTSUP, GBX_ERR_UNAVAILABLE,
+                               "cannot hibernate: unknown mount at '%s' (%s %s)", mp, fstype, root);
+        if (c->next >= MAX_EXTERNALS) {
+            free(key);
+            return gbx_err_set(err, E2BIG, GBX_ERR_UNAVAILABLE,
+                               "cannot hibernate: too many "
+                               "mounts");
+        }
+        c->ext_mp[c->next] = gbx_xstrdup(mp);
+        c->ext_key[c->next++] = key;
+    }
+    return 0;
+}
+
+/* Tell init to get ready (GBX_MSG_HIBERNATE) and wait until it closed the connection. */
+static int send_hibernate(struct gbx_sandbox *sb, struct gbx_err **err)
+{
+    int fd = -1;
+    if (sb->ops->connect(sb, &fd, err) < 0)
+        return -1;
+    struct gbx_agent *a = NULL;
+    if (gbx_agent_open(fd, &a, err) < 0)
+        return -1;
+    fd = gbx_agent_fd(a);
+    uint8_t buf[GBX_FRAME_HDR_SIZE + 16];
+    struct gbx_msg m;
+    gbx_msg_start(&m, buf, sizeof(buf), GBX_MSG_HIBERNATE, 0x4849);
+    long n = gbx_msg_finish(&m);
+    int r = 0;
+    if (n <= 0 || gbx_write_all(fd, buf, (size_t)n) < 0) {
+        r = gbx_err_sys(err, errno ? errno : EIO, "cannot ask init to hibernate");
+    } else {
+        /* the reply (OK or ERROR), then EOF once init closed everything */
+        uint8_t in[4096];
+        size_t have = 0;
+        ssize_t k;
+        struct pollfd pfd = {fd, POLLIN, 0};
+        while (poll(&pfd, 1, 10000) > 0 &&
+               (k = GBX_RETRY(read(fd, in + have, sizeof(in) - have))) > 0)
+            have += (size_t)k;
+        struct gbx_frame_hdr h;
+        if (gbx_frame_decode_hdr(in, have, &h) != 0 || h.type != GBX_MSG_OK)
+            r = gbx_err_set(err, EPROTO, GBX_ERR_INTERNAL,
+                            "init of sandbox '%s' refused to hibernate (is it too old?)", sb->id);
+    }
+    gbx_agent_free(a);
+    if (sb->conn_fd >= 0) {
+        close(sb->conn_fd);
+        sb->conn_fd = -1;
+    }
+    return r;
+}
+
+/* The inode of the socket at fd of pid. */
+static int placeholder_ino(pid_t pid, int fd, unsigned long *ino)
+{
+    char link[64], target[64];
+    snprintf(link, sizeof(link), "/proc/%d/fd/%d", (int)pid, fd);
+    ssize_t n = readlink(link, target, sizeof(target) - 1);
+    if (n <= 0)
+        return -1;
+    target[n] = '\0';
+    return sscanf(target, "socket:[%lu]", ino) == 1 ? 0 : -1;
+}
+
+static int write_conf(const char *dir, const struct hib_conf *c, struct gbx_err **err)
+{
+    size_t cap = 8192, len = 0;
+    gbx_autofree char *t = gbx_xcalloc(1, cap);
+#define ADD(...)                                                                                   \
+    do {                                                                                           \
+        int k_ = snprintf(t + len, cap - len, __VA_ARGS__);                                        \
+        if (k_ < 0 || (size_t)k_ >= cap - len)                                                     \
+            return gbx_err_set(err, E2BIG, GBX_ERR_INTERNAL, "hibernate.conf too large");          \
+        len += (size_t)k_;                                                                         \
+    } while (0)
+    ADD("# glovebox hibernate image (docs/hibernate.md)\nformat = 1\n");
+    ADD("id = %s\nuid_slot = %u\nhost_uid = %u\n", c->id, c->uid_slot, c->host_uid);
+    ADD("template = \"%s\"\n", c->spec.template_name);
+    for (size_t i = 0; i < c->spec.nlayers; i++)
+        ADD("layer = \"%s\"\n", c->spec.layers[i]);
+    ADD("disk_bytes = %llu\nmemory_bytes = %llu\npids = %llu\ncpu_millis = %u\n",
+        (unsigned long long)c->spec.disk_bytes, (unsigned long long)c->spec.limits.memory_bytes,
+        (unsigned long long)c->spec.limits.pids, c->spec.limits.cpu_millis);
+    ADD("placeholder = %lu\nlayer_placeholder = %lu\n", c->placeholder, c->layer_placeholder);
+    for (size_t i = 0; i < c->next; i++)
+        ADD("external = \"%s %s\"\n", c->ext_mp[i], c->ext_key[i]);
+#undef ADD
+    gbx_autofree char *p = gbx_asprintf("%s/" CONF_NAME, dir);
+    int r = gbx_write_file_durable(p, t, len, 0600);
+    if (r < 0)
+        return gbx_err_sys(err, -r, "cannot write '%s'", p);
+    return 0;
+}
+
+static int ns_checkpoint_impl(struct gbx_sandbox *sb, const char *dir, struct gbx_err **err)
+{
+    const char *criu;
+    struct hib_conf c;
+    memset(&c, 0, sizeof(c));
+    int layer_fd = -1, r = -1, gone = 0;
+    gbx_autofree char *images = gbx_asprintf("%s/images", dir);
+    gbx_autofree char *pid = gbx_asprintf("%d", (int)sb->init_pid);
+    gbx_autofree char *log = gbx_asprintf("%s/dump.log", images);
+    gbx_autofree char *tarp = gbx_asprintf("%s/upper.tar", dir);
+
+    if (gbx_criu_available(&criu, err) < 0)
+        goto out;
+    if (sb->saved == NULL) {
+        gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                    "sandbox '%s' has no recorded spec (adopted? see gbx_sandbox_keep_spec)",
+                    sb->id);
+        goto out;
+    }
+    if (sb->ctl_path == NULL) {
+        gbx_err_set(err, ENOTSUP, GBX_ERR_UNAVAILABLE,
+                    "sandbox '%s' has no control socket: it cannot be restored", sb->id);
+        goto out;
+    }
+    int e;
+    if ((e = gbx_mkdir_p(images, 0700)) < 0) {
+        gbx_err_sys(err, -e, "cannot create '%s'", images);
+        goto out;
+    }
+    c.id = gbx_xstrdup(sb->id);
+    c.uid_slot = sb->uid_slot;
+    c.host_uid = sb->host_uid;
+    c.spec.template_name = gbx_xstrdup(sb->saved->template_name);
+    c.spec.layers = gbx_xcalloc(sb->saved->nlayers + 1, sizeof(char *));
+    for (size_t i = 0; i < sb->saved->nlayers; i++)
+        c.spec.layers[i] = gbx_xstrdup(sb->saved->layers[i]);
+    c.spec.nlayers = sb->saved->nlayers;
+    c.spec.limits = sb->saved->limits;
+    c.spec.disk_bytes = sb->saved->disk_bytes;
+    if (scan_externals(sb, &c, err) < 0)
+        goto out;
+    /* the writable layer's tmpfs outlives the dumped tree through this fd */
+    if (gbx_sandbox_layer_open(sb, &layer_fd, err) < 0)
+        goto out;
+
+    /* from here on the sandbox cannot be reached any more */
+    gone = 1;
+    if (send_hibernate(sb, err) < 0)
+        goto out;
+    if (placeholder_ino(sb->init_pid, 3, &c.placeholder) < 0) {
+        gbx_err_set(err, EPROTO, GBX_ERR_INTERNAL, "init of sandbox '%s' has no placeholder",
+                    sb->id);
+        goto out;
+    }
+    (void)placeholder_ino(sb->init_pid, GBX_INIT_LAYER_FD, &c.layer_placeholder);
+
+    struct args a = {.n = 0};
+    add(&a, criu);
+    add(&a, "dump");
+    add(&a, "-t");
+    add(&a, pid);
+    add(&a, "-D");
+    add(&a, images);
+    add(&a, "-o");
+    add(&a, "dump.log");
+    add(&a, getenv("GLOVEBOX_CRIU_VERBOSE") ? "-v4" : "-v2");
+    add(&a, "--network-lock");
+    add(&a, "nftables");
+    add(&a, "--tcp-close");
+    add(&a, "--skip-in-flight");
+    for (size_t i = 0; i < c.next; i++) {
+        gbx_autofree char *ext = gbx_asprintf("mnt[%s]:%s", c.ext_mp[i], c.ext_key[i]);
+        add(&a, "--external");
+        add(&a, ext);
+    }
+    int st = run(a.v, NULL, 0, -1);
+    args_free(&a);
+    if (st != 0) {
+        criu_failed(err, "criu dump", st, log);
+        goto out;
+    }
+
+    /* the tree is gone; its upper is still there, and now stays still */
+    static const char *const tarv[] = {"tar",
+                                       "-C",
+                                       "/proc/self/fd/3/upper",
+                                       "--xattrs",
+                                       "--xattrs-include=*",
+                                       "--numeric-owner",
+                                       "--sparse",
+                                       "-cpf",
+                                       NULL,
+                                       "."};
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(tarv); i++)
+        add(&a, tarv[i] ? tarv[i] : tarp);
+    st = run(a.v, NULL, 0, layer_fd);
+    args_free(&a);
+    if (st != 0) {
+        gbx_err_set(err, EIO, GBX_ERR_INTERNAL, "cannot save the writable layer (tar: %d)", st);
+        goto out;
+    }
+    if (write_conf(dir, &c, err) < 0)
+        goto out;
+    r = 0;
+out:
+    if (layer_fd >= 0)
+        close(layer_fd);
+    hib_conf_release(&c);
+    if (r < 0 && !gone)
+        return gbx_err_wrap(err, "hibernate sandbox '%s'", sb->id);
+    /* dumped (or lost): take down what is left, free sb */
+    gbx_autofree char *id = gbx_xstrdup(sb->id);
+    struct gbx_err *derr = NULL;
+    if (gbx_sandbox_destroy(sb, &derr) < 0 && r == 0) {
+        if (err)
+            *err = derr;
+        else
+            gbx_err_free(derr);
+        derr = NULL;
+        r = -1;
+    }
+    gbx_err_free(derr);
+    if (r < 0)
+        return gbx_err_wrap(err, "hibernate sandbox '%s' (the sandbox is lost)", id);
+    return 0;
+}
+
+int gbx_sandbox_checkpoint(struct gbx_sandbox *sb, const char *dir, struct gbx_err **err)
+{
+    return sb->ops->checkpoint(sb, dir, err);
+}
+
+/* ---- restore ---------------------------------------------------------------------------- */
+
+/* A user namespace with the slot's map, for idmapped mounts (the restored sandbox gets its
+ * own from CRIU; an idmap needs only the same mapping). fd or -errno. */
+static int slot_userns(uint32_t host_uid)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return -errno;
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(sv[0]);
+        close(sv[1]);
+        return -e;
+    }
+    if (pid == 0) {
+        close(sv[0]);
+        char b = unshare(CLONE_NEWUSER) == 0 ? 'U' : 'E';
+        (void)!write(sv[1], &b, 1);
+        (void)!read(sv[1], &b, 1); /* EOF: the parent is done */
+        _exit(0);
+    }
+    close(sv[1]);
+    char b = 0;
+    int r = GBX_RETRY(read(sv[0], &b, 1)) == 1 && b == 'U' ? 0 : -EPERM;
+    int fd = -1;
+    if (r == 0 && (r = gbx_ns_write_idmap(pid, host_uid, GBX_UID_RANGE)) == 0)
+        r = fd = gbx_ns_userns_open(pid);
+    close(sv[0]);
+    (void)GBX_RETRY(waitpid(pid, NULL, 0));
+    return r < 0 ? r : fd;
+}
+
+/* Restored tasks read some images themselves, through CRIU's descriptor of the images
+ * directory, some (timens) before their user namespace has its map: as "other". The images
+ * become readable and the directory searchable for everybody; dir itself (0700, root) keeps
+ * everybody else out. */
+static int images_readable(const char *dir, struct gbx_err **err)
+{
+    gbx_autofree char *images = gbx_asprintf("%s/images", dir);
+    DIR *d = opendir(images);
+    if (d == NULL)
+        return gbx_err_sys(err, errno, "cannot open '%s'", images);
+    struct dirent *de;
+    int r = 0;
+    while ((de = readdir(d)) != NULL)
+        if (de->d_type == DT_REG && fchmodat(dirfd(d), de->d_name, 0644, 0) < 0)
+            r = -errno;
+    closedir(d);
+    if (r == 0 && (chmod(images, 0711) < 0 || chmod(dir, 0700) < 0))
+        r = -errno;
+    if (r < 0)
+        return gbx_err_sys(err, -r, "cannot make '%s' readable for the restore", images);
+    return 0;
+}
+
+struct restore_plan {
+    const char *criu, *dir, *staging, *trust;
+    struct hib_conf *c;
+    int tmpl_fd, usr_fd, layer_fds[GBX_MAX_LAYERS];
+    int listen_fd, sync_fd, err_fd;
+};
+
+#define CHILD_FAIL(what_)                                                                          \
+    do {                                                                                           \
+        dprintf(pl->err_fd, "%s: %s", what_, strerror(errno));                                     \
+        _exit(126);                                                                                \
+    } while (0)
+
+/* The restorer child: the root filesystem in a private mount namespace, then criu. */
+__attribute__((noreturn)) static void restore_child(const struct restore_plan *pl)
+{
+    const struct hib_conf *c = pl->c;
+    char p[PATH_MAX + 64];
+    if (unshare(CLONE_NEWNS) < 0)
+        CHILD_FAIL("unshare mount namespace");
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        CHILD_FAIL("make mounts private");
+    char opts[64];
+    uint64_t disk = c->spec.disk_bytes ? c->spec.disk_bytes : (1024ull << 20);
+    snprintf(opts, sizeof(opts), "size=%llu,mode=755", (unsigned long long)disk);
+    if (mount("tmpfs", pl->staging, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+        CHILD_FAIL("mount writable layer");
+    /* init's handle of the layer (its fd 7), as at create */
+    int layer_fd = open(pl->staging, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (layer_fd < 0)
+        CHILD_FAIL("open writable layer");
+    static const char *const dirs[] = {"upper", "work", "lower", "root", "usr"};
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(dirs); i++) {
+        snprintf(p, sizeof(p), "%s/%s", pl->staging, dirs[i]);
+        if (mkdir(p, 0755) < 0)
+            CHILD_FAIL("mkdir in the writable layer");
+    }
+    snprintf(p, sizeof(p), "%s/work", pl->staging);
+    if (chown(p, c->host_uid, c->host_uid) < 0 || chmod(p, 0700) < 0)
+        CHILD_FAIL("chown work");
+    snprintf(p, sizeof(p), "%s/lower", pl->staging);
+    if (move_mount(pl->tmpl_fd, "", AT_FDCWD, p, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        CHILD_FAIL("attach template");
+    if (pl->usr_fd >= 0) {
+        snprintf(p, sizeof(p), "%s/usr", pl->staging);
+        if (move_mount(pl->usr_fd, "", AT_FDCWD, p, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+            CHILD_FAIL("attach /usr");
+    }
+    for (size_t i = 0; i < c->spec.nlayers; i++) {
+        snprintf(p, sizeof(p), "%s/l%zu", pl->staging, i);
+        if (mkdir(p, 0755) < 0 ||
+            move_mount(pl->layer_fds[i], "", AT_FDCWD, p, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+            CHILD_FAIL("attach a snapshot layer");
+    }
+    gbx_autofree char *tarp = gbx_asprintf("%s/upper.tar", pl->dir);
+    snprintf(p, sizeof(p), "%s/upper", pl->staging);
+    struct args a = {.n = 0};
+    static const char *const tarv[] = {
+        "tar", "-C", NULL, "--xattrs", "--xattrs-include=*", "--numeric-owner", "-xpf", NULL};
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(tarv); i++)
+        add(&a, tarv[i] ? tarv[i] : i == 2 ? p : tarp);
+    int st = run(a.v, NULL, 0, -1);
+    args_free(&a);
+    if (st != 0) {
+        errno = EIO;
+        CHILD_FAIL("unpack the writable layer");
+    }
+    size_t cap = (GBX_MAX_LAYERS + 4) * (PATH_MAX + 8);
+    char *ov = malloc(cap);
+    if (ov == NULL)
+        CHILD_FAIL("malloc");
+    size_t off = (size_t)snprintf(ov, cap, "lowerdir=");
+    for (size_t i = 0; i < c->spec.nlayers; i++)
+        off += (size_t)snprintf(ov + off, cap - off, "%s/l%zu:", pl->staging, i);
+    snprintf(ov + off, cap - off, "%s/lower,upperdir=%s/upper,workdir=%s/work,userxattr",
+             pl->staging, pl->staging, pl->staging);
+    snprintf(p, sizeof(p), "%s/root", pl->staging);
+    if (mount("overlay", p, "overlay", MS_NODEV, ov) < 0)
+        CHILD_FAIL("mount overlay rootfs");
+    free(ov);
+
+    /* the parent puts us into the sandbox's cgroups: everything CRIU forks lands there */
+    char go = 0;
+    if (GBX_RETRY(read(pl->sync_fd, &go, 1)) != 1 || go != 'G') {
+        errno = EPIPE;
+        CHILD_FAIL("wait for cgroups");
+    }
+
+    gbx_autofree char *images = gbx_asprintf("%s/images", pl->dir);
+    gbx_autofree char *root = gbx_asprintf("%s/root", pl->staging);
+    gbx_autofree char *pidfile = gbx_asprintf("%s/restore.pid", pl->dir);
+    gbx_autofree char *inh = gbx_asprintf("fd[3]:socket:[%lu]", c->placeholder);
+    add(&a, pl->criu);
+    add(&a, "restore");
+    add(&a, "-D");
+    add(&a, images);
+    add(&a, "-o");
+    add(&a, "restore.log");
+    add(&a, getenv("GLOVEBOX_CRIU_VERBOSE") ? "-v4" : "-v2");
+    add(&a, "--restore-detached");
+    add(&a, "--root");
+    add(&a, root);
+    add(&a, "--manage-cgroups=ignore");
+    add(&a, "--tcp-close");
+    add(&a, "--pidfile");
+    add(&a, pidfile);
+    add(&a, "--inherit-fd");
+    add(&a, inh);
+    if (c->layer_placeholder) {
+        gbx_autofree char *linh = gbx_asprintf("fd[4]:socket:[%lu]", c->layer_placeholder);
+        add(&a, "--inherit-fd");
+        add(&a, linh);
+    }
+    for (size_t i = 0; i < c->next; i++) {
+        const char *key = c->ext_key[i];
+        char *src;
+        if (strncmp(key, "dev-", 4) == 0)
+            src = gbx_asprintf("/dev/%s", key + 4);
+        else if (strcmp(key, "usr") == 0)
+            src = gbx_asprintf("%s/usr", pl->staging);
+        else if (strcmp(key, "trust") == 0 && pl->trust)
+            src = gbx_xstrdup(pl->trust);
+        else {
+            errno = ENOENT;
+            CHILD_FAIL("no source for a mount of the checkpoint");
+        }
+        gbx_autofree char *ext = gbx_asprintf("mnt[%s]:%s", key, src);
+        free(src);
+        add(&a, "--external");
+        add(&a, ext);
+    }
+    int null = open("/dev/null", O_RDWR);
+    int lst = fcntl(pl->listen_fd, F_DUPFD_CLOEXEC, 100);
+    int lay = fcntl(layer_fd, F_DUPFD_CLOEXEC, 100);
+    if (null < 0 || lst < 0 || lay < 0 || dup2(lst, 3) != 3 || dup2(lay, 4) != 4)
+        CHILD_FAIL("arrange file descriptors");
+    (void)dup2(null, 0);
+    (void)dup2(null, 1);
+    (void)dup2(null, 2);
+    syscall(SYS_close_range, 5, ~0U, 0);
+    execv(pl->criu, a.v);
+    _exit(127);
+}
+
+static int make_listener(struct gbx_sandbox *sb, struct gbx_err **err)
+{
+    sb->dir = gbx_asprintf("%s/sandboxes/%s", sb->rt->runtime_dir, sb->id);
+    if (mkdir(sb->dir, 0700) < 0 && errno != EEXIST)
+        return gbx_err_sys(err, errno, "cannot create '%s'", sb->dir);
+    sb->ctl_path = gbx_asprintf("%s/ctl.sock", sb->dir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(sb->ctl_path) >= sizeof(sa.sun_path))
+        return gbx_err_set(err, ENAMETOOLONG, GBX_ERR_INVALID, "control socket path too long");
+    strcpy(sa.sun_path, sb->ctl_path);
+    (void)unlink(sb->ctl_path);
+    /* non-blocking, as init keeps its listener: it accepts until EAGAIN */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return gbx_err_sys(err, errno, "cannot create control socket");
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
+        int e = errno;
+        close(fd);
+        return gbx_err_sys(err, e, "cannot listen on '%s'", sb->ctl_path);
+    }
+    return fd;
+}
+
+static int ns_restore_impl(struct gbx_runtime *rt, const char *dir, const char *want_id,
+                           struct gbx_sandbox **out, struct gbx_err **err)
+{
+    const char *criu;
+    if (gbx_criu_available(&criu, err) < 0)
+        return gbx_err_wrap(err, "restore sandbox");
+    struct hib_conf c;
+    memset(&c, 0, sizeof(c));
+    gbx_autofree char *confp = gbx_asprintf("%s/" CONF_NAME, dir);
+    gbx_autofree char *text = NULL;
+    size_t len = 0;
+    char ebuf[128] = "";
+    if (gbx_read_file(confp, 1 << 20, &text, &len) < 0)
+        return gbx_err_sys(err, errno, "restore: cannot read '%s'", confp);
+    int r = gbx_conf_parse(text, len, conf_line, &c, ebuf, sizeof(ebuf));
+    if (r != 0 || c.id == NULL || gbx_sandbox_id_valid(c.id) < 0 || c.placeholder == 0 ||
+        c.spec.template_name == NULL || c.host_uid != rt->uid_base + c.uid_slot * GBX_UID_RANGE) {
+        hib_conf_release(&c);
+        return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "restore: '%s' is not valid %s", confp,
+                           ebuf);
+    }
+    if (want_id && strcmp(want_id, c.id) != 0) {
+        gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "restore: '%s' holds sandbox '%s', not '%s'", dir,
+                    c.id, want_id);
+        hib_conf_release(&c);
+        return -1;
+    }
+
+    struct gbx_template tmpl;
+    memset(&tmpl, 0, sizeof(tmpl));
+    struct gbx_sandbox *sb = gbx_xcalloc(1, sizeof(*sb));
+    sb->id = gbx_xstrdup(c.id);
+    sb->ops = &gbx_ns_backend;
+    sb->rt = rt;
+    sb->pidfd = sb->conn_fd = -1;
+    sb->cg.v2fd = -1;
+    sb->uid_slot = c.uid_slot;
+    sb->host_uid = c.host_uid;
+    int slot_held = 0, cg_made = 0, listen_fd = -1, ufd = -1, child = -1;
+    int sync[2] = {-1, -1}, errp[2] = {-1, -1};
+    gbx_autofree char *pidfile = gbx_asprintf("%s/restore.pid", dir);
+    struct restore_plan pl;
+    memset(&pl, 0, sizeof(pl));
+    pl.tmpl_fd = pl.usr_fd = -1;
+    for (size_t i = 0; i < GBX_MAX_LAYERS; i++)
+        pl.layer_fds[i] = -1;
+    r = -1;
+
+    if (gbx_ns_slot_lock(rt, c.uid_slot) < 0) {
+        gbx_err_set(err, EBUSY, GBX_ERR_CONFLICT,
+                    "uid range %u of the sandbox is taken by another sandbox", c.uid_slot);
+        goto out;
+    }
+    slot_held = 1;
+    if (images_readable(dir, err) < 0)
+        goto out;
+    if (gbx_template_open(rt->state_dir, c.spec.template_name, &tmpl, err) < 0)
+        goto out;
+    if (gbx_cgroup_begin(&sb->cg, &rt->cg, c.id, err) < 0)
+        goto out;
+    cg_made = 1;
+    if (gbx_cgroup_finish(&sb->cg, &c.spec.limits, err) < 0)
+        goto out;
+    if ((listen_fd = make_listener(sb, err)) < 0)
+        goto out;
+    if ((ufd = slot_userns(c.host_uid)) < 0) {
+        gbx_err_sys(err, -ufd, "cannot create a user namespace for the idmap");
+        goto out;
+    }
+    if ((pl.tmpl_fd = gbx_ns_idmapped_tree(tmpl.rootfs, ufd)) < 0) {
+        gbx_err_sys(err, -pl.tmpl_fd, "cannot idmap template '%s'", tmpl.name);
+        goto out;
+    }
+    if (tmpl.usr_host && (pl.usr_fd = gbx_ns_idmapped_tree("/usr", ufd)) < 0) {
+        gbx_err_sys(err, -pl.usr_fd, "cannot idmap /usr");
+        goto out;
+    }
+    for (size_t i = 0; i < c.spec.nlayers; i++) {
+        if ((pl.layer_fds[i] = gbx_ns_idmapped_tree(c.spec.layers[i], ufd)) < 0) {
+            gbx_err_sys(err, -pl.layer_fds[i], "cannot idmap layer '%s'", c.spec.layers[i]);
+            goto out;
+        }
+    }
+    if (pipe2(sync, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+        gbx_err_sys(err, errno, "pipe");
+        goto out;
+    }
+    pl.criu = criu;
+    pl.dir = dir;
+    pl.staging = rt->staging_dir;
+    pl.trust = rt->trust_bundle;
+    pl.c = &c;
+    pl.listen_fd = listen_fd;
+    pl.sync_fd = sync[0];
+    pl.err_fd = errp[1];
+    (void)unlink(pidfile);
+    /* the restored init is criu's child; when criu exits, it becomes ours */
+    (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    child = fork();
+    if (child < 0) {
+        gbx_err_sys(err, errno, "fork");
+        goto out;
+    }
+    if (child == 0)
+        restore_child(&pl);
+    close(errp[1]);
+    errp[1] = -1;
+    close(sync[0]);
+    sync[0] = -1;
+    char go = 'G';
+    int st = -1;
+    if (gbx_cgroup_attach(&sb->cg, child, 0, err) < 0) {
+        kill(child, SIGKILL);
+        (void)GBX_RETRY(waitpid(child, NULL, 0));
+        goto out;
+    }
+    (void)!write(sync[1], &go, 1);
+    if (GBX_RETRY(waitpid(child, &st, 0)) < 0 || st != 0) {
+        char msg[256] = "";
+        ssize_t k = GBX_RETRY(read(errp[0], msg, sizeof(msg) - 1));
+        if (k > 0) {
+            msg[k] = '\0';
+            gbx_err_set(err, EIO, GBX_ERR_INTERNAL, "restore: %s", msg);
+        } else {
+            gbx_autofree char *log = gbx_asprintf("%s/images/restore.log", dir);
+            criu_failed(err, "criu restore", st, log);
+        }
+        goto out;
+    }
+    gbx_autofree char *pidtxt = NULL;
+    if (gbx_read_file(pidfile, 64, &pidtxt, NULL) < 0 || atoi(pidtxt) <= 1) {
+        gbx_err_set(err, EIO, GBX_ERR_INTERNAL, "restore: criu wrote no pid file");
+        goto out;
+    }
+    sb->init_pid = atoi(pidtxt);
+    sb->pidfd = (int)syscall(SYS_pidfd_open, sb->init_pid, 0);
+    if (sb->pidfd < 0) {
+        gbx_err_sys(err, errno, "restore: the restored init is gone");
+        goto out;
+    }
+    close(listen_fd);
+    listen_fd = -1;
+    if (sb->ops->connect(sb, &sb->conn_fd, err) < 0)
+        goto out;
+    gbx_sandbox_keep_spec(sb,
+                          &(struct gbx_sandbox_spec){.id = c.id,
+                                                     .template_name = c.spec.template_name,
+                                                     .limits = c.spec.limits,
+                                                     .disk_bytes = c.spec.disk_bytes,
+                                                     .layers = (const char *const *)c.spec.layers,
+                                                     .nlayers = c.spec.nlayers});
+    *out = sb;
+    sb = NULL;
+    r = 0;
+out:
+    if (listen_fd >= 0)
+        close(listen_fd);
+    if (ufd >= 0)
+        close(ufd);
+    if (pl.tmpl_fd >= 0)
+        close(pl.tmpl_fd);
+    if (pl.usr_fd >= 0)
+        close(pl.usr_fd);
+    for (size_t i = 0; i < GBX_MAX_LAYERS; i++)
+        if (pl.layer_fds[i] >= 0)
+            close(pl.layer_fds[i]);
+    for (int i = 0; i < 2; i++) {
+        if (sync[i] >= 0)
+            close(sync[i]);
+        if (errp[i] >= 0)
+            close(errp[i]);
+    }
+    gbx_template_release(&tmpl);
+    if (sb) {
+        if (!cg_made && slot_held) {
+            gbx_ns_slot_release(rt, c.uid_slot);
+            slot_held = 0;
+        }
+        if (cg_made || sb->init_pid > 0) {
+            /* a partly restored tree, its groups, socket, dir and slot */
+            (void)gbx_sandbox_destroy(sb, NULL);
+        } else {
+            free(sb->id);
+            free(sb);
+        }
+    }
+    hib_conf_release(&c);
+    if (r < 0)
+        return gbx_err_wrap(err, "restore sandbox from '%s'", dir);
+    return 0;
+}
+
+int gbx_sandbox_restore(struct gbx_runtime *rt, const char *dir, const char *id,
+                        struct gbx_sandbox **out, struct gbx_err **err)
+{
+    return ns_restore_impl(rt, dir, id, out, err);
+}
+
+/* the backend's slots (ns.c) */
+int gbx_ns_checkpoint(struct gbx_sandbox *sb, const char *dir, struct gbx_err **err)
+{
+    return ns_checkpoint_impl(sb, dir, err);
+}
+
+int gbx_ns_restore(struct gbx_runtime *rt, const char *dir, struct gbx_sandbox **out,
+                   struct gbx_err **err)
+{
+    return ns_restore_impl(rt, dir, NULL, out, err);
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/* Hibernate: checkpoint a whole running sandbox to a directory with CRIU and restore it
+ * later, from any process (docs/hibernate.md). */
+#ifndef GBX_SANDBOX_CRIU_H
+#define GBX_SANDBOX_CRIU_H
+
+#include "sandbox/backend.h"
+
+/* What create was asked for, kept with the sandbox so that a checkpoint can record it
+ * (gbx_sandbox.saved; NULL for an adopted sandbox until gbx_sandbox_keep_spec is called). */
+struct gbx_saved_spec {
+    char *template_name;
+    char **layers; /* top first */
+    size_t nlayers;
+    struct gbx_cg_limits limits;
+    uint64_t disk_bytes;
+};
+void gbx_sandbox_keep_spec(struct gbx_sandbox *sb, const struct gbx_sandbox_spec *spec);
+void gbx_saved_spec_free(struct gbx_saved_spec *s);
+
+/* Find a CRIU >= 4: $GLOVEBOX_CRIU, then .deps/criu/bin/criu of the source tree (next to the
+ * running binary or the working directory), then `criu` in PATH. *path stays valid until
+ * the process exits. 0, or -1 with an UNAVAILABLE error saying how to get one. */
+int gbx_criu_available(const char **path, struct gbx_err **err) GBX_WUR;
+
+/* Dump the sandbox's processes and memory into dir (created if missing, 0700) and save its
+ * writable layer and what a restore needs (hibernate.conf). The sandbox is gone afterwards:
+ * on success sb is destroyed and freed. On failure before the sandbox was touched (no CRIU,
+ * an unknown bind mount) sb is left as it was and running; on a failure of the dump itself
+ * the sandbox cannot be reached any more and is destroyed and freed too (*err says so). */
+int gbx_sandbox_checkpoint(struct gbx_sandbox *sb, const char *dir, struct gbx_err **err) GBX_WUR;
+
+/* Restore a sandbox checkpointed into dir, in this process (which need not be the one that
+ * dumped it), under its old id (id: NULL, or the checkpointed id). Takes its uid slot again
+ * (CONFLICT if another sandbox holds it), recreates its cgroups and control socket, and
+ * returns it like create does: (*out)->conn_fd is connected to the restored init. This
+ * process becomes a child subreaper (PR_SET_CHILD_SUBREAPER) so that the restored init is
+ * its child. The network namespace comes back with its loopback, routes and nftables
+ * table, but without the daemon's egress listeners: plumb them again as after adoption. */
+int gbx_sandbox_restore(struct gbx_runtime *rt, const char *dir, const char *id,
+                        struct gbx_sandbox **out, struct gbx_err **err) GBX_WUR;
+
+/* the namespace backend's checkpoint and restore slots */
+int gbx_ns_checkpoint(struct gbx_sandbox *sb, const char *dir, struct gbx_err **err);
+int gbx_ns_restore(struct gbx_runtime *rt, const char *dir, struct gbx_sandbox **out,
+                   struct gbx_err **err);
+
+#endif
