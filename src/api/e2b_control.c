@@ -35,7 +35,9 @@
 
 #include "api/http.h"
 #include "api/sandboxes.h"
+#include "api/hibernate.h"
 #include "api/snapshots.h"
+#include "sandbox/criu.h"
 #include "api/server.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -677,23 +679,10 @@ out:
 /* POST /v2/sandboxes/{id}/connect {timeout?, memory?}: thaw a paused sandbox (201) or just
  * hand out a running one (200); a timeout only ever extends. memory:false (reboot instead
  * of resuming) is not distinguished: the processes are thawed as they were. */
-static void handle_connect(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+/* What connect does once the sandbox runs: the timeout, and the reply. */
+static void connected(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
+                      int has_timeout, json_int_t timeout, int status)
 {
-    json_t *body = body_object(req);
-    if (body == NULL)
-        return;
-    json_int_t timeout = 0;
-    int has_timeout = body_timeout(req, body, &timeout);
-    json_decref(body);
-    if (has_timeout < 0)
-        return;
-    int status = 200;
-    if (l->paused) {
-        gbx_autoerr struct gbx_err *err = NULL;
-        if (gbx_sandboxes_pause(s, l, 0, &err) < 0)
-            return reply_gbx_err(req, err);
-        status = 201;
-    }
     if (has_timeout && l->expires_ns) {
         int64_t want = timeout ? gbx_realtime_ns() + (int64_t)timeout * NS : 0;
         if (want == 0 || want > l->expires_ns)
@@ -707,6 +696,50 @@ static void handle_connect(struct gbx_server *s, struct evhttp_request *req, str
             json_pack("{s:i,s:s}", "timeout", GBX_E2B_DEFAULT_TIMEOUT, "via", "e2b.connect"));
     }
     gbx_e2b_reply_json(req, status, sandbox_obj(l));
+}
+
+struct woken {
+    struct gbx_server *s;
+    int has_timeout;
+    json_int_t timeout;
+};
+
+static void connect_woken(void *arg, struct evhttp_request *req, struct gbx_live *l,
+                          const struct gbx_err *err)
+{
+    struct woken *w = arg;
+    if (req && err)
+        reply_gbx_err(req, err);
+    else if (req)
+        connected(w->s, req, l, w->has_timeout, w->timeout, 201);
+    free(w);
+}
+
+/* POST /v2/sandboxes/{id}/connect {timeout?, memory?}: thaw a paused sandbox or wake a
+ * hibernated one (201), or just hand out a running one (200); a timeout only ever extends. */
+static void handle_connect(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+{
+    json_t *body = body_object(req);
+    if (body == NULL)
+        return;
+    json_int_t timeout = 0;
+    int has_timeout = body_timeout(req, body, &timeout);
+    json_decref(body);
+    if (has_timeout < 0)
+        return;
+    if (l->hibernated) {
+        struct woken *w = gbx_xcalloc(1, sizeof(*w));
+        *w = (struct woken){s, has_timeout, timeout};
+        return gbx_hibernate_wake(s, req, l, connect_woken, w);
+    }
+    int status = 200;
+    if (l->paused) {
+        gbx_autoerr struct gbx_err *err = NULL;
+        if (gbx_sandboxes_pause(s, l, 0, &err) < 0)
+            return reply_gbx_err(req, err);
+        status = 201;
+    }
+    connected(s, req, l, has_timeout, timeout, status);
 }
 
 static void handle_kill(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
@@ -734,15 +767,33 @@ static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, str
     reply_none(req);
 }
 
+static void paused_reply(void *arg, struct evhttp_request *req, struct gbx_live *l,
+                         const struct gbx_err *err)
+{
+    (void)arg;
+    (void)l;
+    if (req && err)
+        reply_gbx_err(req, err);
+    else if (req)
+        reply_none(req);
+}
+
+/* POST /sandboxes/{id}/pause {memory?}: with CRIU on this host, hibernate (processes, memory
+ * and files to disk: the sandbox holds no memory while paused); without it, or with
+ * memory:false, freeze it in place. */
 static void handle_pause(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
 {
-    json_t *body = body_object(req); /* {} or {"memory": false}: the memory is always kept */
+    json_t *body = body_object(req);
     if (body == NULL)
         return;
+    int keep_memory = !json_is_false(json_object_get(body, "memory"));
     json_decref(body);
     if (l->paused)
         return gbx_e2b_error(req, 409, "sandbox '%s' is already paused", l->sb->id);
     gbx_autoerr struct gbx_err *err = NULL;
+    const char *criu;
+    if (keep_memory && gbx_criu_available(&criu, NULL) == 0)
+        return gbx_hibernate(s, req, l, paused_reply, NULL);
     if (gbx_sandboxes_pause(s, l, 1, &err) < 0)
         return reply_gbx_err(req, err);
     reply_none(req);

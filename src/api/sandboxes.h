@@ -34,8 +34,10 @@ struct gbx_live {
     int paused;         /* frozen (E2B pause); resumed by connect */
     json_t *attrs;      /* what front ends remember about it ({"e2b.template": ...}), or NULL */
     struct gbx_egress_sb *egress; /* its DNS, proxy and policy */
-    int busy;                     /* a snapshot is being taken: no second one, no rollback */
-    int on_timeout_pause;         /* its timeout pauses it instead of destroying it */
+    int busy;       /* 1: a snapshot is being taken (no second one, no rollback); 2: it is
+                       being hibernated or woken on a worker thread (no other use at all) */
+    int hibernated; /* its processes and memory are on disk; sb is a stand-in (no processes) */
+    int on_timeout_pause; /* its timeout pauses it instead of destroying it */
 };
 
 /* A create request, checked (see gbx_sandboxes_parse). Strings borrow from the JSON body. */
@@ -87,6 +89,13 @@ void gbx_sandboxes_each_any(struct gbx_server *s, int (*fn)(void *arg, struct gb
 struct gbx_live *gbx_sandboxes_find_any(struct gbx_server *s, const char *id);
 /* The native API's view of a sandbox (docs/api.yaml Sandbox). */
 json_t *gbx_sandboxes_json(const struct gbx_live *l);
+/* Write its row (state, attrs, pid) now; failures are logged. */
+void gbx_sandboxes_save(struct gbx_server *s, struct gbx_live *l);
+/* Say hello to a sandbox's agent on its creator's connection, then close it (it is ready). */
+int gbx_sandboxes_hello(struct gbx_sandbox *sb, struct gbx_err **err) GBX_WUR;
+/* Forget a sandbox whose processes are already gone (l->sb may be NULL): unlink, free, delete
+ * its row, audit "sandbox.delete" with the reason. */
+void gbx_sandboxes_drop(struct gbx_server *s, struct gbx_live *l, const char *why);
 /* Roll a sandbox back to a snapshot (id or name): its processes end and it starts again
  * with the same id, token, settings and network policy, its root filesystem the snapshot's.
  * When the new start fails, the sandbox is gone (destroyed) and -1 says why. */

@@ -18,6 +18,7 @@
 #include "api/sessions.h"
 #include "api/snapshots.h"
 #include "api/gc.h"
+#include "api/hibernate.h"
 #include "api/templates_api.h"
 #include "egress/egress.h"
 
@@ -174,9 +175,12 @@ static json_t *sandbox_json(const struct gbx_live *l)
                         l->limits.cpu_millis ? json_real((double)l->limits.cpu_millis / 1000.0)
                                              : json_null());
     json_object_set_new(limits, "disk", json_integer((json_int_t)l->disk_bytes));
-    json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:o,s:i}", "id", l->sb->id, "template",
-                          l->template_name, "state", l->paused ? "paused" : "running", "created_at",
-                          created, "limits", limits, "host_uid", (json_int_t)l->sb->host_uid);
+    json_t *j = json_pack(
+        "{s:s,s:s,s:s,s:s,s:o,s:i}", "id", l->sb->id, "template", l->template_name, "state",
+        l->hibernated ? "hibernated"
+        : l->paused   ? "paused"
+                      : "running",
+        "created_at", created, "limits", limits, "host_uid", (json_int_t)l->sb->host_uid);
     if (l->expires_ns) {
         gbx_autofree char *exp = gbx_rfc3339(l->expires_ns);
         json_object_set_new(j, "expires_at", json_string(exp));
@@ -220,6 +224,11 @@ static int agent_hello(struct gbx_sandbox *sb, struct gbx_err **err)
         return -1;
     gbx_agent_free(a);
     return 0;
+}
+
+int gbx_sandboxes_hello(struct gbx_sandbox *sb, struct gbx_err **err)
+{
+    return agent_hello(sb, err);
 }
 
 /* A write the writer thread made durable (or could not). */
@@ -465,7 +474,9 @@ static void live_row(const struct gbx_live *l, struct gbx_store_sandbox *row, ch
     *row = (struct gbx_store_sandbox){.id = l->sb->id,
                                       .owner = l->owner,
                                       .template_name = l->template_name,
-                                      .state = l->paused ? "paused" : "running",
+                                      .state = l->hibernated ? "hibernated"
+                                               : l->paused   ? "paused"
+                                                             : "running",
                                       .spec = l->spec_text ? l->spec_text : "{}",
                                       .created_ns = l->created_ns,
                                       .host_uid = l->sb->host_uid,
@@ -492,6 +503,15 @@ void gbx_sandboxes_set_attr(struct gbx_server *s, struct gbx_live *l, const char
     struct gbx_err *err = NULL;
     if (store_put_live(s, l, &err) < 0) {
         gbx_log_error("sandbox '%s': %s", l->sb->id, err->msg);
+        gbx_err_free(err);
+    }
+}
+
+void gbx_sandboxes_save(struct gbx_server *s, struct gbx_live *l)
+{
+    struct gbx_err *err = NULL;
+    if (store_put_live(s, l, &err) < 0) {
+        gbx_log_error("sandbox '%s': %s", l->sb ? l->sb->id : "?", err->msg);
         gbx_err_free(err);
     }
 }
@@ -1033,9 +1053,35 @@ static void live_free(struct gbx_live *l)
 
 /* Destroy a live sandbox: unlink it, stop it, forget its row, audit why. 0 or -1 with *err
  * saying what could not be cleaned up (the sandbox is gone either way). */
+void gbx_sandboxes_drop(struct gbx_server *s, struct gbx_live *l, const char *why)
+{
+    struct gbx_live **pp = &s->live;
+    while (*pp && *pp != l)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = l->next;
+    gbx_autofree char *sid = gbx_xstrdup(l->sb ? l->sb->id : "");
+    gbx_sandbox_forget(l->sb);
+    l->sb = NULL;
+    live_free(l);
+    if (sid[0]) {
+        store_delete(s, sid);
+        gbx_server_audit(s, "sandbox.delete", sid, json_pack("{s:s}", "reason", why));
+    }
+    gbx_log_warn("sandbox '%s' is gone: %s", sid, why);
+}
+
 int gbx_sandboxes_destroy(struct gbx_server *s, struct gbx_live *l, const char *kind,
                           json_t *detail, struct gbx_err **err)
 {
+    if (l->busy == 2) {
+        json_decref(detail);
+        return gbx_err_set(err, EBUSY, GBX_ERR_CONFLICT,
+                           "sandbox '%s' is being hibernated or woken; try again when it is done",
+                           l->sb->id);
+    }
+    if (l->hibernated)
+        gbx_hibernate_discard(s, l->sb->id);
     struct gbx_live **pp = &s->live;
     while (*pp && *pp != l)
         pp = &(*pp)->next;
@@ -1075,6 +1121,32 @@ static void method_not_allowed(struct evhttp_request *req, const char *allow);
 
 /* POST /v1/sandboxes/{id}/pause | resume: freeze or thaw every process (idempotent). A
  * resume may carry {"timeout": ...}, the timeout from then on. */
+static void replied_hibernate(void *arg, struct evhttp_request *req, struct gbx_live *l,
+                              const struct gbx_err *err)
+{
+    (void)arg;
+    if (req == NULL)
+        return;
+    if (err)
+        return gbx_http_reply_err(req, err);
+    gbx_http_reply_json(req, 200, sandbox_json(l));
+}
+
+/* POST /v1/sandboxes/{id}/hibernate {}: processes, memory and files to disk (CRIU). */
+static void handle_hibernate(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+{
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_POST)
+        return method_not_allowed(req, "POST");
+    json_t *body = gbx_http_body_object(req);
+    if (body == NULL)
+        return;
+    size_t n = json_object_size(body);
+    json_decref(body);
+    if (n)
+        return gbx_http_reply_error(req, GBX_ERR_INVALID, "hibernate takes no fields");
+    gbx_hibernate(s, req, l, replied_hibernate, NULL);
+}
+
 static void handle_pause(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
                          int pause)
 {
@@ -1097,6 +1169,13 @@ static void handle_pause(struct gbx_server *s, struct evhttp_request *req, struc
         json_decref(body);
         return gbx_http_reply_error(req, GBX_ERR_CONFLICT, "sandbox '%s' is busy with a snapshot",
                                     l->sb->id);
+    }
+    if (l->hibernated && !pause) {
+        if (v)
+            gbx_sandboxes_set_expiry(s, l, ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0,
+                                     json_incref(body));
+        json_decref(body);
+        return gbx_hibernate_wake(s, req, l, replied_hibernate, NULL);
     }
     if (gbx_sandboxes_pause(s, l, pause, &err) < 0) {
         json_decref(body);
@@ -1572,11 +1651,22 @@ static void route_sandbox_sub(struct gbx_server *s, struct evhttp_request *req, 
     int is_exec = strcmp(sub, "/exec") == 0, is_timeout = strcmp(sub, "/timeout") == 0;
     if (strcmp(sub, "/artifacts") == 0)
         return gbx_api_sandbox_artifacts(s, req, id);
-    if (strcmp(sub, "/pause") == 0 || strcmp(sub, "/resume") == 0) {
+    if (strcmp(sub, "/pause") == 0 || strcmp(sub, "/resume") == 0 ||
+        strcmp(sub, "/hibernate") == 0) {
         struct gbx_live *l = live_find(s, id);
         if (l == NULL)
             return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
+        if (sub[1] == 'h')
+            return handle_hibernate(s, req, l);
         return handle_pause(s, req, l, sub[1] == 'p');
+    }
+    {
+        /* a hibernated sandbox has no processes: it is woken first (POST .../resume) */
+        struct gbx_live *l = live_find(s, id);
+        if (l && (l->hibernated || l->busy == 2) && strcmp(sub, "/snapshots") != 0)
+            return gbx_http_reply_error(req, GBX_ERR_CONFLICT,
+                                        "sandbox '%s' is %s; resume it first", id,
+                                        l->hibernated ? "hibernated" : "being hibernated");
     }
     if (strcmp(sub, "/snapshots") == 0 || strcmp(sub, "/fork") == 0 ||
         strcmp(sub, "/rollback") == 0) {
@@ -1748,6 +1838,40 @@ static struct gbx_egress_policy *adopted_policy(struct gbx_server *s,
     return p;
 }
 
+/* A live sandbox from its stored row (after a restart), linked in. */
+static struct gbx_live *live_from_row(struct gbx_server *s, const struct gbx_store_sandbox *row,
+                                      struct gbx_sandbox *sb, struct gbx_egress_sb *egress)
+{
+    struct gbx_live *l = gbx_xcalloc(1, sizeof(*l));
+    l->sb = sb;
+    l->egress = egress;
+    l->template_name = gbx_xstrdup(row->template_name ? row->template_name : "");
+    l->owner = gbx_xstrdup(row->owner ? row->owner : "");
+    l->created_ns = row->created_ns;
+    l->expires_ns = row->expires_ns;
+    limits_from_spec(row->spec, l);
+    l->spec_text = gbx_xstrdup(row->spec ? row->spec : "{}");
+    if (row->token && strlen(row->token) < sizeof(l->token))
+        snprintf(l->token, sizeof(l->token), "%s", row->token);
+    else
+        new_token(l->token); /* a row from before tokens */
+    l->paused = row->state && strcmp(row->state, "paused") == 0;
+    if (row->attrs) {
+        l->attrs = json_loads(row->attrs, 0, NULL);
+        if (!json_is_object(l->attrs)) {
+            json_decref(l->attrs);
+            l->attrs = NULL;
+        }
+    }
+    json_t *spec = json_loads(l->spec_text, 0, NULL);
+    live_set_extras(l, spec);
+    json_decref(spec);
+    env_add_trust(l);
+    l->next = s->live;
+    s->live = l;
+    return l;
+}
+
 static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
 {
     void **ctx = arg;
@@ -1759,6 +1883,19 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
                                      .init_pid = (pid_t)row->init_pid};
     struct gbx_sandbox *sb = NULL;
     struct gbx_err *err = NULL;
+    int hibernated = row->state && strcmp(row->state, "hibernated") == 0;
+    if (hibernated) {
+        /* no processes to adopt: its image waits on disk; its uid range stays reserved */
+        if (gbx_sandbox_hold(&s->rt, row->id, (uint32_t)row->uid_slot, 1, &sb, &err) < 0) {
+            gbx_log_error("hibernated sandbox '%s': %s", row->id, err->msg);
+            gbx_err_free(err);
+            return 0; /* kept in the store: a later daemon may reserve it */
+        }
+        struct gbx_live *l = live_from_row(s, row, sb, NULL);
+        l->hibernated = 1;
+        l->paused = 1;
+        return 0;
+    }
     if (gbx_sandbox_adopt(&s->rt, &rec, &sb, &err) < 0 || agent_hello(sb, &err) < 0) {
         /* collected now, removed after the walk (the walk holds a read statement) */
         struct gone *g = gbx_xcalloc(1, sizeof(*g));
@@ -1790,33 +1927,7 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
         pool_push(s, sb, egress); /* trimmed to the pool's size after the walk */
         return 0;
     }
-    struct gbx_live *l = gbx_xcalloc(1, sizeof(*l));
-    l->sb = sb;
-    l->egress = egress;
-    l->template_name = gbx_xstrdup(row->template_name ? row->template_name : "");
-    l->owner = gbx_xstrdup(row->owner ? row->owner : "");
-    l->created_ns = row->created_ns;
-    l->expires_ns = row->expires_ns;
-    limits_from_spec(row->spec, l);
-    l->spec_text = gbx_xstrdup(row->spec ? row->spec : "{}");
-    if (row->token && strlen(row->token) < sizeof(l->token))
-        snprintf(l->token, sizeof(l->token), "%s", row->token);
-    else
-        new_token(l->token); /* a row from before tokens */
-    l->paused = row->state && strcmp(row->state, "paused") == 0;
-    if (row->attrs) {
-        l->attrs = json_loads(row->attrs, 0, NULL);
-        if (!json_is_object(l->attrs)) {
-            json_decref(l->attrs);
-            l->attrs = NULL;
-        }
-    }
-    json_t *spec = json_loads(l->spec_text, 0, NULL);
-    live_set_extras(l, spec);
-    json_decref(spec);
-    env_add_trust(l);
-    l->next = s->live;
-    s->live = l;
+    live_from_row(s, row, sb, egress);
     return 0;
 }
 

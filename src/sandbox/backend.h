@@ -18,6 +18,7 @@
 #define GBX_DEFAULT_RUNTIME_DIR "/run/glovebox"
 #define GBX_UID_RANGE 65536u
 #define GBX_MAX_LAYERS 32 /* snapshot layers a sandbox may stack on its template */
+#define GBX_MAX_UID_SLOTS 4096u
 
 /* Process-wide context of the sandbox library: what every create needs and what is
  * expensive enough to prepare once (the sealed init image, the compiled seccomp filter,
@@ -31,6 +32,10 @@ struct gbx_runtime {
     int slot_lock_fd;  /* <runtime>/uidmap.lock: one OFD byte lock per uid slot */
     uint32_t uid_base; /* first host uid of slot 0 */
     uint32_t uid_slots;
+    /* slots this process holds (the byte locks do not tell: a lock of our own file
+     * description never conflicts with itself): 0 free, 1 in use, 2 reserved for a restore
+     * (a hibernated sandbox's); guarded by a mutex in userns.c */
+    uint8_t slot_state[GBX_MAX_UID_SLOTS];
     char *staging_dir;  /* <runtime>/mnt: empty mount point each sandbox mounts over privately */
     char *trust_bundle; /* CA bundle bound over the sandbox's, or NULL (owned) */
 };
@@ -126,6 +131,12 @@ int gbx_sandbox_adopt(struct gbx_runtime *rt, const struct gbx_sandbox_record *r
 /* Remove whatever a sandbox that cannot be adopted left on the host: its processes (if
  * any survive), cgroups, control socket and directory. */
 int gbx_sandbox_reap(struct gbx_runtime *rt, const char *id, struct gbx_err **err);
+/* A sandbox with no processes, the stand-in for a hibernated one. reserve: it reserves uid
+ * slot uid_slot for the restore (no create takes it; the restore does); its destroy
+ * releases the slot, gbx_sandbox_forget does not. Without reserve it holds nothing (a
+ * placeholder while the real one is being dumped): only ever forget it. */
+int gbx_sandbox_hold(struct gbx_runtime *rt, const char *id, uint32_t uid_slot, int reserve,
+                     struct gbx_sandbox **out, struct gbx_err **err) GBX_WUR;
 /* Let go of a sandbox without stopping it (a daemon shutting down leaves sandboxes running
  * for the next one to adopt through their control sockets): frees sb, closes its fds. */
 void gbx_sandbox_forget(struct gbx_sandbox *sb);

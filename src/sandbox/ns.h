@@ -43,7 +43,10 @@ int gbx_ns_mounts_setup(const struct gbx_child_plan *p, int tmpl_fd, int usr_fd,
 /* userns.c */
 int gbx_ns_write_idmap(pid_t pid, uint32_t host_uid, uint32_t count);
 int gbx_ns_slot_acquire(struct gbx_runtime *rt, uint32_t *slot);
+/* Take a given slot (adoption, restore): a slot reserved by this process is taken over. */
 int gbx_ns_slot_lock(struct gbx_runtime *rt, uint32_t slot);
+/* Reserve a slot for a later restore (a hibernated sandbox): no create takes it. */
+int gbx_ns_slot_reserve(struct gbx_runtime *rt, uint32_t slot);
 void gbx_ns_slot_release(struct gbx_runtime *rt, uint32_t slot);
 /* pid's user namespace, as an fd (or -errno). */
 int gbx_ns_userns_open(pid_t pid);

@@ -2,7 +2,9 @@
 /* User namespace: every sandbox's uid 0..65535 maps to its own unprivileged host range
  * (uid_base + slot * 65536). Slots are claimed with one OFD byte lock each in
  * <runtime>/uidmap.lock, so concurrent creators (daemon, `glovebox run`) never share one. */
+#include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/mount.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,11 +42,36 @@ static int slot_lock_op(struct gbx_runtime *rt, uint32_t slot, short type)
     return 0;
 }
 
+/* Creates run on the daemon's loop, restores and hibernations on its worker threads. */
+static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER;
+
+enum { SLOT_FREE, SLOT_USED, SLOT_RESERVED };
+
+/* Take slot (the byte lock: not held by another process; the state: not held by this one,
+ * unless reserved and reserved_ok). 0 or -errno (-EBUSY: this process holds it). */
+static int slot_take(struct gbx_runtime *rt, uint32_t slot, int reserved_ok, uint8_t state)
+{
+    if (slot >= rt->uid_slots || slot >= GBX_MAX_UID_SLOTS)
+        return -ERANGE;
+    pthread_mutex_lock(&slot_mu);
+    uint8_t cur = rt->slot_state[slot];
+    int r = cur == SLOT_FREE                      ? slot_lock_op(rt, slot, F_WRLCK)
+            : cur == SLOT_RESERVED && reserved_ok ? 0
+                                                  : -EBUSY;
+    if (r == 0)
+        rt->slot_state[slot] = state;
+    pthread_mutex_unlock(&slot_mu);
+    return r;
+}
+
 int gbx_ns_slot_lock(struct gbx_runtime *rt, uint32_t slot)
 {
-    if (slot >= rt->uid_slots)
-        return -ERANGE;
-    return slot_lock_op(rt, slot, F_WRLCK);
+    return slot_take(rt, slot, 1, SLOT_USED);
+}
+
+int gbx_ns_slot_reserve(struct gbx_runtime *rt, uint32_t slot)
+{
+    return slot_take(rt, slot, 0, SLOT_RESERVED);
 }
 
 int gbx_ns_slot_acquire(struct gbx_runtime *rt, uint32_t *slot)
@@ -54,12 +81,12 @@ int gbx_ns_slot_acquire(struct gbx_runtime *rt, uint32_t *slot)
         start = (uint32_t)getpid();
     for (uint32_t i = 0; i < rt->uid_slots; i++) {
         uint32_t s = (start + i) % rt->uid_slots;
-        int r = slot_lock_op(rt, s, F_WRLCK);
+        int r = slot_take(rt, s, 0, SLOT_USED);
         if (r == 0) {
             *slot = s;
             return 0;
         }
-        if (r != -EAGAIN && r != -EACCES)
+        if (r != -EAGAIN && r != -EACCES && r != -EBUSY)
             return r;
     }
     return -EUSERS;
@@ -67,7 +94,12 @@ int gbx_ns_slot_acquire(struct gbx_runtime *rt, uint32_t *slot)
 
 void gbx_ns_slot_release(struct gbx_runtime *rt, uint32_t slot)
 {
+    if (slot >= rt->uid_slots || slot >= GBX_MAX_UID_SLOTS)
+        return;
+    pthread_mutex_lock(&slot_mu);
     (void)slot_lock_op(rt, slot, F_UNLCK);
+    rt->slot_state[slot] = SLOT_FREE;
+    pthread_mutex_unlock(&slot_mu);
 }
 
 int gbx_ns_userns_open(pid_t pid)

@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+/* Hibernate and wake: a sandbox's processes, memory and files checkpointed to disk with CRIU
+ * (src/sandbox/criu.c) on a worker thread, and restored later, also by another daemon.
+ *
+ * While hibernated a sandbox stays listed (state "hibernated"), keeps its id, token,
+ * settings and network policy, and its uid range stays reserved (a stand-in sandbox with no
+ * processes holds the slot: gbx_sandbox_hold). Its image is <state>/hibernate/<id>/. Waking
+ * restores it under the same id and plumbs its egress again, as after a daemon restart. */
+#include "api/hibernate.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "api/http.h"
+#include "api/offload.h"
+#include "api/sandboxes.h"
+#include "api/server.h"
+#include "api/snapshots.h"
+#include "base/clock.h"
+#include "base/fileutil.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "egress/egress.h"
+#include "sandbox/criu.h"
+#include "sandbox/template.h"
+
+struct job {
+    struct gbx_server *s;
+    struct gbx_http_later *later;
+    char *id, *dir, *owner;
+    struct gbx_sandbox *sb;   /* hibernate: the one dumped; wake: the restored one */
+    struct gbx_sandbox *hold; /* hibernate: the stand-in reserving its slot once dumped */
+    pid_t init_pid;
+    uint32_t uid_slot;
+    struct gbx_egress_policy *policy;
+    struct gbx_err *err;
+    int64_t t0;
+    gbx_hibernate_done_fn done;
+    void *arg;
+};
+
+static char *image_dir(struct gbx_server *s, const char *id)
+{
+    return gbx_asprintf("%s/hibernate/%s", gbx_server_runtime(s)->state_dir, id);
+}
+
+static void job_free(struct job *j)
+{
+    gbx_egress_policy_free(j->policy);
+    gbx_err_free(j->err);
+    free(j->id);
+    free(j->dir);
+    free(j->owner);
+    free(j);
+}
+
+/* What the sandbox was created from, for the checkpoint's record (a sandbox adopted after a
+ * restart has none yet): its template stacked on its base, its snapshot's layers on top. */
+static int keep_spec(struct gbx_server *s, struct gbx_live *l, struct gbx_err **err)
+{
+    if (l->sb->saved)
+        return 0;
+    char **layers = NULL, **tl = NULL;
+    size_t n = 0, tn = 0;
+    gbx_autofree char *base = NULL;
+    const char *tmpl = NULL, *sid = NULL;
+    json_t *snap = json_object_get(l->attrs, "snapshot");
+    if (json_is_string(snap) &&
+        gbx_snapshots_layers(gbx_server_snapshots(s), json_string_value(snap), &layers, &n, &tmpl,
+                             &sid, err) < 0)
+        return -1;
+    if (gbx_template_resolve(gbx_server_runtime(s)->state_dir, l->template_name, &base, &tl, &tn,
+                             err) < 0) {
+        gbx_snapshots_layers_free(layers, n);
+        return -1;
+    }
+    const char **all = gbx_xcalloc(n + tn + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        all[i] = layers[i];
+    for (size_t i = 0; i < tn; i++)
+        all[n + i] = tl[i];
+    struct gbx_sandbox_spec spec = {.id = l->sb->id,
+                                    .template_name = base,
+                                    .limits = l->limits,
+                                    .disk_bytes = l->disk_bytes,
+                                    .ctl_socket = 1,
+                                    .layers = all,
+                                    .nlayers = n + tn};
+    gbx_sandbox_keep_spec(l->sb, &spec);
+    free(all);
+    gbx_snapshots_layers_free(layers, n);
+    gbx_snapshots_layers_free(tl, tn);
+    return 0;
+}
+
+/* ---- hibernate ---------------------------------------------------------------------------- */
+
+static void hib_work(void *arg)
+{
+    struct job *j = arg;
+    (void)!gbx_mkdir_p(j->dir, 0700);
+    if (gbx_sandbox_checkpoint(j->sb, j->dir, &j->err) < 0)
+        return;
+    j->sb = NULL; /* dumped, and freed: its slot released; reserved again at once */
+    (void)!gbx_sandbox_hold(gbx_server_runtime(j->s), j->id, j->uid_slot, 1, &j->hold, &j->err);
+}
+
+static void rm_work(void *arg)
+{
+    (void)!gbx_rm_rf(arg);
+}
+
+static void hib_done(void *arg)
+{
+    struct job *j = arg;
+    struct gbx_server *s = j->s;
+    struct evhttp_request *req = gbx_http_later_take(j->later);
+    gbx_server_act_as(s, j->owner);
+    struct gbx_live *l = gbx_sandboxes_find_any(s, j->id);
+    /* a failed checkpoint either left the sandbox running (nothing was touched yet) or took
+     * it down: whether its init still runs says which */
+    int alive = j->err && j->sb && j->init_pid > 0 && kill(j->init_pid, 0) == 0;
+    if (l) { /* the placeholder goes; the real one, or the stand-in, takes its place */
+        gbx_sandbox_forget(l->sb);
+        l->sb = NULL;
+    }
+    if (l == NULL) {
+        /* destroyed meanwhile (a delete, the collector): nothing to keep */
+        if (alive)
+            (void)!gbx_sandbox_destroy(j->sb, NULL);
+        (void)!gbx_sandbox_destroy(j->hold, NULL);
+        rm_work(j->dir);
+    } else if (j->err && alive) {
+        /* back as it was: its egress again */
+        l->sb = j->sb;
+        struct gbx_err *e2 = NULL;
+        if (gbx_egress_attach(gbx_server_egress(s), l->sb->id, l->sb->init_pid, j->policy,
+                              &l->egress, &e2) < 0) {
+            gbx_log_error("sandbox '%s': %s", j->id, e2->msg);
+            gbx_err_free(e2);
+        }
+        l->busy = 0;
+    } else if (j->err) {
+        /* the sandbox was lost on the way (or dumped, but its uid range is taken) */
+        (void)!gbx_sandbox_destroy(j->hold, NULL);
+        gbx_log_error("hibernate sandbox '%s': %s", j->id, j->err->msg);
+        gbx_sandboxes_drop(s, l, "hibernate failed");
+        rm_work(j->dir);
+    } else {
+        l->sb = j->hold;
+        l->busy = 0;
+        l->hibernated = 1;
+        l->paused = 1;
+        if (l->attrs == NULL)
+            l->attrs = json_object();
+        json_object_set_new(l->attrs, "stopped_ns", json_integer(gbx_realtime_ns()));
+        json_object_set_new(l->attrs, "network", gbx_egress_policy_json(j->policy));
+        gbx_sandboxes_save(s, l);
+        double ms = (double)(gbx_monotonic_ns() - j->t0) / 1e6;
+        gbx_server_audit(s, "sandbox.hibernate", j->id, json_pack("{s:f}", "ms", ms));
+        gbx_log_info("hibernated sandbox '%s' in %.1f ms", j->id, ms);
+    }
+    j->done(j->arg, req, j->err ? NULL : l, j->err);
+    job_free(j);
+}
+
+void gbx_hibernate(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
+                   gbx_hibernate_done_fn done, void *arg)
+{
+    struct gbx_err *err = NULL;
+    const char *criu;
+    if (l->hibernated)
+        return done(arg, req, l, NULL);
+    if (l->busy) {
+        gbx_err_set(&err, EBUSY, GBX_ERR_CONFLICT, "sandbox '%s' is busy", l->sb->id);
+        goto fail;
+    }
+    if (gbx_criu_available(&criu, &err) < 0 || keep_spec(s, l, &err) < 0)
+        goto fail;
+    /* CRIU stops the tree itself; a frozen one it could not seize */
+    if (l->paused && gbx_sandboxes_pause(s, l, 0, &err) < 0)
+        goto fail;
+    struct job *j = gbx_xcalloc(1, sizeof(*j));
+    j->s = s;
+    j->t0 = gbx_monotonic_ns();
+    j->id = gbx_xstrdup(l->sb->id);
+    j->owner = gbx_xstrdup(l->owner);
+    j->dir = image_dir(s, j->id);
+    j->sb = l->sb;
+    j->init_pid = l->sb->init_pid;
+    j->uid_slot = l->sb->uid_slot;
+    j->policy = gbx_egress_policy_dup(gbx_egress_policy_of(l->egress));
+    j->done = done;
+    j->arg = arg;
+    /* the daemon's listeners in its network namespace are not part of the image */
+    gbx_egress_detach(l->egress);
+    l->egress = NULL;
+    l->busy = 2;
+    /* the worker owns the sandbox now; the loop sees a placeholder with its id */
+    GBX_BUG_ON(gbx_sandbox_hold(gbx_server_runtime(s), j->id, j->uid_slot, 0, &l->sb, NULL) < 0);
+    j->later = gbx_http_later_new(req);
+    if (gbx_offload_submit(gbx_server_offload(s), hib_work, hib_done, j) < 0) {
+        gbx_err_set(&j->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
+        hib_done(j); /* untouched: alive */
+    }
+    return;
+fail:
+    done(arg, req, NULL, err);
+    gbx_err_free(err);
+}
+
+/* ---- wake --------------------------------------------------------------------------------- */
+
+static void wake_work(void *arg)
+{
+    struct job *j = arg;
+    if (gbx_sandbox_restore(gbx_server_runtime(j->s), j->dir, j->id, &j->sb, &j->err) < 0)
+        j->sb = NULL;
+}
+
+static void wake_done(void *arg)
+{
+    struct job *j = arg;
+    struct gbx_server *s = j->s;
+    struct evhttp_request *req = gbx_http_later_take(j->later);
+    gbx_server_act_as(s, j->owner);
+    struct gbx_live *l = gbx_sandboxes_find_any(s, j->id);
+    if (j->err == NULL && l && gbx_sandboxes_hello(j->sb, &j->err) == 0 &&
+        gbx_egress_attach(gbx_server_egress(s), j->id, j->sb->init_pid, j->policy, &l->egress,
+                          &j->err) == 0) {
+        /* the stand-in let go without releasing the slot the restore holds again */
+        gbx_sandbox_forget(l->sb);
+        l->sb = j->sb;
+        j->sb = NULL;
+        l->busy = 0;
+        l->hibernated = 0;
+        l->paused = 0;
+        json_object_del(l->attrs, "stopped_ns");
+        gbx_sandboxes_save(s, l);
+        double ms = (double)(gbx_monotonic_ns() - j->t0) / 1e6;
+        gbx_server_audit(s, "sandbox.wake", j->id, json_pack("{s:f}", "ms", ms));
+        gbx_log_info("woke sandbox '%s' in %.1f ms", j->id, ms);
+        char *d = gbx_xstrdup(j->dir);
+        if (gbx_offload_submit(gbx_server_offload(s), rm_work, free, d) < 0)
+            free(d);
+    } else {
+        if (j->sb) /* restored, but it cannot be served: not kept half-way */
+            (void)!gbx_sandbox_destroy(j->sb, NULL);
+        j->sb = NULL;
+        if (l)
+            l->busy = 0; /* still hibernated: its image is intact, waking may be retried */
+        if (j->err == NULL)
+            gbx_err_set(&j->err, ENOENT, GBX_ERR_NOT_FOUND, "sandbox '%s' was deleted", j->id);
+    }
+    j->done(j->arg, req, j->err ? NULL : l, j->err);
+    job_free(j);
+}
+
+void gbx_hibernate_wake(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
+                        gbx_hibernate_done_fn done, void *arg)
+{
+    struct gbx_err *err = NULL;
+    if (!l->hibernated)
+        return done(arg, req, l, NULL);
+    if (l->busy) {
+        gbx_err_set(&err, EBUSY, GBX_ERR_CONFLICT, "sandbox '%s' is being hibernated or woken",
+                    l->sb->id);
+        done(arg, req, NULL, err);
+        gbx_err_free(err);
+        return;
+    }
+    struct job *j = gbx_xcalloc(1, sizeof(*j));
+    j->s = s;
+    j->t0 = gbx_monotonic_ns();
+    j->id = gbx_xstrdup(l->sb->id);
+    j->owner = gbx_xstrdup(l->owner);
+    j->dir = image_dir(s, j->id);
+    json_t *net = json_object_get(l->attrs, "network");
+    if (gbx_egress_policy_parse(net, gbx_egress_default_mode(gbx_server_egress(s)), &j->policy,
+                                &err) < 0) {
+        gbx_err_free(err);
+        err = NULL;
+        j->policy = gbx_egress_policy_new(GBX_EGRESS_NONE); /* fail closed */
+    }
+    j->done = done;
+    j->arg = arg;
+    l->busy = 2;
+    j->later = gbx_http_later_new(req);
+    if (gbx_offload_submit(gbx_server_offload(s), wake_work, wake_done, j) < 0) {
+        gbx_err_set(&j->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
+        wake_done(j);
+    }
+}
+
+void gbx_hibernate_discard(struct gbx_server *s, const char *id)
+{
+    char *d = image_dir(s, id);
+    if (gbx_offload_submit(gbx_server_offload(s), rm_work, free, d) < 0) {
+        rm_work(d);
+        free(d);
+    }
+}

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/* Hibernate a sandbox (processes, memory, files) to disk and wake it again: docs/hibernate.md.
+ *
+ *   POST /v1/sandboxes/{id}/hibernate     -> 200 the sandbox, state "hibernated"
+ *   POST /v1/sandboxes/{id}/resume        wakes a hibernated one (as it thaws a paused one)
+ *
+ * E2B's pause (keeping memory) maps to hibernate when CRIU is there, its connect to wake. */
+#ifndef GBX_API_HIBERNATE_H
+#define GBX_API_HIBERNATE_H
+
+struct evhttp_request;
+struct gbx_err;
+struct gbx_live;
+struct gbx_server;
+
+/* Called on the loop when done: l is the sandbox (NULL on error: err says why; the sandbox
+ * may be gone, then a GET says 404); req is the request handed in, or NULL if its client
+ * went away. */
+typedef void (*gbx_hibernate_done_fn)(void *arg, struct evhttp_request *req, struct gbx_live *l,
+                                      const struct gbx_err *err);
+
+/* Checkpoint l off the loop; its processes end, its image goes to <state>/hibernate/<id>. An
+ * UNAVAILABLE error (nothing touched) when CRIU is not installed. */
+void gbx_hibernate(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
+                   gbx_hibernate_done_fn done, void *arg);
+/* Restore a hibernated l off the loop (a no-op for a running one). */
+void gbx_hibernate_wake(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
+                        gbx_hibernate_done_fn done, void *arg);
+/* Remove a hibernated sandbox's image (in the background). */
+void gbx_hibernate_discard(struct gbx_server *s, const char *id);
+
+#endif

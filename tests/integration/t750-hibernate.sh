@@ -1,0 +1,102 @@
+#!/bin/sh
+# Hibernate through the daemon: a process holding a counter in memory is checkpointed (its
+# processes are gone, its image on disk, the sandbox listed as hibernated and refusing work
+# until resumed), woken with the counter continuing, hibernated again and woken by a new
+# daemon after the first one was killed; deleting a hibernated sandbox removes its image;
+# without CRIU hibernate is a clear 503 and pause still works.
+NAME=hibernate
+. "$(dirname "$0")/../lib/daemon.sh"
+CRIU_OK=1
+"$BUILD/glovebox" version >/dev/null 2>&1
+if ! { [ -n "${GLOVEBOX_CRIU:-}" ] || [ -x .deps/criu/bin/criu ]; }; then
+    CRIU_OK=0
+    if [ -n "${GLOVEBOX_REQUIRE_CRIU:-}" ]; then
+        echo "not ok - CRIU is required (GLOVEBOX_REQUIRE_CRIU) but .deps/criu/bin/criu is missing: run scripts/criu.sh"
+        exit 1
+    fi
+fi
+# a daemon that leaves its sandboxes running when stopped (restart checks)
+start_kept() {
+    "$D" --state-dir "$STATE" --runtime-dir "$RUN" 2>>"$T/daemon.log" &
+    DPID=$!
+    for i in $(seq 200); do
+        [ "$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" http://glovebox/healthz)" = 200 ] && return 0
+        sleep 0.05
+    done
+    echo "gloveboxd did not start"; cat "$T/daemon.log"; exit 1
+}
+sh_in() {
+    req POST "/v1/sandboxes/$1/exec" "$(python3 -c 'import json,sys; print(json.dumps({"shell":sys.argv[1],"wait":True}))' "$2")"
+    out=$(field "j.get('stdout','').rstrip(chr(10))")
+}
+start_kept
+
+if [ "$CRIU_OK" = 1 ]; then
+req POST /v1/sandboxes '{}'
+SB=$(field "j['id']")
+HUID=$(field "j['host_uid']")
+sh_in "$SB" 'echo kept > /home/user/file; nohup sh -c "i=0; while :; do i=\$((i+1)); echo \$i > /tmp/c.new; mv /tmp/c.new /tmp/c; sleep 0.02; done" >/dev/null 2>&1 & sleep 0.3; cat /tmp/c'
+before=$out
+req POST "/v1/sandboxes/$SB/hibernate" '{}'
+check "hibernate answers the sandbox, hibernated" eval "[ '$code' = 200 ] && [ \"\$(field \"j['state']\")\" = hibernated ]"
+check "its processes are gone from the host" eval "! pgrep -u $HUID >/dev/null"
+check "its image is on disk" [ -d "$STATE/hibernate/$SB" ]
+req POST "/v1/sandboxes/$SB/exec" '{"shell":"true","wait":true}'
+check "a hibernated sandbox refuses work until resumed (409)" [ "$code" = 409 ]
+req GET /v1/sandboxes
+check "it is listed as hibernated" [ "$(field "[s['state'] for s in j['sandboxes'] if s['id'] == '$SB'][0]")" = hibernated ]
+req POST "/v1/sandboxes/$SB/hibernate" '{}'
+check "hibernate again is fine (idempotent)" [ "$code" = 200 ]
+req POST "/v1/sandboxes/$SB/resume" '{}'
+sed "s/^/# /" "$T/body"; echo
+check "resume wakes it" eval "[ '$code' = 200 ] && [ \"\$(field \"j['state']\")\" = running ]"
+sleep 0.3
+sh_in "$SB" 'cat /tmp/c /home/user/file'
+check "the counter held in memory continues ($before -> $(echo "$out" | head -1))" eval "[ \"\$(echo \"\$out\" | head -1)\" -gt '$before' ]"
+check "files written before are there" [ "$(echo "$out" | tail -1)" = kept ]
+check "its image is removed once it runs again" eval "for i in \$(seq 50); do [ -d '$STATE/hibernate/$SB' ] || break; sleep 0.05; done; [ ! -d '$STATE/hibernate/$SB' ]"
+
+# across a daemon restart
+sh_in "$SB" 'cat /tmp/c'
+before=$out
+req POST "/v1/sandboxes/$SB/hibernate" '{}'
+check "hibernated again" [ "$(field "j['state']")" = hibernated ]
+kill -9 "$DPID"; wait "$DPID" 2>/dev/null
+start_kept
+req GET "/v1/sandboxes/$SB"
+check "a new daemon knows it as hibernated" eval "[ '$code' = 200 ] && [ \"\$(field \"j['state']\")\" = hibernated ]"
+req POST /v1/sandboxes '{}'
+OTHER=$(field "j['id']")
+check "new sandboxes do not take its uid range" [ "$(field "j['host_uid']")" != "$HUID" ]
+req POST "/v1/sandboxes/$SB/resume" '{}'
+sed "s/^/# /" "$T/body"; echo
+check "the new daemon wakes it" eval "[ '$code' = 200 ] && [ \"\$(field \"j['state']\")\" = running ]"
+sleep 0.3
+sh_in "$SB" 'cat /tmp/c'
+check "and the counter continues after the restart ($before -> $out)" eval "[ '$out' -gt '$before' ]"
+
+# deleting a hibernated sandbox removes its image
+req POST "/v1/sandboxes/$SB/hibernate" '{}'
+req DELETE "/v1/sandboxes/$SB"
+check "a hibernated sandbox can be deleted" [ "$code" = 204 ]
+check "and its image goes" eval "for i in \$(seq 50); do [ -d '$STATE/hibernate/$SB' ] || break; sleep 0.05; done; [ ! -d '$STATE/hibernate/$SB' ]"
+req DELETE "/v1/sandboxes/$OTHER"
+else
+    echo "# skip: CRIU is not built (scripts/criu.sh); only the no-CRIU behaviour is checked"
+fi
+
+# without CRIU: a clear error, and pause still works
+kill "$DPID"; wait "$DPID" 2>/dev/null
+DPID=
+GLOVEBOX_CRIU=/nonexistent/criu start_kept
+req POST /v1/sandboxes '{}'
+SB2=$(field "j['id']")
+req POST "/v1/sandboxes/$SB2/hibernate" '{}'
+check "without CRIU, hibernate is 503 and says why" eval "[ '$code' = 503 ] && grep -qi criu '$T/body'"
+req GET "/v1/sandboxes/$SB2"
+check "and the sandbox still runs" [ "$(field "j['state']")" = running ]
+req POST "/v1/sandboxes/$SB2/pause" '{}'
+check "pause still works" [ "$(field "j['state']")" = paused ]
+req DELETE "/v1/sandboxes/$SB2"
+spec_check
+summary
