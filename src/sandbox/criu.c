@@ -132,7 +132,7 @@ static int run(char *const argv[], char *out, size_t outsz, int keep_fd)
         out[n] = '\0';
         close(p[0]);
     }
-    int status;
+    int status = 0;
     if (GBX_RETRY(waitpid(pid, &status, 0)) < 0)
         return -errno;
     return status;
@@ -449,7 +449,7 @@ static int write_conf(const char *dir, const struct hib_conf *c, struct gbx_err 
 
 static int ns_checkpoint_impl(struct gbx_sandbox *sb, const char *dir, struct gbx_err **err)
 {
-    const char *criu;
+    const char *criu = NULL;
     struct hib_conf c;
     memset(&c, 0, sizeof(c));
     int layer_fd = -1, r = -1, gone = 0;
@@ -604,7 +604,8 @@ static int slot_userns(uint32_t host_uid)
     }
     close(sv[1]);
     char b = 0;
-    int r = GBX_RETRY(read(sv[0], &b, 1)) == 1 && b == 'U' ? 0 : -EPERM;
+    ssize_t n = GBX_RETRY(read(sv[0], &b, 1));
+    int r = n == 1 && b == 'U' ? 0 : -EPERM;
     int fd = -1;
     if (r == 0 && (r = gbx_ns_write_idmap(pid, host_uid, GBX_UID_RANGE)) == 0)
         r = fd = gbx_ns_userns_open(pid);
@@ -806,7 +807,7 @@ static int make_listener(struct gbx_sandbox *sb, struct gbx_err **err)
 static int ns_restore_impl(struct gbx_runtime *rt, const char *dir, const char *want_id,
                            struct gbx_sandbox **out, struct gbx_err **err)
 {
-    const char *criu;
+    const char *criu = NULL;
     if (gbx_criu_available(&criu, err) < 0)
         return gbx_err_wrap(err, "restore sandbox");
     struct hib_conf c;
@@ -844,6 +845,7 @@ static int ns_restore_impl(struct gbx_runtime *rt, const char *dir, const char *
     int slot_held = 0, cg_made = 0, listen_fd = -1, ufd = -1, child = -1;
     int sync[2] = {-1, -1}, errp[2] = {-1, -1};
     gbx_autofree char *pidfile = gbx_asprintf("%s/restore.pid", dir);
+    gbx_autofree char *pidtxt = NULL;
     struct restore_plan pl;
     memset(&pl, 0, sizeof(pl));
     pl.tmpl_fd = pl.usr_fd = -1;
@@ -932,7 +934,6 @@ static int ns_restore_impl(struct gbx_runtime *rt, const char *dir, const char *
         }
         goto out;
     }
-    gbx_autofree char *pidtxt = NULL;
     if (gbx_read_file(pidfile, 64, &pidtxt, NULL) < 0 || atoi(pidtxt) <= 1) {
         gbx_err_set(err, EIO, GBX_ERR_INTERNAL, "restore: criu wrote no pid file");
         goto out;
@@ -977,10 +978,8 @@ out:
     }
     gbx_template_release(&tmpl);
     if (sb) {
-        if (!cg_made && slot_held) {
+        if (!cg_made && slot_held)
             gbx_ns_slot_release(rt, c.uid_slot);
-            slot_held = 0;
-        }
         if (cg_made || sb->init_pid > 0) {
             /* a partly restored tree, its groups, socket, dir and slot */
             (void)gbx_sandbox_destroy(sb, NULL);
