@@ -35,6 +35,7 @@
 
 #include "api/http.h"
 #include "api/sandboxes.h"
+#include "api/boot.h"
 #include "api/hibernate.h"
 #include "api/snapshots.h"
 #include "sandbox/criu.h"
@@ -600,6 +601,16 @@ static void handle_fork(struct gbx_server *s, struct evhttp_request *req, struct
     gbx_snapshots_take(gbx_server_snapshots(s), req, l, NULL, "fork", fork_taken, f);
 }
 
+static void e2b_created_ready(void *arg, struct gbx_live *l, const struct gbx_err *err)
+{
+    struct evhttp_request *req = gbx_http_later_take(arg);
+    if (req == NULL)
+        return;
+    if (err)
+        return reply_gbx_err(req, err);
+    gbx_e2b_reply_json(req, 201, sandbox_obj(l));
+}
+
 /* POST /v2/sandboxes: NewSandboxV2 -> the native create body. */
 static void handle_create(struct gbx_server *s, struct evhttp_request *req)
 {
@@ -670,6 +681,12 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
         goto out;
     }
     remember_template(s, l, tid);
+    char *start, *ready;
+    if (gbx_boot_needed(s, l, &start, &ready)) {
+        gbx_boot(s, gbx_server_base(s), l, start, ready, e2b_created_ready,
+                 gbx_http_later_new(req));
+        goto out;
+    }
     gbx_e2b_reply_json(req, 201, sandbox_obj(l));
 out:
     json_decref(native);

@@ -19,6 +19,7 @@
 #include "api/snapshots.h"
 #include "api/gc.h"
 #include "api/hibernate.h"
+#include "api/boot.h"
 #include "api/templates_api.h"
 #include "egress/egress.h"
 
@@ -764,6 +765,17 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
     return 0;
 }
 
+/* A create whose template has a start command or a ready check answers once it is ready. */
+static void created_ready(void *arg, struct gbx_live *l, const struct gbx_err *err)
+{
+    struct evhttp_request *req = gbx_http_later_take(arg);
+    if (req == NULL)
+        return;
+    if (err)
+        return gbx_http_reply_err(req, err);
+    gbx_http_reply_json(req, 201, sandbox_json(l));
+}
+
 static void handle_create(struct gbx_server *s, struct evhttp_request *req)
 {
     json_t *body = gbx_http_body_object(req);
@@ -790,6 +802,9 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
         gbx_err_free(err);
         return;
     }
+    char *start, *ready;
+    if (r == 0 && gbx_boot_needed(s, l, &start, &ready))
+        return gbx_boot(s, s->base, l, start, ready, created_ready, gbx_http_later_new(req));
     gbx_http_reply_json(req, r == 1 ? 200 : 201, sandbox_json(l));
 }
 
@@ -2135,6 +2150,11 @@ struct gbx_store *gbx_server_store(const struct gbx_server *s)
 struct gbx_offload *gbx_server_offload(const struct gbx_server *s)
 {
     return s->offload;
+}
+
+struct event_base *gbx_server_base(const struct gbx_server *s)
+{
+    return s->base;
 }
 
 struct gbx_snapshots *gbx_server_snapshots(const struct gbx_server *s)

@@ -55,6 +55,8 @@ void gbx_server_exec_bytes(struct gbx_server *s, unsigned long long out, unsigne
 size_t gbx_server_max_upload(const struct gbx_server *s);
 /* The loop's store connection, for reads (owned by the server). */
 struct gbx_store *gbx_server_store(const struct gbx_server *s);
+/* The event loop (owned by the caller of gbx_server_new). */
+struct event_base *gbx_server_base(const struct gbx_server *s);
 /* The worker threads for blocking work (owned by the server; api/offload.h). */
 struct gbx_offload *gbx_server_offload(const struct gbx_server *s);
 /* The sandbox library's context: state and runtime dirs, uid slots (owned by the server). */

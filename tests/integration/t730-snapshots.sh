@@ -147,6 +147,20 @@ sh_in "$(field "j['sandboxes'][0]['id']")" 'cat /work/more /work/l2'
 check "snapshots of it stack on the template's layers" [ "$out" = "more
 layer2" ]
 
+# ---- a template's start command and ready check --------------------------------------------
+printf '%s\n' 'start=sleep 0.3; echo up > /tmp/up; exec sleep 1000' 'ready=test -f /tmp/up' >> "$STATE/templates/fromsnap/template.conf"
+req POST /v1/sandboxes '{"template":"fromsnap"}'
+TB=$(field "j['id']")
+sh_in "$TB" 'cat /tmp/up; ps -eo args | grep -c "^sleep 1000"'
+check "a create answers once the template's ready check passes, the start command running" [ "$out" = "up
+1" ]
+cp -r "$STATE/templates/fromsnap" "$STATE/templates/neverready"
+printf '%s\n' 'ready=false' 'ready_timeout=1' >> "$STATE/templates/neverready/template.conf"
+req POST /v1/sandboxes '{"template":"neverready"}'
+check "a ready check that never passes fails the create (503) and says so" eval "[ '$code' = 503 ] && grep -q 'not ready in time' '$T/body'"
+req GET /v1/sandboxes
+check "and the sandbox is gone" [ "$(field "len([s for s in j['sandboxes'] if s['template'] == 'neverready'])")" = 0 ]
+
 # ---- fork ----------------------------------------------------------------------------------
 sh_in "$A" 'echo forked > /work/f'
 req POST "/v1/sandboxes/$A/fork" '{"count":2,"labels":{"fork":"yes"}}'
