@@ -233,20 +233,18 @@ static int do_shutdown(struct gbx_req *r)
 static int do_hibernate(struct gbx_req *r)
 {
     int ph = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (ph < 0)
-        return gbx_req_fail(r, errno, "hibernate: placeholder socket");
-    gbx_conn_reply_ok(r->c, r->id);
-    int fl = fcntl(r->c->src.fd, F_GETFL);
-    if (fl >= 0)
-        fcntl(r->c->src.fd, F_SETFL, fl & ~O_NONBLOCK);
-    gbx_conn_flush(r->c);
-    for (int i = 0; i < INIT_MAX_CONNS; i++)
-        if (gbx_g.conns[i] != NULL)
-            gbx_conn_close(gbx_g.conns[i]);
     /* a second placeholder for the layer handle: the restorer hands the new layer's in */
     int lph = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (lph >= 0 && lph != GBX_INIT_LAYER_FD) {
-        (void)dup3(lph, GBX_INIT_LAYER_FD, O_CLOEXEC);
+    if (ph < 0 || lph < 0) {
+        int e = errno;
+        if (ph >= 0)
+            close(ph);
+        return gbx_req_fail(r, e, "hibernate: placeholder socket");
+    }
+    /* the swaps come first: once the daemon sees its connection closed, fds 3 and 7 are
+     * the placeholders it names to CRIU */
+    if (lph != GBX_INIT_LAYER_FD) {
+        GBX_BUG_ON(dup3(lph, GBX_INIT_LAYER_FD, O_CLOEXEC) < 0);
         close(lph);
     }
     gbx_src_close(&gbx_g.listen);
@@ -261,6 +259,14 @@ static int do_hibernate(struct gbx_req *r)
      * capability, so a non-dumpable restored init could not be dumped again. The first
      * connection after the restore makes init non-dumpable again (gbx_conn_accept). */
     prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+    gbx_conn_reply_ok(r->c, r->id);
+    int fl = fcntl(r->c->src.fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(r->c->src.fd, F_SETFL, fl & ~O_NONBLOCK);
+    gbx_conn_flush(r->c);
+    for (int i = 0; i < INIT_MAX_CONNS; i++)
+        if (gbx_g.conns[i] != NULL)
+            gbx_conn_close(gbx_g.conns[i]);
     return 0;
 }
 

@@ -946,8 +946,17 @@ static int ns_restore_impl(struct gbx_runtime *rt, const char *dir, const char *
     }
     close(listen_fd);
     listen_fd = -1;
-    if (sb->ops->connect(sb, &sb->conn_fd, err) < 0)
+    if (sb->ops->connect(sb, &sb->conn_fd, err) < 0) {
+        int ist = 0;
+        /* the restored init is our child (we are a subreaper): say how it ended */
+        if (GBX_RETRY(waitpid(sb->init_pid, &ist, WNOHANG)) == sb->init_pid) {
+            sb->exited = 1;
+            gbx_err_wrap(err, "the restored init %s %d",
+                         WIFSIGNALED(ist) ? "was killed by signal" : "exited with status",
+                         WIFSIGNALED(ist) ? WTERMSIG(ist) : WEXITSTATUS(ist));
+        }
         goto out;
+    }
     gbx_sandbox_keep_spec(sb,
                           &(struct gbx_sandbox_spec){.id = c.id,
                                                      .template_name = c.spec.template_name,
