@@ -582,6 +582,33 @@ static int create_policy(struct gbx_server *s, json_t *network, struct gbx_egres
     return 0;
 }
 
+/* An imported image's environment (oci_env in template.conf: ["K=V", ...]) under the
+ * create's own: the image's PATH and the like hold in its sandboxes. */
+static void env_add_template(struct gbx_server *s, struct gbx_live *l)
+{
+    if (strcmp(l->template_name, GBX_TEMPLATE_HOST) == 0)
+        return;
+    gbx_autofree char *v = NULL;
+    if (gbx_template_conf_get(s->rt.state_dir, l->template_name, "oci_env", &v) < 0 || v == NULL)
+        return;
+    json_t *arr = json_loads(v, 0, NULL);
+    size_t i;
+    json_t *e;
+    json_array_foreach(arr, i, e)
+    {
+        const char *kv = json_string_value(e);
+        const char *eq = kv ? strchr(kv, '=') : NULL;
+        if (eq == NULL || eq == kv)
+            continue;
+        gbx_autofree char *k = gbx_xstrndup(kv, (size_t)(eq - kv));
+        if (l->env == NULL)
+            l->env = json_object();
+        if (json_object_get(l->env, k) == NULL)
+            json_object_set_new(l->env, k, json_string(eq + 1));
+    }
+    json_decref(arr);
+}
+
 /* Point the usual variables at the CA bundle that holds the egress CA (unless the caller set
  * them): tools that do not read the system bundle still trust intercepted hosts. */
 static void env_add_trust(struct gbx_live *l)
@@ -731,6 +758,7 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
     live_set_extras(l, body);
     l->egress = egress;
     l->on_timeout_pause = c.on_timeout_pause;
+    env_add_template(s, l);
     if (snap_id) {
         l->attrs = json_object();
         json_object_set_new(l->attrs, "snapshot", json_string(snap_id));

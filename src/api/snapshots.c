@@ -309,6 +309,14 @@ int gbx_snapshots_delete(struct gbx_snapshots *ss, const char *id, struct gbx_er
     return 0;
 }
 
+const char *gbx_snapshots_of_template(struct gbx_snapshots *ss, const char *tmpl)
+{
+    for (struct snap *p = ss->list; p; p = p->next)
+        if (strcmp(p->tmpl, tmpl) == 0)
+            return p->id;
+    return NULL;
+}
+
 void gbx_snapshots_each(struct gbx_snapshots *ss,
                         void (*fn)(void *arg, const struct gbx_snapshot_info *i), void *arg)
 {

@@ -65,6 +65,10 @@ struct gbx_snapshot_ref gbx_snapshots_get(struct gbx_snapshots *ss, const char *
 void gbx_snapshots_each_visible(struct gbx_snapshots *ss,
                                 void (*fn)(void *arg, const struct gbx_snapshot_ref *r), void *arg);
 
+/* A snapshot (any state: deleted ones may still be stacked on) taken of a sandbox of
+ * template tmpl, or NULL: such a template must not go. */
+const char *gbx_snapshots_of_template(struct gbx_snapshots *ss, const char *tmpl);
+
 /* Remove deleted snapshots that nothing stacks on any more (in the background). */
 void gbx_snapshots_sweep(struct gbx_snapshots *ss);
 

@@ -19,6 +19,7 @@
 #include "api/http.h"
 #include "api/offload.h"
 #include "api/sandboxes.h"
+#include "api/snapshots.h"
 #include "api/server.h"
 #include "base/clock.h"
 #include "base/fileutil.h"
@@ -542,6 +543,17 @@ static void handle_delete(struct gbx_server *s, struct evhttp_request *req, cons
     if (u.id)
         return gbx_http_reply_error(req, GBX_ERR_CONFLICT,
                                     "template '%s' is in use by sandbox '%s'", name, u.id);
+    /* snapshots stack on it, and templates made from snapshots name it as their base */
+    const char *snap = gbx_snapshots_of_template(gbx_server_snapshots(s), name);
+    if (snap)
+        return gbx_http_reply_error(req, GBX_ERR_CONFLICT,
+                                    "template '%s' is in use by snapshot '%s' (delete it first)",
+                                    name, snap);
+    gbx_autofree char *dep = gbx_template_dependent(state_dir_of(s), name);
+    if (dep)
+        return gbx_http_reply_error(req, GBX_ERR_CONFLICT,
+                                    "template '%s' is the base of template '%s' (delete it first)",
+                                    name, dep);
     char *trash = NULL;
     struct gbx_err *err = NULL;
     if (gbx_template_trash(state_dir_of(s), name, &trash, &err) < 0) {

@@ -845,6 +845,24 @@ int gbx_template_resolve(const char *state_dir, const char *name, char **base, c
     return 0;
 }
 
+char *gbx_template_dependent(const char *state_dir, const char *name)
+{
+    gbx_autofree char *dir = gbx_asprintf("%s/templates", state_dir);
+    DIR *d = opendir(dir);
+    char *found = NULL;
+    for (struct dirent *e; d && found == NULL && (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.' || gbx_template_name_valid(e->d_name) < 0)
+            continue;
+        gbx_autofree char *base = NULL;
+        if (gbx_template_conf_get(state_dir, e->d_name, "base", &base) == 0 && base &&
+            strcmp(base, name) == 0)
+            found = gbx_xstrdup(e->d_name);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
 int gbx_template_install_layers(const char *state_dir, const char *name, const char *base,
                                 const char *const *layers, size_t nlayers, const char *source,
                                 struct gbx_err **err)

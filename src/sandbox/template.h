@@ -102,6 +102,8 @@ int gbx_template_fixup_rootfs(int rootfd, unsigned flags, struct gbx_err **err) 
  * and the array): what to stack on it, top first, after any snapshot's own. */
 int gbx_template_resolve(const char *state_dir, const char *name, char **base, char ***layers,
                          size_t *nlayers, struct gbx_err **err) GBX_WUR;
+/* A template made on top of name (base=name), malloc'd, or NULL. */
+char *gbx_template_dependent(const char *state_dir, const char *name);
 /* Make template name from layers (paths, top first) on base: the layers are copied. */
 int gbx_template_install_layers(const char *state_dir, const char *name, const char *base,
                                 const char *const *layers, size_t nlayers, const char *source,

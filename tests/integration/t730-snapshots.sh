@@ -147,6 +147,18 @@ sh_in "$(field "j['sandboxes'][0]['id']")" 'cat /work/more /work/l2'
 check "snapshots of it stack on the template's layers" [ "$out" = "more
 layer2" ]
 
+cp -a "$STATE/templates/host" "$STATE/templates/hostcopy"
+req POST /v1/sandboxes '{"template":"hostcopy"}'
+HC=$(field "j['id']")
+req POST "/v1/sandboxes/$HC/snapshots" '{"name":"of-hostcopy"}'
+req DELETE "/v1/sandboxes/$HC"
+req DELETE /v1/templates/hostcopy
+check "a template a snapshot stacks on cannot be deleted (409)" eval "[ '$code' = 409 ] && grep -q 'of-hostcopy\|sn-' '$T/body'"
+req POST /v1/snapshots/of-hostcopy/template '{"name":"on-hostcopy"}'
+req DELETE /v1/snapshots/of-hostcopy
+req DELETE /v1/templates/hostcopy
+check "nor one a template names as its base (409)" eval "[ '$code' = 409 ] && grep -q 'on-hostcopy' '$T/body'"
+
 # ---- a template's start command and ready check --------------------------------------------
 printf '%s\n' 'start=sleep 0.3; echo up > /tmp/up; exec sleep 1000' 'ready=test -f /tmp/up' >> "$STATE/templates/fromsnap/template.conf"
 req POST /v1/sandboxes '{"template":"fromsnap"}'
