@@ -492,6 +492,9 @@ static int ns_checkpoint_impl(struct gbx_sandbox *sb, const char *dir, struct gb
     if (gbx_sandbox_layer_open(sb, &layer_fd, err) < 0)
         goto out;
 
+    /* a paused sandbox: its init must answer, and CRIU cannot seize frozen tasks */
+    if (gbx_cgroup_freeze(&sb->cg, 0, err) < 0)
+        goto out;
     /* from here on the sandbox cannot be reached any more */
     gone = 1;
     if (send_hibernate(sb, err) < 0)
