@@ -457,6 +457,7 @@ static int ns_checkpoint_impl(struct gbx_sandbox *sb, const char *dir, struct gb
     gbx_autofree char *pid = gbx_asprintf("%d", (int)sb->init_pid);
     gbx_autofree char *log = gbx_asprintf("%s/dump.log", images);
     gbx_autofree char *tarp = gbx_asprintf("%s/upper.tar", dir);
+    gbx_autofree char *conf = gbx_asprintf("%s/" CONF_NAME, dir);
 
     if (gbx_criu_available(&criu, err) < 0)
         goto out;
@@ -472,6 +473,9 @@ static int ns_checkpoint_impl(struct gbx_sandbox *sb, const char *dir, struct gb
         goto out;
     }
     int e;
+    /* a directory used before: no stale image or conf may survive into this checkpoint */
+    (void)unlink(conf);
+    (void)!gbx_rm_rf(images);
     if ((e = gbx_mkdir_p(images, 0700)) < 0) {
         gbx_err_sys(err, -e, "cannot create '%s'", images);
         goto out;

@@ -236,6 +236,12 @@ static void counter_survives_checkpoint_and_restore(void **state)
     assert_string_equal(t.sb->id, id);
     MUST(gbx_agent_open(gbx_steal_fd(&t.sb->conn_fd), &t.agent, &err), "agent");
     check_restored(&t, before);
+
+    /* a third time, into the first directory again: nothing of the old images is used */
+    before = checkpoint(&t, dir1);
+    MUST(gbx_sandbox_restore(rt, dir1, id, &t.sb, &err), "restore from a reused directory");
+    MUST(gbx_agent_open(gbx_steal_fd(&t.sb->conn_fd), &t.agent, &err), "agent");
+    check_restored(&t, before);
     sbt_destroy(&t);
     assert_int_equal(procs_of_uid_range(host_uid), 0);
 }
