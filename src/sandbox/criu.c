@@ -731,6 +731,10 @@ __attribute__((noreturn)) static void restore_child(const struct restore_plan *p
         errno = EPIPE;
         CHILD_FAIL("wait for cgroups");
     }
+    /* with --manage-cgroups=ignore CRIU leaves the cgroup namespace to its caller: one
+     * rooted at the sandbox's groups, as at create */
+    if (unshare(CLONE_NEWCGROUP) < 0)
+        CHILD_FAIL("create cgroup namespace");
 
     gbx_autofree char *images = gbx_asprintf("%s/images", pl->dir);
     gbx_autofree char *root = gbx_asprintf("%s/root", pl->staging);
