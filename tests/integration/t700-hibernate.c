@@ -164,6 +164,14 @@ static void check_restored(struct sbt *t, long before)
     assert_int_equal(len, 5);
     assert_memory_equal(data, "kept\n", 5);
     free(data);
+    /* still confined as at create: a cgroup namespace rooted at the sandbox's groups */
+    data = NULL;
+    MUST(gbx_agent_read_all(t->agent, NULL, "/proc/1/cgroup", 4096, &data, &len, &err),
+         "read /proc/1/cgroup");
+    gbx_autofree char *cg = gbx_xstrndup((const char *)data, len);
+    free(data);
+    assert_non_null(strstr(cg, "0::/\n"));
+    assert_null(strstr(cg, "glovebox"));
 }
 
 static void require_criu(void)
