@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -162,7 +163,7 @@ static int try_candidate(const char *p)
     return 1;
 }
 
-int gbx_criu_available(const char **path, struct gbx_err **err)
+static int criu_find(const char **path, struct gbx_err **err)
 {
     if (criu_path) {
         *path = criu_path;
@@ -212,6 +213,17 @@ int gbx_criu_available(const char **path, struct gbx_err **err)
     return gbx_err_set(err, ENOENT, GBX_ERR_UNAVAILABLE,
                        "hibernate needs CRIU >= 4 (Debian 12's 3.17 does not work on this "
                        "kernel): run scripts/criu.sh, or set GLOVEBOX_CRIU");
+}
+
+/* daemon worker threads hibernate and restore at the same time */
+static pthread_mutex_t criu_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int gbx_criu_available(const char **path, struct gbx_err **err)
+{
+    pthread_mutex_lock(&criu_mu);
+    int r = criu_find(path, err);
+    pthread_mutex_unlock(&criu_mu);
+    return r;
 }
 
 /* The Error lines of a CRIU log (but the harmless ones), for an error message. */
