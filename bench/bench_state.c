@@ -14,10 +14,15 @@
  *   clone      POST /v1/snapshots/{id}/clone {count:1}  vs  POST /v1/sandboxes {} (a fresh
  *              create); and {count:10}, per sandbox (the deletes are not timed)
  *   rollback   POST /v1/sandboxes/{id}/rollback to that snapshot  vs  the fresh create
+ *   hibernate  POST /v1/sandboxes/{id}/hibernate of a sandbox whose process holds 16 MiB (and
+ *              256 MiB) of touched memory, then POST .../resume (restore, the process running
+ *              again)  vs  writing the same number of bytes from a tmpfs to a file in the
+ *              state dir and reading them back (the floor of saving and loading that memory)
  *
  * Usage: bench_state --socket PATH --state-dir DIR [--runs N] [--snap-runs N] [--files N]
- *                    [--file-bytes B]
- * Defaults: 200 pause/resume and clone/rollback runs, 30 snapshots, 10 files of 1000000 bytes. */
+ *                    [--file-bytes B] [--hib-runs N]
+ * Defaults: 200 pause/resume and clone/rollback runs, 30 snapshots, 10 files of 1000000 bytes,
+ * 5 hibernate/restore cycles per size (0 skips them: no CRIU). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -37,7 +42,7 @@
 
 struct opts {
     const char *sock, *state_dir;
-    int runs, snap_runs, files;
+    int runs, snap_runs, files, hib_runs;
     long file_bytes;
 };
 
@@ -296,17 +301,78 @@ static void bench_snapshots(struct client *c, const struct opts *o)
     free(b10);
 }
 
+static void bench_hibernate(struct client *c, const struct opts *o, int mib)
+{
+    int n = o->hib_runs;
+    double *h = gbx_xcalloc((size_t)n, sizeof(double));
+    double *w = gbx_xcalloc((size_t)n, sizeof(double));
+    double *pw = gbx_xcalloc((size_t)n, sizeof(double));
+    double *pr = gbx_xcalloc((size_t)n, sizeof(double));
+    char *id = create(c, "{}");
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd),
+             "nohup python3 -c 'import time; b = bytearray(%d << 20)\nfor i in range(0, len(b), "
+             "4096): b[i] = 1\nopen(\"/tmp/ready\", \"w\").close()\ntime.sleep(1e9)' "
+             ">/dev/null 2>&1 & while [ ! -e /tmp/ready ]; do sleep 0.01; done",
+             mib);
+    sh(c, id, cmd);
+    char hp[128], rp[128];
+    snprintf(hp, sizeof(hp), "/v1/sandboxes/%s/hibernate", id);
+    snprintf(rp, sizeof(rp), "/v1/sandboxes/%s/resume", id);
+    char src[128], dst[256];
+    snprintf(src, sizeof(src), "/dev/shm/gbx-bench-mem-%d", (int)getpid());
+    snprintf(dst, sizeof(dst), "%s/bench-mem", o->state_dir);
+    snprintf(cmd, sizeof(cmd), "head -c %dM /dev/urandom > %s", mib, src);
+    (void)run_cmd(cmd);
+    for (int i = 0; i < n; i++) {
+        double t0 = now_us();
+        json_decref(call_json(c, "POST", hp, "{}", 200));
+        double t1 = now_us();
+        json_decref(call_json(c, "POST", rp, "{}", 200));
+        double t2 = now_us();
+        h[i] = t1 - t0;
+        w[i] = t2 - t1;
+        sh(c, id, "test -e /tmp/ready"); /* it runs again */
+        snprintf(cmd, sizeof(cmd), "cp %s %s && sync -f %s", src, dst, dst);
+        pw[i] = run_cmd(cmd);
+        snprintf(cmd, sizeof(cmd), "echo 1 > /proc/sys/vm/drop_caches; cat %s > /dev/null", dst);
+        pr[i] = run_cmd(cmd);
+        snprintf(cmd, sizeof(cmd), "rm -f %s", dst);
+        (void)run_cmd(cmd);
+    }
+    char a[96], b[96], d[96], e[96];
+    snprintf(a, sizeof(a), "hibernate, %d MiB touched", mib);
+    snprintf(b, sizeof(b), "restore (resume), %d MiB", mib);
+    snprintf(d, sizeof(d), "peer: %d MiB tmpfs -> state dir, synced", mib);
+    snprintf(e, sizeof(e), "peer: %d MiB read back, cold cache", mib);
+    double hib = line(a, h, n, NULL);
+    double res = line(b, w, n, NULL);
+    double pwm = line(d, pw, n, NULL);
+    double prm = line(e, pr, n, NULL);
+    ratio("hibernate / write the memory", hib, pwm);
+    ratio("restore / read the memory", res, prm);
+    if (mib == 16)
+        target_ms("restore of 16 MiB", res, 50.0);
+    snprintf(cmd, sizeof(cmd), "rm -f %s", src);
+    (void)run_cmd(cmd);
+    destroy(c, id);
+    free(id);
+    free(h);
+    free(w);
+    free(pw);
+    free(pr);
+}
+
 int main(int argc, char **argv)
 {
     bench_name = "bench_state";
-    struct opts o = {.runs = 200, .snap_runs = 30, .files = 10, .file_bytes = 1000000};
-    static const struct option lo[] = {{"socket", required_argument, NULL, 's'},
-                                       {"state-dir", required_argument, NULL, 'd'},
-                                       {"runs", required_argument, NULL, 'n'},
-                                       {"snap-runs", required_argument, NULL, 'p'},
-                                       {"files", required_argument, NULL, 'f'},
-                                       {"file-bytes", required_argument, NULL, 'b'},
-                                       {NULL, 0, NULL, 0}};
+    struct opts o = {
+        .runs = 200, .snap_runs = 30, .files = 10, .file_bytes = 1000000, .hib_runs = 5};
+    static const struct option lo[] = {
+        {"socket", required_argument, NULL, 's'},   {"state-dir", required_argument, NULL, 'd'},
+        {"runs", required_argument, NULL, 'n'},     {"snap-runs", required_argument, NULL, 'p'},
+        {"files", required_argument, NULL, 'f'},    {"file-bytes", required_argument, NULL, 'b'},
+        {"hib-runs", required_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (ch) {
@@ -328,6 +394,9 @@ int main(int argc, char **argv)
         case 'b':
             o.file_bytes = atol(optarg);
             break;
+        case 'h':
+            o.hib_runs = atoi(optarg);
+            break;
         default:
             die("usage: bench_state --socket PATH --state-dir DIR [--runs N] [--snap-runs N] "
                 "[--files N] [--file-bytes B]");
@@ -341,6 +410,10 @@ int main(int argc, char **argv)
     client_init(&c, o.sock);
     bench_pause(&c, &o);
     bench_snapshots(&c, &o);
+    if (o.hib_runs > 0) {
+        bench_hibernate(&c, &o, 16);
+        bench_hibernate(&c, &o, 256);
+    }
     client_release(&c);
     curl_global_cleanup();
     return 0;

@@ -338,6 +338,13 @@ static int write_trust_bundle(struct gbx_egress *eg, const char *runtime_dir, st
     gbx_autofree char *all = gbx_asprintf("%s%s# Glovebox egress CA\n%s", host,
                                           hlen && host[hlen - 1] != '\n' ? "\n" : "", ca);
     eg->trust_path = gbx_asprintf("%s/egress-trust.crt", runtime_dir);
+    /* running sandboxes have the file bind-mounted: replace it only when it changes (a
+     * replaced file leaves them a deleted inode, which a checkpoint cannot name) */
+    gbx_autofree char *cur = NULL;
+    size_t clen = 0;
+    if (gbx_read_file(eg->trust_path, 32u << 20, &cur, &clen) == 0 && clen == strlen(all) &&
+        memcmp(cur, all, clen) == 0)
+        return 0;
     int r = gbx_write_file_atomic(eg->trust_path, all, strlen(all), 0644);
     if (r < 0)
         return gbx_err_sys(err, -r, "cannot write '%s'", eg->trust_path);

@@ -227,7 +227,7 @@ e2b "$A" POST /v2/sandboxes/sb-000000000000/connect '{}'
 check "connect to an unknown sandbox: 404 with code 404" is_err 404
 e2b "$B" POST "/v2/sandboxes/$S2/connect" '{}'
 check "connect to another key's sandbox: 404" is_err 404
-check "pause and resume are audited" [ "$(q "print(c.execute(\"select count(*) from audit where kind in ('sandbox.pause','sandbox.resume') and sandbox = '$S2'\").fetchone()[0])")" = 2 ]
+check "pause and resume are audited (hibernate and wake with CRIU)" [ "$(q "print(c.execute(\"select count(*) from audit where kind in ('sandbox.pause','sandbox.resume','sandbox.hibernate','sandbox.wake') and sandbox = '$S2'\").fetchone()[0])")" = 2 ]
 
 # a paused sandbox is kept past its timeout, as on E2B; resumed, it gets the default timeout
 e2b "$A" POST /v2/sandboxes '{"timeout":1}'
