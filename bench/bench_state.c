@@ -201,7 +201,7 @@ static double run_cmd(const char *cmd)
 static void bench_snapshots(struct client *c, const struct opts *o)
 {
     char *id = create(c, "{}");
-    char cmd[512];
+    char cmd[2048];
     snprintf(cmd, sizeof(cmd),
              "mkdir -p /work && for i in $(seq %d); do head -c %ld /dev/urandom > /work/f$i; done",
              o->files, o->file_bytes);
@@ -309,7 +309,7 @@ static void bench_hibernate(struct client *c, const struct opts *o, int mib)
     double *pw = gbx_xcalloc((size_t)n, sizeof(double));
     double *pr = gbx_xcalloc((size_t)n, sizeof(double));
     char *id = create(c, "{}");
-    char cmd[512];
+    char cmd[2048];
     snprintf(cmd, sizeof(cmd),
              "nohup python3 -c 'import time; b = bytearray(%d << 20)\nfor i in range(0, len(b), "
              "4096): b[i] = 1\nopen(\"/tmp/ready\", \"w\").close()\ntime.sleep(1e9)' "
