@@ -251,8 +251,13 @@ static void wake_done(void *arg)
         if (j->sb) /* restored, but it cannot be served: not kept half-way */
             (void)!gbx_sandbox_destroy(j->sb, NULL);
         j->sb = NULL;
-        if (l)
+        if (l) {
             l->busy = 0; /* still hibernated: its image is intact, waking may be retried */
+            if (gbx_sandbox_hold_renew(l->sb) < 0)
+                gbx_log_error("sandbox '%s': its uid range was taken while waking failed; "
+                              "it cannot be restored until that sandbox is gone",
+                              j->id);
+        }
         if (j->err == NULL)
             gbx_err_set(&j->err, ENOENT, GBX_ERR_NOT_FOUND, "sandbox '%s' was deleted", j->id);
     }

@@ -137,6 +137,9 @@ int gbx_sandbox_reap(struct gbx_runtime *rt, const char *id, struct gbx_err **er
  * placeholder while the real one is being dumped): only ever forget it. */
 int gbx_sandbox_hold(struct gbx_runtime *rt, const char *id, uint32_t uid_slot, int reserve,
                      struct gbx_sandbox **out, struct gbx_err **err) GBX_WUR;
+/* Reserve a stand-in's slot again after a failed restore released it. 0 or -errno (another
+ * sandbox took it meanwhile). */
+int gbx_sandbox_hold_renew(struct gbx_sandbox *sb) GBX_WUR;
 /* Let go of a sandbox without stopping it (a daemon shutting down leaves sandboxes running
  * for the next one to adopt through their control sockets): frees sb, closes its fds. */
 void gbx_sandbox_forget(struct gbx_sandbox *sb);

@@ -2,6 +2,7 @@
 /* A sandbox with no processes: what the daemon keeps for a hibernated sandbox (its image on
  * disk) so that its uid range stays reserved for the restore and the rest of the daemon
  * finds an id, a uid and a slot. Destroying it releases the slot; forgetting it does not. */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "base/mem.h"
@@ -26,4 +27,10 @@ int gbx_sandbox_hold(struct gbx_runtime *rt, const char *id, uint32_t uid_slot, 
     sb->exited = 1;
     *out = sb;
     return 0;
+}
+
+int gbx_sandbox_hold_renew(struct gbx_sandbox *sb)
+{
+    int r = gbx_ns_slot_reserve(sb->rt, sb->uid_slot);
+    return r == -EBUSY ? 0 : r; /* still ours */
 }
