@@ -3,9 +3,10 @@
  * socket (libcurl, one keep-alive connection), each beside a peer doing the same work
  * without the daemon, in the same run:
  *
- *   pause      POST /v1/sandboxes/{id}/pause, then /resume, of a sandbox running a busy loop
- *              vs  the kernel's own freezer on a cgroup made here: write cgroup.freeze 1 and
- *              wait for "frozen 1" in cgroup.events (then 0), a busy child in it
+ *   pause      POST /v1/sandboxes/{id}/pause, then /resume, of a sandbox running a sleeping
+ *              loop (and then a busy one)  vs  the kernel's own freezer on a cgroup made here
+ *              with the same kind of child: write cgroup.freeze 1 and wait for "frozen 1" in
+ *              cgroup.events (then 0); measured one after the other, never side by side
  *   snapshot   POST /v1/sandboxes/{id}/snapshots of a sandbox that wrote FILES files of
  *              FILE_BYTES (10 MB by default; each snapshot deleted again, not timed)
  *              vs  cp -a of the same files from a tmpfs into the state dir (what a copy of a
@@ -115,76 +116,96 @@ static void cg_write(const char *file, const char *v)
     close(fd);
 }
 
-static void bench_pause(struct client *c, const struct opts *o)
+/* The kernel's own freezer on a cgroup of ours holding one child (busy: a spinning loop,
+ * else a sleeping one), n freeze/thaw pairs into kp/kr. 0, or -1 without cgroup v2. */
+static int kernel_freeze(int n, int busy, double *kp, double *kr)
 {
-    char *id = create(c, "{}");
-    sh(c, id, "nohup sh -c 'while :; do :; done' >/dev/null 2>&1 &");
-    double *p = gbx_xcalloc((size_t)o->runs, sizeof(double));
-    double *r = gbx_xcalloc((size_t)o->runs, sizeof(double));
-    double *kp = gbx_xcalloc((size_t)o->runs, sizeof(double));
-    double *kr = gbx_xcalloc((size_t)o->runs, sizeof(double));
-    char pp[128], rp[128];
-    snprintf(pp, sizeof(pp), "/v1/sandboxes/%s/pause", id);
-    snprintf(rp, sizeof(rp), "/v1/sandboxes/%s/resume", id);
-
-    /* the peer: a cgroup v2 directory of our own with a busy child */
     const char *cg = "/sys/fs/cgroup/unified/gbx-bench-freeze";
-    int have_peer = mkdir(cg, 0755) == 0 || errno == EEXIST;
-    pid_t child = -1;
+    if (mkdir(cg, 0755) < 0 && errno != EEXIST)
+        return -1;
     char procs[256], freeze[256], events[256];
     snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
     snprintf(freeze, sizeof(freeze), "%s/cgroup.freeze", cg);
     snprintf(events, sizeof(events), "%s/cgroup.events", cg);
-    if (have_peer) {
-        child = fork();
-        if (child == 0) {
-            for (;;)
+    pid_t child = fork();
+    if (child == 0) {
+        for (;;) {
+            if (busy)
                 __asm__ volatile("" ::: "memory");
+            else
+                usleep(20000);
         }
-        char pid[32];
-        snprintf(pid, sizeof(pid), "%d", (int)child);
-        cg_write(procs, pid);
     }
-    for (int i = 0; i < o->runs; i++) {
+    char pid[32];
+    snprintf(pid, sizeof(pid), "%d", (int)child);
+    cg_write(procs, pid);
+    for (int i = 0; i < n; i++) {
+        double t0 = now_us();
+        cg_write(freeze, "1");
+        if (cg_wait(events, "frozen 1") < 0)
+            die("the peer cgroup did not freeze");
+        double t1 = now_us();
+        cg_write(freeze, "0");
+        if (cg_wait(events, "frozen 0") < 0)
+            die("the peer cgroup did not thaw");
+        kp[i] = t1 - t0;
+        kr[i] = now_us() - t1;
+    }
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    (void)rmdir(cg);
+    return 0;
+}
+
+/* pause/resume through the API of a sandbox running cmd, then the kernel floor alone */
+static void pause_pair(struct client *c, const struct opts *o, int busy)
+{
+    char *id = create(c, "{}");
+    sh(c, id,
+       busy ? "nohup sh -c 'while :; do :; done' >/dev/null 2>&1 &"
+            : "nohup sh -c 'while :; do sleep 0.02; done' >/dev/null 2>&1 &");
+    int n = o->runs;
+    double *p = gbx_xcalloc((size_t)n, sizeof(double));
+    double *r = gbx_xcalloc((size_t)n, sizeof(double));
+    double *kp = gbx_xcalloc((size_t)n, sizeof(double));
+    double *kr = gbx_xcalloc((size_t)n, sizeof(double));
+    char pp[128], rp[128];
+    snprintf(pp, sizeof(pp), "/v1/sandboxes/%s/pause", id);
+    snprintf(rp, sizeof(rp), "/v1/sandboxes/%s/resume", id);
+    for (int i = 0; i < n; i++) {
         double t0 = now_us();
         json_decref(call_json(c, "POST", pp, "{}", 200));
         double t1 = now_us();
         json_decref(call_json(c, "POST", rp, "{}", 200));
-        double t2 = now_us();
         p[i] = t1 - t0;
-        r[i] = t2 - t1;
-        if (have_peer) {
-            t0 = now_us();
-            cg_write(freeze, "1");
-            if (cg_wait(events, "frozen 1") < 0)
-                die("the peer cgroup did not freeze");
-            t1 = now_us();
-            cg_write(freeze, "0");
-            if (cg_wait(events, "frozen 0") < 0)
-                die("the peer cgroup did not thaw");
-            t2 = now_us();
-            kp[i] = t1 - t0;
-            kr[i] = t2 - t1;
-        }
+        r[i] = now_us() - t1;
     }
-    double ours = line("pause (API, busy loop inside)", p, o->runs, NULL);
-    double ours_r = line("resume (API)", r, o->runs, NULL);
-    if (have_peer) {
-        double peer = line("peer: cgroup.freeze 1 until frozen", kp, o->runs, NULL);
-        double peer_r = line("peer: cgroup.freeze 0 until thawed", kr, o->runs, NULL);
+    destroy(c, id); /* its loop is gone before the peer runs */
+    free(id);
+    const char *what = busy ? "a busy loop" : "a sleeping loop";
+    char a[96], b[96], d[96], e[96];
+    snprintf(a, sizeof(a), "pause (API), %s inside", what);
+    snprintf(b, sizeof(b), "resume (API), %s inside", what);
+    snprintf(d, sizeof(d), "peer: cgroup.freeze 1 until frozen (%s)", busy ? "busy" : "sleeping");
+    snprintf(e, sizeof(e), "peer: cgroup.freeze 0 until thawed (%s)", busy ? "busy" : "sleeping");
+    double ours = line(a, p, n, NULL), ours_r = line(b, r, n, NULL);
+    if (kernel_freeze(n, busy, kp, kr) == 0) {
+        double peer = line(d, kp, n, NULL), peer_r = line(e, kr, n, NULL);
         ratio("pause / kernel freeze", ours, peer);
         ratio("resume / kernel thaw", ours_r, peer_r);
-        kill(child, SIGKILL);
-        waitpid(child, NULL, 0);
-        (void)rmdir(cg);
     }
-    target_ms("pause", ours, 1.0);
-    destroy(c, id);
-    free(id);
+    if (!busy)
+        target_ms("pause", ours, 1.0);
     free(p);
     free(r);
     free(kp);
     free(kr);
+}
+
+static void bench_pause(struct client *c, const struct opts *o)
+{
+    pause_pair(c, o, 0);
+    pause_pair(c, o, 1);
 }
 
 /* ---- snapshot, clone, rollback -------------------------------------------------------------- */

@@ -11,13 +11,16 @@ IDLE="${GBX_BENCH_IDLE:-1000}"            # live idle sandboxes; 0 skips that st
 RATE_SECS="${GBX_BENCH_RATE_SECS:-10}"    # per line of the sustained-create loop
 POOL="${GBX_BENCH_POOL:-8}"
 E2B_RUNS="${BENCH_E2B_RUNS:-200}"        # E2B SDK: create + run + kill, and as many execs
-ONLY="${GBX_BENCH_ONLY:-}"                # "e2b", "egress" or "sessions": only that section
+ONLY="${GBX_BENCH_ONLY:-}"                # "e2b", "egress", "sessions" or "state": only that section
 EG_N="${BENCH_EGRESS_N:-2000}"            # egress: sequential requests per path
 EG_BULK="${BENCH_EGRESS_BULK:-1073741824}" # egress: bytes of one bulk download
 EG_BULK_RUNS="${BENCH_EGRESS_BULK_RUNS:-5}" # egress: bulk downloads per path (the median counts)
 SES_RUNS="${BENCH_SESSION_RUNS:-1000}"    # sessions: execute round trips (bash, replay, read)
 SES_IMAGE_RUNS="${BENCH_SESSION_IMAGE_RUNS:-100}" # sessions: reads of the 1 MiB image
 SES_REPLACE_RUNS="${BENCH_SESSION_REPLACE_RUNS:-20}" # sessions: replacements per variant
+ST_RUNS="${BENCH_STATE_RUNS:-200}"        # state: pause/resume, clone and rollback runs
+ST_SNAP_RUNS="${BENCH_STATE_SNAP_RUNS:-30}" # state: snapshots of 10 MB changed
+ST_HIB_RUNS="${BENCH_STATE_HIB_RUNS:-5}"  # state: hibernate + restore cycles per size (0: skip)
 T=$(mktemp -d /tmp/gbx-bench-XXXXXX)
 chmod 711 "$T"
 DPID=
@@ -146,6 +149,25 @@ start_daemon
 "$BUILD/bench/bench_session" --socket "$GLOVEBOX_RUNTIME_DIR/api.sock" --runs "$SES_RUNS" \
     --image-runs "$SES_IMAGE_RUNS" --replace-runs "$SES_REPLACE_RUNS" ||
     { echo "bench_session failed; the daemon's log ends:"; tail -n 20 "$T/daemon.log"; exit 1; }
+stop_daemon
+fi
+
+# State (src/api/snapshots.c, hibernate.c): pause/resume beside the kernel's own freezer, a
+# snapshot of 10 MB changed beside cp -a of the same files, clone and rollback beside a fresh
+# create, hibernate and restore of 16 and 256 MiB beside writing and reading that memory;
+# bench/bench_state.c says what each line times. Hibernate needs CRIU (scripts/criu.sh).
+if [ -z "$ONLY" ] || [ "$ONLY" = state ]; then
+echo
+echo "== state: gloveboxd over its admin socket (bench/bench_state.c: libcurl, one keep-alive connection)"
+HIB="$ST_HIB_RUNS"
+if [ ! -x .deps/criu/bin/criu ] && [ -z "${GLOVEBOX_CRIU:-}" ]; then
+    echo "  (no CRIU: hibernate skipped; scripts/criu.sh builds it)"
+    HIB=0
+fi
+start_daemon
+"$BUILD/bench/bench_state" --socket "$GLOVEBOX_RUNTIME_DIR/api.sock" --state-dir "$GLOVEBOX_STATE_DIR" \
+    --runs "$ST_RUNS" --snap-runs "$ST_SNAP_RUNS" --hib-runs "$HIB" ||
+    { echo "bench_state failed; the daemon's log ends:"; tail -n 20 "$T/daemon.log"; exit 1; }
 stop_daemon
 fi
 

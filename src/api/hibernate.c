@@ -148,7 +148,7 @@ static void hib_done(void *arg)
         /* the sandbox was lost on the way (or dumped, but its uid range is taken) */
         (void)!gbx_sandbox_destroy(j->hold, NULL);
         gbx_log_error("hibernate sandbox '%s': %s", j->id, j->err->msg);
-        gbx_sandboxes_drop(s, l, "hibernate failed");
+        gbx_sandboxes_drop(s, l, j->id, "hibernate failed");
         rm_work(j->dir);
     } else {
         l->sb = j->hold;

@@ -93,9 +93,9 @@ json_t *gbx_sandboxes_json(const struct gbx_live *l);
 void gbx_sandboxes_save(struct gbx_server *s, struct gbx_live *l);
 /* Say hello to a sandbox's agent on its creator's connection, then close it (it is ready). */
 int gbx_sandboxes_hello(struct gbx_sandbox *sb, struct gbx_err **err) GBX_WUR;
-/* Forget a sandbox whose processes are already gone (l->sb may be NULL): unlink, free, delete
- * its row, audit "sandbox.delete" with the reason. */
-void gbx_sandboxes_drop(struct gbx_server *s, struct gbx_live *l, const char *why);
+/* Forget sandbox id whose processes are already gone (l->sb may be NULL): unlink, free,
+ * delete its row, audit "sandbox.delete" with the reason. */
+void gbx_sandboxes_drop(struct gbx_server *s, struct gbx_live *l, const char *id, const char *why);
 /* Roll a sandbox back to a snapshot (id or name): its processes end and it starts again
  * with the same id, token, settings and network policy, its root filesystem the snapshot's.
  * When the new start fails, the sandbox is gone (destroyed) and -1 says why. */

@@ -1096,21 +1096,19 @@ static void live_free(struct gbx_live *l)
 
 /* Destroy a live sandbox: unlink it, stop it, forget its row, audit why. 0 or -1 with *err
  * saying what could not be cleaned up (the sandbox is gone either way). */
-void gbx_sandboxes_drop(struct gbx_server *s, struct gbx_live *l, const char *why)
+void gbx_sandboxes_drop(struct gbx_server *s, struct gbx_live *l, const char *id, const char *why)
 {
     struct gbx_live **pp = &s->live;
     while (*pp && *pp != l)
         pp = &(*pp)->next;
     if (*pp)
         *pp = l->next;
-    gbx_autofree char *sid = gbx_xstrdup(l->sb ? l->sb->id : "");
+    gbx_autofree char *sid = gbx_xstrdup(id);
     gbx_sandbox_forget(l->sb);
     l->sb = NULL;
     live_free(l);
-    if (sid[0]) {
-        store_delete(s, sid);
-        gbx_server_audit(s, "sandbox.delete", sid, json_pack("{s:s}", "reason", why));
-    }
+    store_delete(s, sid);
+    gbx_server_audit(s, "sandbox.delete", sid, json_pack("{s:s}", "reason", why));
     gbx_log_warn("sandbox '%s' is gone: %s", sid, why);
 }
 
@@ -1279,11 +1277,12 @@ int gbx_sandboxes_pause(struct gbx_server *s, struct gbx_live *l, int paused, st
     } else {
         json_object_del(l->attrs, "stopped_ns");
     }
-    struct gbx_err *perr = NULL;
-    if (store_put_live(s, l, &perr) < 0) {
-        gbx_log_error("sandbox '%s': %s", l->sb->id, perr->msg);
-        gbx_err_free(perr);
-    }
+    /* the state column alone, written behind: a pause waits for no disk (a daemon killed
+     * before it lands finds the freezer's own state at adoption; the row's updated_ns then
+     * says since when) */
+    s->writes_pending++;
+    gbx_store_writer_sandbox_set_state(s->writer, l->sb->id, paused ? "paused" : "running",
+                                       write_done, s);
     gbx_server_audit(s, paused ? "sandbox.pause" : "sandbox.resume", l->sb->id, NULL);
     return 0;
 }
@@ -1906,6 +1905,13 @@ static struct gbx_live *live_from_row(struct gbx_server *s, const struct gbx_sto
             l->attrs = NULL;
         }
     }
+    if (l->paused && json_object_get(l->attrs, "stopped_ns") == NULL) {
+        /* the state was written alone (behind): its row's time is the pause's */
+        if (l->attrs == NULL)
+            l->attrs = json_object();
+        json_object_set_new(l->attrs, "stopped_ns",
+                            json_integer(row->updated_ns ? row->updated_ns : gbx_realtime_ns()));
+    }
     json_t *spec = json_loads(l->spec_text, 0, NULL);
     live_set_extras(l, spec);
     json_decref(spec);
@@ -1970,7 +1976,17 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
         pool_push(s, sb, egress); /* trimmed to the pool's size after the walk */
         return 0;
     }
-    live_from_row(s, row, sb, egress);
+    struct gbx_live *l = live_from_row(s, row, sb, egress);
+    /* its row's state may lag (written behind): the freezer says what is true */
+    int frozen = gbx_cgroup_frozen(&sb->cg);
+    if (frozen >= 0 && frozen != l->paused) {
+        l->paused = frozen;
+        if (frozen && json_object_get(l->attrs, "stopped_ns") == NULL) {
+            if (l->attrs == NULL)
+                l->attrs = json_object();
+            json_object_set_new(l->attrs, "stopped_ns", json_integer(gbx_realtime_ns()));
+        }
+    }
     return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -494,13 +495,33 @@ static int events_frozen(int fd, int want)
     return f && (f[7] == '1') == !!want;
 }
 
+int gbx_cgroup_frozen(struct gbx_cgroup *cg)
+{
+    if (cg->v2dir && v2_file_exists(cg, "cgroup.freeze")) {
+        gbx_autofree char *ev = gbx_asprintf("%s/cgroup.events", cg->v2dir);
+        int fd = open(ev, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return -errno;
+        int r = events_frozen(fd, 1);
+        close(fd);
+        return r;
+    }
+    if (cg->dir[GBX_CG_FREEZER]) {
+        gbx_autofree char *st = gbx_asprintf("%s/freezer.state", cg->dir[GBX_CG_FREEZER]);
+        gbx_autofree char *txt = NULL;
+        if (gbx_read_file(st, 64, &txt, NULL) < 0)
+            return -EIO;
+        return strncmp(txt, "FROZEN", 6) == 0;
+    }
+    return 0;
+}
+
 int gbx_cgroup_freeze(struct gbx_cgroup *cg, int frozen, struct gbx_err **err)
 {
     int r;
     if (v2_file_exists(cg, "cgroup.freeze")) {
-        /* cgroup.events is opened and read before the write: a change after that read wakes
-         * poll() (POLLPRI), so the wait ends as soon as the kernel says so, without sleeping
-         * in steps (bounded: 2 s) */
+        /* cgroup.events is opened and read before the write, so that a change after that
+         * read wakes poll() (POLLPRI); bounded: 2 s */
         gbx_autofree char *ev = gbx_asprintf("%s/cgroup.events", cg->v2dir);
         int fd = open(ev, O_RDONLY | O_CLOEXEC);
         if (fd >= 0)
@@ -513,18 +534,25 @@ int gbx_cgroup_freeze(struct gbx_cgroup *cg, int frozen, struct gbx_err **err)
         }
         if (fd < 0)
             return gbx_err_sys(err, errno, "cannot read '%s'", ev);
-        int64_t deadline = gbx_monotonic_ns() + 2000000000ll;
+        /* A freeze usually completes within tens of microseconds: re-read at once for a
+         * little while; then wait in poll(), whose wake-ups the kernel rate-limits (one
+         * cgroup.events notification per 10 ms), so at most 1 ms at a time. */
+        int64_t t0 = gbx_monotonic_ns(), deadline = t0 + 2000000000ll;
         for (;;) {
             int done = events_frozen(fd, frozen);
             if (done != 0) {
                 close(fd);
                 return done < 0 ? gbx_err_sys(err, -done, "cannot read '%s'", ev) : 0;
             }
-            int64_t left = deadline - gbx_monotonic_ns();
-            if (left <= 0)
+            int64_t now = gbx_monotonic_ns();
+            if (now >= deadline)
                 break;
+            if (now - t0 < 500000) {
+                sched_yield();
+                continue;
+            }
             struct pollfd pfd = {fd, POLLPRI, 0};
-            (void)poll(&pfd, 1, (int)(left / 1000000) + 1);
+            (void)poll(&pfd, 1, 1);
         }
         close(fd);
         return gbx_err_set(err, ETIMEDOUT, GBX_ERR_UNAVAILABLE, "cgroup did not %s in time",

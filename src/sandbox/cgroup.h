@@ -83,6 +83,8 @@ int gbx_cgroup_open(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const 
 /* Move pid into every v1 group (and the v2 group unless it was placed by clone3). */
 int gbx_cgroup_attach(struct gbx_cgroup *cg, pid_t pid, int skip_v2, struct gbx_err **err) GBX_WUR;
 int gbx_cgroup_freeze(struct gbx_cgroup *cg, int frozen, struct gbx_err **err) GBX_WUR;
+/* Is it frozen now? 1, 0, or -errno. */
+int gbx_cgroup_frozen(struct gbx_cgroup *cg);
 /* SIGKILL every process in the sandbox's groups. */
 int gbx_cgroup_kill(struct gbx_cgroup *cg, struct gbx_err **err) GBX_WUR;
 /* Remove the groups (they must be empty). Retries briefly while the kernel drains them. */

@@ -347,11 +347,14 @@ static int scan_externals(struct gbx_sandbox *sb, struct hib_conf *c, struct gbx
             continue;
         if (strcmp(mp, "/") == 0)
             continue; /* the root: CRIU takes it from --root */
+        /* the daemon's binds first, whatever filesystem their source is on (the trust bundle
+         * lives in the runtime dir, which may be a tmpfs) */
+        int ours = strcmp(mp, "/usr") == 0 || strcmp(mp, TRUST_MOUNTPOINT) == 0;
         static const char *const own[] = {"proc", "tmpfs", "devpts", "mqueue", "sysfs"};
         int handled = 0;
         for (size_t i = 0; i < GBX_ARRAY_SIZE(own); i++)
             handled |= strcmp(fstype, own[i]) == 0;
-        if (handled)
+        if (handled && !ours)
             continue; /* CRIU dumps these itself (tmpfs with its contents) */
         char *key;
         if (strchr(mp, '\\'))

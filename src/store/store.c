@@ -501,7 +501,7 @@ int gbx_store_sandbox_each(struct gbx_store *s, gbx_store_sandbox_fn fn, void *a
     if (sqlite3_prepare_v2(
             s->db,
             "SELECT id, owner, template, state, spec, created_ns, host_uid, "
-            "uid_slot, init_pid, coalesce(expires_ns, 0), token, attrs FROM sandboxes "
+            "uid_slot, init_pid, coalesce(expires_ns, 0), token, attrs, updated_ns FROM sandboxes "
             "ORDER BY created_ns",
             -1, &st, NULL) != SQLITE_OK)
         return gbx_store_db_err(s, err, "list sandboxes");
@@ -520,6 +520,7 @@ int gbx_store_sandbox_each(struct gbx_store *s, gbx_store_sandbox_fn fn, void *a
             .expires_ns = sqlite3_column_int64(st, 9),
             .token = (const char *)sqlite3_column_text(st, 10),
             .attrs = (const char *)sqlite3_column_text(st, 11),
+            .updated_ns = sqlite3_column_int64(st, 12),
         };
         if (row.id == NULL)
             continue;
@@ -550,6 +551,23 @@ int gbx_store_sandbox_set_expiry(struct gbx_store *s, const char *id, int64_t ex
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return gbx_store_db_err(s, err, "set sandbox timeout");
+    return 0;
+}
+
+int gbx_store_sandbox_set_state(struct gbx_store *s, const char *id, const char *state,
+                                struct gbx_err **err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, "UPDATE sandboxes SET state = ?, updated_ns = ? WHERE id = ?", -1,
+                           &st, NULL) != SQLITE_OK)
+        return gbx_store_db_err(s, err, "set sandbox state");
+    sqlite3_bind_text(st, 1, state, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, gbx_realtime_ns());
+    sqlite3_bind_text(st, 3, id, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return gbx_store_db_err(s, err, "set sandbox state");
     return 0;
 }
 

@@ -45,12 +45,16 @@ struct gbx_store_sandbox {
     int64_t expires_ns; /* 0: no timeout */
     const char *token;  /* the sandbox's secret, or NULL */
     const char *attrs;  /* JSON object of front-end attributes, or NULL */
+    int64_t updated_ns; /* read only: when the row last changed */
 };
 int gbx_store_sandbox_put(struct gbx_store *s, const struct gbx_store_sandbox *sb,
                           struct gbx_err **err) GBX_WUR;
 int gbx_store_sandbox_delete(struct gbx_store *s, const char *id, struct gbx_err **err) GBX_WUR;
 int gbx_store_sandbox_set_expiry(struct gbx_store *s, const char *id, int64_t expires_ns,
                                  struct gbx_err **err) GBX_WUR;
+/* The state column only ("running", "paused", ...): nothing else of the row is touched. */
+int gbx_store_sandbox_set_state(struct gbx_store *s, const char *id, const char *state,
+                                struct gbx_err **err) GBX_WUR;
 /* Call fn for every sandbox row, oldest first; the row's strings live until fn returns.
  * A non-zero return from fn stops the walk. */
 typedef int (*gbx_store_sandbox_fn)(void *arg, const struct gbx_store_sandbox *row);

@@ -19,6 +19,7 @@ enum job_kind {
     JOB_SANDBOX_PUT,
     JOB_SANDBOX_DELETE,
     JOB_SANDBOX_EXPIRY,
+    JOB_SANDBOX_STATE,
     JOB_AUDIT,
 };
 
@@ -80,6 +81,8 @@ static int job_run(struct gbx_store *s, struct job *j, struct gbx_err **err)
         return gbx_store_sandbox_delete(s, j->id, err);
     case JOB_SANDBOX_EXPIRY:
         return gbx_store_sandbox_set_expiry(s, j->id, j->expires_ns, err);
+    case JOB_SANDBOX_STATE:
+        return gbx_store_sandbox_set_state(s, j->id, j->strs[1], err);
     case JOB_AUDIT:
         return gbx_store_audit_append(s, &j->audit, NULL, err);
     }
@@ -292,6 +295,16 @@ void gbx_store_writer_sandbox_set_expiry(struct gbx_store_writer *w, const char 
     j->kind = JOB_SANDBOX_EXPIRY;
     j->id = j->strs[0] = dup_or_null(id);
     j->expires_ns = expires_ns;
+    enqueue(w, j, done, arg);
+}
+
+void gbx_store_writer_sandbox_set_state(struct gbx_store_writer *w, const char *id,
+                                        const char *state, gbx_store_done_fn done, void *arg)
+{
+    struct job *j = gbx_xcalloc(1, sizeof(*j));
+    j->kind = JOB_SANDBOX_STATE;
+    j->id = j->strs[0] = dup_or_null(id);
+    j->strs[1] = dup_or_null(state);
     enqueue(w, j, done, arg);
 }
 

@@ -42,6 +42,8 @@ void gbx_store_writer_sandbox_delete(struct gbx_store_writer *w, const char *id,
                                      gbx_store_done_fn done, void *arg);
 void gbx_store_writer_sandbox_set_expiry(struct gbx_store_writer *w, const char *id,
                                          int64_t expires_ns, gbx_store_done_fn done, void *arg);
+void gbx_store_writer_sandbox_set_state(struct gbx_store_writer *w, const char *id,
+                                        const char *state, gbx_store_done_fn done, void *arg);
 void gbx_store_writer_audit(struct gbx_store_writer *w, const struct gbx_audit_entry *e,
                             gbx_store_done_fn done, void *arg);
 
