@@ -767,6 +767,9 @@ __attribute__((noreturn)) static void restore_child(const struct restore_plan *p
     add(&a, root);
     add(&a, "--manage-cgroups=ignore");
     add(&a, "--tcp-close");
+    /* as at dump: no iptables here, and the nftables lock needs no probing of it */
+    add(&a, "--network-lock");
+    add(&a, "nftables");
     add(&a, "--pidfile");
     add(&a, pidfile);
     add(&a, "--inherit-fd");
