@@ -560,9 +560,12 @@ static void taken_native(void *arg, struct evhttp_request *req, const char *id,
     struct gbx_snapshots *ss = arg;
     if (req == NULL)
         return;
-    if (err)
+    struct snap *p = err || id == NULL ? NULL : find_any(ss, id);
+    if (p == NULL && err == NULL)
+        return gbx_http_reply_error(req, GBX_ERR_INTERNAL, "the snapshot went away");
+    if (p == NULL)
         return gbx_http_reply_err(req, err);
-    gbx_http_reply_json(req, 201, snap_json(find_any(ss, id)));
+    gbx_http_reply_json(req, 201, snap_json(p));
 }
 
 struct fork_req {
@@ -578,11 +581,13 @@ static void taken_fork(void *arg, struct evhttp_request *req, const char *id,
                        const struct gbx_err *err)
 {
     struct fork_req *f = arg;
-    if (req && err)
+    struct snap *p = err || id == NULL ? NULL : find_any(f->ss, id);
+    if (req && p == NULL && err == NULL)
+        gbx_http_reply_error(req, GBX_ERR_INTERNAL, "the snapshot went away");
+    else if (req && p == NULL)
         gbx_http_reply_err(req, err);
     else if (req)
-        clone_n(f->ss, req, find_any(f->ss, id), f->body, f->count,
-                json_pack("{s:o}", "snapshot", snap_json(find_any(f->ss, id))));
+        clone_n(f->ss, req, p, f->body, f->count, json_pack("{s:o}", "snapshot", snap_json(p)));
     json_decref(f->body);
     free(f);
 }

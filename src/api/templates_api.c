@@ -454,7 +454,9 @@ static void handle_show(struct gbx_server *s, struct evhttp_request *req, const 
         gbx_template_info_release(&info);
         return gbx_http_reply_json(req, 200, j);
     }
-    if (b && b->state == B_FAILED && err && err->kind == GBX_ERR_NOT_FOUND) {
+    if (err == NULL) /* a failure always says why; never answer without one */
+        gbx_err_set(&err, EIO, GBX_ERR_INTERNAL, "cannot read template '%s'", name);
+    if (b && b->state == B_FAILED && err->kind == GBX_ERR_NOT_FOUND) {
         gbx_err_free(err);
         return gbx_http_reply_json(req, 200, build_json(b));
     }

@@ -829,7 +829,7 @@ int gbx_template_resolve(const char *state_dir, const char *name, char **base, c
     }
     if (r < 0)
         return gbx_err_sys(err, -r, "cannot read template '%s'", name);
-    if ((r = gbx_template_conf_get(state_dir, name, "layers", &n)) < 0 || n == NULL)
+    if (gbx_template_conf_get(state_dir, name, "layers", &n) < 0 || n == NULL)
         return gbx_err_set(err, EINVAL, GBX_ERR_INTERNAL, "template '%s': base without layers",
                            name);
     uint64_t count;
@@ -870,7 +870,7 @@ int gbx_template_install_layers(const char *state_dir, const char *name, const c
     if (gbx_template_name_valid(name) < 0)
         return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "invalid template name '%s'", name);
     gbx_autofree char *stage = NULL, *created = NULL, *conf = NULL, *ldir = NULL;
-    if (gbx_template_staging(state_dir, name, &stage, err) < 0)
+    if (gbx_template_staging(state_dir, name, &stage, err) < 0 || stage == NULL)
         return -1;
     ldir = gbx_asprintf("%s/layers", stage);
     if (mkdir(ldir, 0755) < 0) {
