@@ -278,7 +278,8 @@ struct gbx_http_later *gbx_http_later_new(struct evhttp_request *req)
 {
     struct gbx_http_later *l = gbx_xcalloc(1, sizeof(*l));
     l->req = req;
-    evhttp_connection_set_closecb(evhttp_request_get_connection(req), later_closed, l);
+    if (req) /* NULL: an internal caller, nobody to answer */
+        evhttp_connection_set_closecb(evhttp_request_get_connection(req), later_closed, l);
     return l;
 }
 

@@ -24,6 +24,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "api/hibernate.h"
 #include "api/http.h"
 #include "api/offload.h"
 #include "api/sandboxes.h"
@@ -290,6 +291,20 @@ static void after_restore(struct gbx_call *c, int ok)
     gbx_session_tool_start(c);
 }
 
+static void woken(void *arg, struct evhttp_request *req, struct gbx_live *l,
+                  const struct gbx_err *err)
+{
+    (void)req;
+    (void)l;
+    struct gbx_call *c = arg;
+    if (err) {
+        gbx_autofree char *m = gbx_asprintf("cannot wake the session's sandbox: %s", err->msg);
+        return call_fail(c, m);
+    }
+    gbx_session_drop_agent(c->ses); /* a new init: connect again */
+    gbx_session_tool_start(c);
+}
+
 static void run_next(struct gbx_session *ses)
 {
     struct gbx_call *c = ses->queue;
@@ -322,6 +337,16 @@ static void run_next(struct gbx_session *ses)
         free(old);
         ses->replaced_note = 1;
         return gbx_session_ckpt_restore(c, after_restore);
+    }
+    struct gbx_live *l = live_of(ses);
+    if (l->hibernated) /* a call wakes its sandbox: its processes and memory come back */
+        return gbx_hibernate_wake(ses->all->srv, NULL, l, woken, c);
+    if (l->paused) { /* and thaws a paused one: a tool on a frozen sandbox would hang */
+        gbx_autoerr struct gbx_err *e3 = NULL;
+        if (gbx_sandboxes_pause(ses->all->srv, l, 0, &e3) < 0) {
+            gbx_autofree char *m = gbx_asprintf("cannot resume the session's sandbox: %s", e3->msg);
+            return call_fail(c, m);
+        }
     }
     gbx_session_tool_start(c);
 }

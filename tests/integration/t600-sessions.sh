@@ -147,6 +147,20 @@ check "the session shows its new sandbox" eval "[ -n '$SB2' ] && [ '$SB2' != '$S
 req GET "/v1/sessions/$SID/events?limit=1000"
 check "sandbox.replaced is in the log" eval "field \"[e['data'] for e in j['events'] if e['type'] == 'sandbox.replaced']\" | grep -q '$SB'"
 
+# ---- a paused or hibernated sandbox is resumed by the next call --------------------------------
+req POST "/v1/sandboxes/$SB2/pause" '{}'
+x onpaused bash '{"command":"echo thawed"}'
+check "a call to a paused sandbox resumes it first" eval "[ \"\$(err)\" = False ] && [ \"\$(text)\" = thawed ]"
+req GET "/v1/sandboxes/$SB2"
+check "and it is running again" [ "$(field "j['state']")" = running ]
+if [ -x .deps/criu/bin/criu ] || [ -n "${GLOVEBOX_CRIU:-}" ]; then
+    x mem bash '{"command":"sh -c \"sleep 1000\" >/dev/null 2>&1 & echo $! > /tmp/pid"}'
+    req POST "/v1/sandboxes/$SB2/hibernate" '{}'
+    check "the session's sandbox hibernates" [ "$(field "j['state']")" = hibernated ]
+    x onhib bash '{"command":"kill -0 $(cat /tmp/pid) && echo alive"}'
+    check "a call wakes it, its processes and /tmp where they were" eval "[ \"\$(err)\" = False ] && [ \"\$(text)\" = alive ]"
+fi
+
 # ---- a restarted daemon keeps the session -----------------------------------------------------
 kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
 mv "$T/daemon.log" "$T/daemon-1.log"
