@@ -47,6 +47,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "egress/netns.h"
+#include "sandbox/backend.h"
 
 /* The ruleset as one nf_tables netlink batch, built once with libnftnl and sent as it is to
  * every sandbox (parsing nft's text language per sandbox cost 0.5-1.2 ms):
@@ -391,7 +392,11 @@ void gbx_egress_socks_release(struct gbx_egress_socks *s)
 
 static int setup_inside(struct gbx_egress_socks *out, struct gbx_err **err)
 {
-    int r = route_default_lo();
+    /* up already for a created sandbox; a restored one's namespace starts empty */
+    int r = gbx_sandbox_loopback_up();
+    if (r < 0)
+        return gbx_err_sys(err, -r, "bring up loopback");
+    r = route_default_lo();
     if (r < 0)
         return gbx_err_sys(err, -r, "add the default route");
     if (install_rules(err) < 0)

@@ -101,6 +101,10 @@ void gbx_runtime_release(struct gbx_runtime *rt);
  * bundle, /etc/ssl/certs/ca-certificates.crt, read-only (the egress CA rides in it). */
 void gbx_runtime_set_trust_bundle(struct gbx_runtime *rt, const char *path);
 
+/* Bring up loopback in the calling thread's network namespace (a restored sandbox's starts
+ * empty: see criu.c). 0 or -errno. */
+int gbx_sandbox_loopback_up(void);
+
 /* Validate a sandbox id. 0 or -EINVAL. */
 int gbx_sandbox_id_valid(const char *id);
 /* A fresh random id ("sb-" + 12 hex digits), malloc'd. */

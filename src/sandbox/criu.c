@@ -767,9 +767,11 @@ __attribute__((noreturn)) static void restore_child(const struct restore_plan *p
     add(&a, root);
     add(&a, "--manage-cgroups=ignore");
     add(&a, "--tcp-close");
-    /* as at dump: no iptables here, and the nftables lock needs no probing of it */
-    add(&a, "--network-lock");
-    add(&a, "nftables");
+    /* a fresh network namespace, not the dumped one: restoring addresses, routes and rules
+     * runs an `ip` per table (15 ms); the daemon brings up loopback and installs its route,
+     * rules and listeners itself, as for any sandbox (gbx_egress_netns_setup) */
+    add(&a, "--empty-ns");
+    add(&a, "net");
     add(&a, "--pidfile");
     add(&a, pidfile);
     add(&a, "--inherit-fd");

@@ -28,3 +28,8 @@ int gbx_ns_loopback_up(void)
     close(fd);
     return r;
 }
+
+int gbx_sandbox_loopback_up(void)
+{
+    return gbx_ns_loopback_up();
+}

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -114,6 +115,16 @@ int gbx_runtime_init(struct gbx_runtime *rt, const struct gbx_runtime_opts *o, s
         (void)gbx_cg_favor_dynmods(&rt->cg, scratch);
     }
     gbx_seccomp_prebuilt(&rt->seccomp);
+    /* CRIU keeps what it probes of the kernel (25 ms a run here) in /run/criu.kdat only when
+     * /run is a tmpfs; point it at the runtime dir instead (scripts/criu-patches/0004), and
+     * start each process with a fresh probe (a new kernel means a new boot, and a new one) */
+    if (getenv("CRIU_KDAT_FILE") == NULL) {
+        gbx_autofree char *kdat = gbx_asprintf("%s/criu.kdat", rt->runtime_dir);
+        gbx_autofree char *tmp = gbx_asprintf("%s.tmp", kdat);
+        (void)unlink(kdat);
+        (void)unlink(tmp);
+        (void)setenv("CRIU_KDAT_FILE", kdat, 0); /* before any thread runs CRIU */
+    }
     if ((rt->init_fd = gbx_init_image_open()) < 0) {
         gbx_err_sys(err, -rt->init_fd, "cannot prepare the glovebox-init image");
         goto fail;

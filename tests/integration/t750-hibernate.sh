@@ -35,7 +35,7 @@ if [ "$CRIU_OK" = 1 ]; then
 req POST /v1/sandboxes '{}'
 SB=$(field "j['id']")
 HUID=$(field "j['host_uid']")
-sh_in "$SB" 'echo kept > /home/user/file; nohup sh -c "i=0; while :; do i=\$((i+1)); echo \$i > /tmp/c.new; mv /tmp/c.new /tmp/c; sleep 0.02; done" >/dev/null 2>&1 & sleep 0.3; cat /tmp/c'
+sh_in "$SB" 'nohup python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 & echo kept > /home/user/file; nohup sh -c "i=0; while :; do i=\$((i+1)); echo \$i > /tmp/c.new; mv /tmp/c.new /tmp/c; sleep 0.02; done" >/dev/null 2>&1 & sleep 0.3; cat /tmp/c'
 before=$out
 req POST "/v1/sandboxes/$SB/hibernate" '{}'
 check "hibernate answers the sandbox, hibernated" eval "[ '$code' = 200 ] && [ \"\$(field \"j['state']\")\" = hibernated ]"
@@ -54,6 +54,8 @@ sleep 0.3
 sh_in "$SB" 'cat /tmp/c /home/user/file'
 check "the counter held in memory continues ($before -> $(echo "$out" | head -1))" eval "[ \"\$(echo \"\$out\" | head -1)\" -gt '$before' ]"
 check "files written before are there" [ "$(echo "$out" | tail -1)" = kept ]
+sh_in "$SB" 'python3 -c "import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:8080/\").status)"'
+check "a server listening inside (a dev server) answers after the wake" [ "$out" = 200 ]
 check "its image is removed once it runs again" eval "for i in \$(seq 50); do [ -d '$STATE/hibernate/$SB' ] || break; sleep 0.05; done; [ ! -d '$STATE/hibernate/$SB' ]"
 
 # across a daemon restart
