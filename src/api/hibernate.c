@@ -38,7 +38,7 @@ struct job {
     uint32_t uid_slot;
     struct gbx_egress_policy *policy;
     struct gbx_err *err;
-    int64_t t0;
+    int64_t t0, t_lib; /* t_lib: when the library's work (on the worker) ended */
     gbx_hibernate_done_fn done;
     void *arg;
 };
@@ -220,6 +220,7 @@ static void wake_work(void *arg)
     struct job *j = arg;
     if (gbx_sandbox_restore(gbx_server_runtime(j->s), j->dir, j->id, &j->sb, &j->err) < 0)
         j->sb = NULL;
+    j->t_lib = gbx_monotonic_ns();
 }
 
 static void wake_done(void *arg)
@@ -241,9 +242,12 @@ static void wake_done(void *arg)
         l->paused = 0;
         json_object_del(l->attrs, "stopped_ns");
         gbx_sandboxes_save(s, l);
-        double ms = (double)(gbx_monotonic_ns() - j->t0) / 1e6;
+        int64_t now = gbx_monotonic_ns();
+        double ms = (double)(now - j->t0) / 1e6, lib = (double)(j->t_lib - j->t0) / 1e6;
         gbx_server_audit(s, "sandbox.wake", j->id, json_pack("{s:f}", "ms", ms));
-        gbx_log_info("woke sandbox '%s' in %.1f ms", j->id, ms);
+        gbx_log_info("woke sandbox '%s' in %.1f ms (restore %.1f ms, then its agent and egress "
+                     "%.1f ms)",
+                     j->id, ms, lib, (double)(now - j->t_lib) / 1e6);
         char *d = gbx_xstrdup(j->dir);
         if (gbx_offload_submit(gbx_server_offload(s), rm_work, free, d) < 0)
             free(d);
