@@ -1156,62 +1156,6 @@ static void handle_delete(struct gbx_server *s, struct evhttp_request *req, cons
 
 /* ---- download ---------------------------------------------------------------------------- */
 
-/* Parse a Range header against size. 0: the whole blob (no header, or one we ignore:
- * malformed, several ranges, another unit); 1: off and len set; -1: unsatisfiable (416).
- * (The same rules as files.c's downloads.) */
-static int parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
-{
-    if (h == NULL)
-        return 0;
-    while (*h == ' ' || *h == '\t')
-        h++;
-    if (strncasecmp(h, "bytes=", 6) != 0)
-        return 0;
-    h += 6;
-    if (strchr(h, ','))
-        return 0;
-    char *end;
-    uint64_t a = 0, b = 0;
-    int has_a = 0, has_b = 0;
-    if (*h >= '0' && *h <= '9') {
-        errno = 0;
-        a = strtoull(h, &end, 10);
-        if (errno)
-            return 0;
-        h = end;
-        has_a = 1;
-    }
-    if (*h++ != '-')
-        return 0;
-    if (*h >= '0' && *h <= '9') {
-        errno = 0;
-        b = strtoull(h, &end, 10);
-        if (errno)
-            return 0;
-        h = end;
-        has_b = 1;
-    }
-    while (*h == ' ' || *h == '\t')
-        h++;
-    if (*h != '\0' || (!has_a && !has_b))
-        return 0;
-    if (!has_a) {
-        if (b == 0 || size == 0)
-            return -1;
-        *len = b < size ? b : size;
-        *off = size - *len;
-        return 1;
-    }
-    if (has_b && b < a)
-        return 0;
-    if (a >= size)
-        return -1;
-    uint64_t last = has_b && b < size - 1 ? b : size - 1;
-    *off = a;
-    *len = last - a + 1;
-    return 1;
-}
-
 struct dl {
     struct evhttp_request *req;
     int fd;
@@ -1329,7 +1273,7 @@ static void handle_content(struct gbx_server *s, struct evhttp_request *req, con
     }
     const char *range = evhttp_find_header(in, "Range");
     const char *ifr = evhttp_find_header(in, "If-Range");
-    int r = ifr && strcmp(ifr, etag) != 0 ? 0 : parse_range(range, size, &off, &len);
+    int r = ifr && strcmp(ifr, etag) != 0 ? 0 : gbx_http_parse_range(range, size, &off, &len);
     if (r < 0) {
         close(fd);
         snprintf(buf, sizeof(buf), "bytes */%" PRIu64, size);

@@ -630,59 +630,6 @@ static void on_post_stat(void *arg, const struct gbx_frame_hdr *h, const uint8_t
 /* ---- download ---------------------------------------------------------------------------------
  */
 
-/* Parse a Range header against size. 0: serve the whole file (no header, or one we ignore:
- * malformed, multiple ranges, another unit); 1: off and len set; -1: unsatisfiable (416). */
-static int parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
-{
-    if (h == NULL)
-        return 0;
-    while (*h == ' ' || *h == '\t')
-        h++;
-    if (strncasecmp(h, "bytes=", 6) != 0)
-        return 0;
-    h += 6;
-    while (*h == ' ')
-        h++;
-    if (strchr(h, ','))
-        return 0; /* multiple ranges: RFC 9110 lets us answer with the whole file */
-    const char *dash = strchr(h, '-');
-    if (dash == NULL)
-        return 0;
-    uint64_t a = 0, b = 0;
-    int has_a = dash > h, has_b = 0;
-    const char *c;
-    for (c = h; c < dash; c++) {
-        if (*c < '0' || *c > '9' || a > (UINT64_MAX - 9) / 10)
-            return 0;
-        a = a * 10 + (uint64_t)(*c - '0');
-    }
-    for (c = dash + 1; *c && *c != ' ' && *c != '\t'; c++) {
-        if (*c < '0' || *c > '9' || b > (UINT64_MAX - 9) / 10)
-            return 0;
-        b = b * 10 + (uint64_t)(*c - '0');
-        has_b = 1;
-    }
-    while (*c == ' ' || *c == '\t')
-        c++;
-    if (*c != '\0' || (!has_a && !has_b))
-        return 0;
-    if (!has_a) { /* suffix: the last b bytes */
-        if (b == 0 || size == 0)
-            return -1;
-        *len = b < size ? b : size;
-        *off = size - *len;
-        return 1;
-    }
-    if (has_b && b < a)
-        return 0; /* invalid: ignored */
-    if (a >= size)
-        return -1;
-    uint64_t last = has_b && b < size - 1 ? b : size - 1;
-    *off = a;
-    *len = last - a + 1;
-    return 1;
-}
-
 static void on_read(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final);
 
 /* The client's connection wrote out everything we gave it: read the agent again. */
@@ -800,7 +747,7 @@ static void on_download_stat(void *arg, const struct gbx_frame_hdr *h, const uin
     struct evkeyvalq *out = evhttp_request_get_output_headers(op->req);
     const char *range = evhttp_find_header(evhttp_request_get_input_headers(op->req), "Range");
     uint64_t off = 0, len = size;
-    int r = parse_range(range, size, &off, &len);
+    int r = gbx_http_parse_range(range, size, &off, &len);
     char buf[96];
     if (r < 0) {
         snprintf(buf, sizeof(buf), "bytes */%" PRIu64, size);

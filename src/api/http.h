@@ -5,6 +5,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/err.h"
 
@@ -43,6 +44,9 @@ void gbx_http_set_json_limit(size_t bytes);
  * and returns NULL. Depth and size are bounded. */
 json_t *gbx_http_body_object(struct evhttp_request *req);
 
+/* Parse a Range header against size. 0: serve the whole thing (no header, or one we ignore:
+ * malformed, several ranges, another unit); 1: off and len set; -1: unsatisfiable (416). */
+int gbx_http_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len);
 /* A reply that comes later, once work off the loop is done. _take frees the handle and gives
  * the request back, or NULL when its client has gone away meanwhile (nothing to answer). */
 struct gbx_http_later;

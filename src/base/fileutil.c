@@ -104,7 +104,7 @@ int gbx_mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
-static int rm_rf_at(int dir_fd, const char *name)
+int gbx_rm_rf_at(int dir_fd, const char *name)
 {
     if (unlinkat(dir_fd, name, 0) == 0 || errno == ENOENT)
         return 0;
@@ -124,7 +124,7 @@ static int rm_rf_at(int dir_fd, const char *name)
     while ((de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        int rr = rm_rf_at(dirfd(d), de->d_name);
+        int rr = gbx_rm_rf_at(dirfd(d), de->d_name);
         if (rr < 0 && r == 0)
             r = rr;
     }
@@ -136,7 +136,7 @@ static int rm_rf_at(int dir_fd, const char *name)
 
 int gbx_rm_rf(const char *path)
 {
-    return rm_rf_at(AT_FDCWD, path);
+    return gbx_rm_rf_at(AT_FDCWD, path);
 }
 
 int gbx_fsync_dir_of(const char *path)

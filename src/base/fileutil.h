@@ -20,6 +20,8 @@ int gbx_mkdir_p(const char *path, mode_t mode) GBX_WUR;
 int gbx_write_all(int fd, const void *data, size_t len) GBX_WUR;
 /* Remove a tree without following symlinks (like rm -rf); missing is fine. */
 int gbx_rm_rf(const char *path) GBX_WUR;
+/* The same for entry name of the directory dir_fd (AT_FDCWD: a path). */
+int gbx_rm_rf_at(int dir_fd, const char *name) GBX_WUR;
 
 /* fsync the directory that holds path (a new or renamed entry survives a crash). -errno. */
 int gbx_fsync_dir_of(const char *path) GBX_WUR;

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -181,4 +182,24 @@ int gbx_name_valid(const char *name)
             return -EINVAL;
     }
     return 0;
+}
+
+char *gbx_url_escape(const char *s, const char *keep)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char *out = malloc(strlen(s) * 3 + 1), *o = out;
+    if (out == NULL)
+        abort();
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+            strchr("-._~", *c) || (keep && strchr(keep, *c))) {
+            *o++ = (char)*c;
+        } else {
+            *o++ = '%';
+            *o++ = hex[*c >> 4];
+            *o++ = hex[*c & 15];
+        }
+    }
+    *o = '\0';
+    return out;
 }

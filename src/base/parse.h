@@ -21,4 +21,8 @@ int gbx_name_valid(const char *name);
 /* "KEY=VALUE" with a valid environment name: [A-Za-z_][A-Za-z0-9_]*. 0 or -EINVAL. */
 int gbx_env_valid(const char *kv);
 
+/* Percent-encode s for a URL (query values, path segments): unreserved characters and those in
+ * keep (may be NULL; "/" for a path) stay. malloc'd; aborts on exhaustion. */
+char *gbx_url_escape(const char *s, const char *keep);
+
 #endif

@@ -18,6 +18,7 @@
 #include "base/mem.h"
 #include "base/util.h"
 #include "cli/api.h"
+#include "base/parse.h"
 #include "cli/cli.h"
 
 static const char artifact_usage[] =
@@ -27,25 +28,6 @@ static const char artifact_usage[] =
     "       glovebox artifact get ID [-o FILE]      (standard output by default)\n"
     "       glovebox artifact rm ID\n"
     "A directory is published as a tar of its tree (symlinks kept as symlinks).\n";
-
-/* Percent-encode s for a query string. */
-static char *qenc(const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    char *out = gbx_xmalloc(strlen(s) * 3 + 1), *o = out;
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-            strchr("-._~", *c)) {
-            *o++ = (char)*c;
-        } else {
-            *o++ = '%';
-            *o++ = hex[*c >> 4];
-            *o++ = hex[*c & 15];
-        }
-    }
-    *o = '\0';
-    return out;
-}
 
 /* An id for a URL path: letters, digits, '-' and '_' only. */
 static int id_ok(const char *id)
@@ -162,14 +144,14 @@ static int list(int argc, char **argv)
         fputs(artifact_usage, stderr);
         return 2;
     }
-    gbx_autofree char *qs = session ? qenc(session) : NULL;
-    gbx_autofree char *qb = sandbox ? qenc(sandbox) : NULL;
-    gbx_autofree char *qn = name ? qenc(name) : NULL;
+    gbx_autofree char *qs = session ? gbx_url_escape(session, NULL) : NULL;
+    gbx_autofree char *qb = sandbox ? gbx_url_escape(sandbox, NULL) : NULL;
+    gbx_autofree char *qn = name ? gbx_url_escape(name, NULL) : NULL;
     json_t *all = json_array();
     char *after = NULL;
     int status, r = 0;
     for (;;) { /* every page */
-        gbx_autofree char *qa = after ? qenc(after) : NULL;
+        gbx_autofree char *qa = after ? gbx_url_escape(after, NULL) : NULL;
         gbx_autofree char *url =
             gbx_asprintf("/v1/artifacts?limit=1000%s%s%s%s%s%s%s%s", qs ? "&session=" : "",
                          qs ? qs : "", qb ? "&sandbox=" : "", qb ? qb : "", qn ? "&name=" : "",

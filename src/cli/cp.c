@@ -39,25 +39,6 @@ static int split_remote(const char *arg, char *id, size_t idsz, const char **pat
     return 1;
 }
 
-/* Percent-encode s for a query value. */
-static char *qenc(const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    char *out = gbx_xmalloc(strlen(s) * 3 + 1), *o = out;
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-            strchr("/-._~", *c)) {
-            *o++ = (char)*c;
-        } else {
-            *o++ = '%';
-            *o++ = hex[*c >> 4];
-            *o++ = hex[*c & 15];
-        }
-    }
-    *o = '\0';
-    return out;
-}
-
 static const char *base_name(const char *p)
 {
     size_t n = strlen(p);
@@ -91,7 +72,7 @@ static int failed(int status, json_t *reply)
 /* Is the remote path an existing directory? */
 static int remote_is_dir(const char *id, const char *user_q, const char *path)
 {
-    gbx_autofree char *p = qenc(path);
+    gbx_autofree char *p = gbx_url_escape(path, "/");
     gbx_autofree char *url = gbx_asprintf("/v1/sandboxes/%s/files/stat?path=%s%s", id, p, user_q);
     json_t *reply = NULL;
     int status = gbx_cli_call("GET", url, NULL, &reply);
@@ -129,7 +110,7 @@ static int upload(const char *local, const char *id, const char *rpath, const ch
         target = gbx_asprintf("%s%s%s", rpath, rpath[n - 1] == '/' ? "" : "/", base_name(local));
     else
         target = gbx_xstrdup(rpath);
-    gbx_autofree char *p = qenc(target);
+    gbx_autofree char *p = gbx_url_escape(target, "/");
     gbx_autofree char *url =
         gbx_asprintf("/v1/sandboxes/%s/files?path=%s%s%s%s%s", id, p, user_q, mode ? "&mode=" : "",
                      mode ? mode : "", parents ? "&parents=1" : "");
@@ -145,7 +126,7 @@ static int upload(const char *local, const char *id, const char *rpath, const ch
 
 static int download(const char *id, const char *rpath, const char *user_q, const char *local)
 {
-    gbx_autofree char *p = qenc(rpath);
+    gbx_autofree char *p = gbx_url_escape(rpath, "/");
     gbx_autofree char *url = gbx_asprintf("/v1/sandboxes/%s/files?path=%s%s", id, p, user_q);
     json_t *reply = NULL;
     if (strcmp(local, "-") == 0) {
@@ -238,7 +219,7 @@ int gbx_cmd_cp(int argc, char **argv)
     }
     gbx_autofree char *uq = NULL;
     if (user) {
-        gbx_autofree char *u = qenc(user);
+        gbx_autofree char *u = gbx_url_escape(user, "/");
         uq = gbx_asprintf("&user=%s", u);
     } else {
         uq = gbx_xstrdup("");

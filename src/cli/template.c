@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "cli/api.h"
+#include "base/mem.h"
+#include "base/parse.h"
 #include "cli/cli.h"
 
 static const char template_usage[] =
@@ -220,20 +222,8 @@ static char *query_add(char *q, const char *key, const char *v)
     char *out = realloc(q, n + strlen(key) + 3 + vl * 3 + 1);
     if (out == NULL)
         abort();
-    char *p = out + n;
-    p += sprintf(p, "%c%s=", n ? '&' : '?', key);
-    static const char hex[] = "0123456789ABCDEF";
-    for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
-        if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-            strchr("-._~", *c)) {
-            *p++ = (char)*c;
-        } else {
-            *p++ = '%';
-            *p++ = hex[*c >> 4];
-            *p++ = hex[*c & 15];
-        }
-    }
-    *p = '\0';
+    gbx_autofree char *e = gbx_url_escape(v, NULL);
+    sprintf(out + n, "%c%s=%s", n ? '&' : '?', key, e);
     return out;
 }
 

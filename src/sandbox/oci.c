@@ -135,36 +135,6 @@ int gbx_oci_digest_hex(const char *s, char *out, size_t outsz)
 
 /* ---- writing beneath a directory fd, never through a symlink ---------------------------- */
 
-static int rm_at(int dfd, const char *name)
-{
-    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
-        return 0;
-    if (errno != EISDIR && errno != EPERM)
-        return -errno;
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    DIR *d = fdopendir(fd);
-    if (d == NULL) {
-        int e = errno;
-        close(fd);
-        return -e;
-    }
-    int r = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        int rr = rm_at(dirfd(d), de->d_name);
-        if (rr < 0 && r == 0)
-            r = rr;
-    }
-    closedir(d);
-    if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
-        r = -errno;
-    return r;
-}
-
 /* Empty a directory (its own entry stays). */
 static int empty_dir(int fd)
 {
@@ -182,7 +152,7 @@ static int empty_dir(int fd)
     while ((de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        int rr = rm_at(fd, de->d_name);
+        int rr = gbx_rm_rf_at(fd, de->d_name);
         if (rr < 0 && r == 0)
             r = rr;
     }
@@ -418,7 +388,7 @@ static int put_entry(struct apply *ap, struct archive *a, struct archive_entry *
     int have = fstatat(pfd, base, &old, AT_SYMLINK_NOFOLLOW) == 0;
     if (!link && type == AE_IFDIR) {
         if (have && !S_ISDIR(old.st_mode)) {
-            int r = rm_at(pfd, base);
+            int r = gbx_rm_rf_at(pfd, base);
             if (r < 0)
                 return entry_failed(ap, name, -r, "replace", err);
             have = 0;
@@ -432,7 +402,7 @@ static int put_entry(struct apply *ap, struct archive *a, struct archive_entry *
         return 0;
     }
     if (have) {
-        int r = rm_at(pfd, base);
+        int r = gbx_rm_rf_at(pfd, base);
         if (r < 0)
             return entry_failed(ap, name, -r, "replace", err);
     }
@@ -517,7 +487,7 @@ static int apply_whiteout(struct apply *ap, int kind, const char *name, const ch
         return 0; /* nothing below to hide */
     if (pfd < 0)
         return entry_failed(ap, name, -pfd, "open its directory", err);
-    int r = rm_at(pfd, base);
+    int r = gbx_rm_rf_at(pfd, base);
     return r < 0 ? entry_failed(ap, name, -r, "remove", err) : 0;
 }
 

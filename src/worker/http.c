@@ -8,6 +8,7 @@
 
 #include "base/dl.h"
 #include "base/mem.h"
+#include "base/parse.h"
 #include "worker/worker.h"
 
 #define REPLY_MAX (64u << 20)
@@ -183,20 +184,5 @@ int gbx_worker_http(const struct gbx_worker_http_req *r, json_t **reply, struct 
 
 char *gbx_worker_http_escape(const char *s)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n = strlen(s);
-    char *out = gbx_xmalloc(n * 3 + 1), *o = out;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '_' || c == '.' || c == '~') {
-            *o++ = (char)c;
-        } else {
-            *o++ = '%';
-            *o++ = hex[c >> 4];
-            *o++ = hex[c & 15];
-        }
-    }
-    *o = '\0';
-    return out;
+    return gbx_url_escape(s, NULL);
 }

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <cmocka.h>
 
@@ -260,12 +261,27 @@ static void test_env_valid(void **state)
     assert_int_equal(gbx_env_valid(NULL), -EINVAL);
 }
 
+static void test_url_escape(void **state)
+{
+    (void)state;
+    char *a = gbx_url_escape("a b/c?d=é~._-", NULL);
+    assert_string_equal(a, "a%20b%2Fc%3Fd%3D%C3%A9~._-");
+    free(a);
+    char *b = gbx_url_escape("/work/a b", "/");
+    assert_string_equal(b, "/work/a%20b");
+    free(b);
+    char *c = gbx_url_escape("", NULL);
+    assert_string_equal(c, "");
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_size_valid), cmocka_unit_test(test_size_invalid),
         cmocka_unit_test(test_cpus),       cmocka_unit_test(test_duration),
         cmocka_unit_test(test_u64),        cmocka_unit_test(test_env_valid),
+        cmocka_unit_test(test_url_escape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
