@@ -34,159 +34,8 @@
 
 #include "agent/client.h"
 #include "base/mem.h"
+#include "lib/client.h"
 #include "sandbox/backend.h"
-
-/* ---- measurement helpers ---------------------------------------------------------------- */
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* percentile p of v[0..n) in ms; sorts v */
-static double pct_ms(double *v, int n, double p)
-{
-    if (n <= 0)
-        return 0;
-    qsort(v, (size_t)n, sizeof(double), cmp);
-    int i = (int)(p * (n - 1) + 0.5);
-    return v[i] / 1e3;
-}
-
-static void line(const char *name, double *v, int n, const char *note)
-{
-    double p99 = pct_ms(v, n, 0.99);
-    printf("  %-28s p50 %7.3f ms  p99 %7.3f ms  (n=%d)%s%s\n", name, pct_ms(v, n, 0.5), p99, n,
-           note ? "  " : "", note ? note : "");
-}
-
-/* "  ratio ... 1.23x" and the target verdict when target > 0 */
-static void ratio(const char *what, double ours_ms, double peer_ms, double target)
-{
-    double r = peer_ms > 0 ? ours_ms / peer_ms : 0;
-    if (target > 0)
-        printf("  %-28s %.2fx (target <= %.1fx: %s)\n", what, r, target,
-               r <= target ? "met" : "MISSED");
-    else
-        printf("  %-28s %.2fx\n", what, r);
-}
-
-static void target_ms(const char *what, double p50, double target)
-{
-    printf("  %-28s p50 %.3f ms vs target <= %.1f ms: %s\n", what, p50, target,
-           p50 <= target ? "met" : "MISSED");
-}
-
-__attribute__((format(printf, 1, 2), noreturn)) static void die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fflush(stdout);
-    fprintf(stderr, "bench_api: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(1);
-}
-
-/* ---- HTTP client over the admin socket --------------------------------------------------- */
-
-struct client {
-    CURL *h;
-    struct curl_slist *json_hdr;
-    char *body;
-    size_t len, cap;
-    long code;
-    char errbuf[CURL_ERROR_SIZE];
-};
-
-static size_t on_data(char *p, size_t sz, size_t nm, void *arg)
-{
-    struct client *c = arg;
-    size_t n = sz * nm;
-    if (c->len + n + 1 > c->cap) {
-        c->cap = (c->len + n + 1) * 2;
-        c->body = gbx_xrealloc(c->body, c->cap);
-    }
-    memcpy(c->body + c->len, p, n);
-    c->len += n;
-    c->body[c->len] = '\0';
-    return n;
-}
-
-static void client_init(struct client *c, const char *sock)
-{
-    memset(c, 0, sizeof(*c));
-    c->h = curl_easy_init();
-    if (c->h == NULL)
-        die("curl_easy_init failed");
-    c->json_hdr = curl_slist_append(NULL, "Content-Type: application/json");
-    c->json_hdr = curl_slist_append(c->json_hdr, "Expect:");
-    curl_easy_setopt(c->h, CURLOPT_UNIX_SOCKET_PATH, sock);
-    curl_easy_setopt(c->h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c->h, CURLOPT_WRITEDATA, c);
-    curl_easy_setopt(c->h, CURLOPT_ERRORBUFFER, c->errbuf);
-    curl_easy_setopt(c->h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c->h, CURLOPT_TIMEOUT, 60L);
-}
-
-static void client_release(struct client *c)
-{
-    curl_easy_cleanup(c->h);
-    curl_slist_free_all(c->json_hdr);
-    free(c->body);
-    memset(c, 0, sizeof(*c));
-}
-
-/* One request on the kept-alive connection; the reply body is in c->body, the status in
- * c->code. 0, or -1 when the transfer itself failed (c->errbuf says why). */
-static int call(struct client *c, const char *method, const char *path, const char *json)
-{
-    char url[512];
-    snprintf(url, sizeof(url), "http://glovebox%s", path);
-    c->len = 0;
-    if (c->body)
-        c->body[0] = '\0';
-    c->errbuf[0] = '\0';
-    curl_easy_setopt(c->h, CURLOPT_URL, url);
-    if (json) {
-        curl_easy_setopt(c->h, CURLOPT_POSTFIELDS, json);
-        curl_easy_setopt(c->h, CURLOPT_POSTFIELDSIZE, (long)strlen(json));
-        curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, c->json_hdr);
-    } else {
-        curl_easy_setopt(c->h, CURLOPT_HTTPGET, 1L);
-        curl_easy_setopt(c->h, CURLOPT_HTTPHEADER, NULL);
-    }
-    curl_easy_setopt(c->h, CURLOPT_CUSTOMREQUEST, method);
-    CURLcode rc = curl_easy_perform(c->h);
-    c->code = 0;
-    curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &c->code);
-    if (rc != CURLE_OK) {
-        if (c->errbuf[0] == '\0')
-            snprintf(c->errbuf, sizeof(c->errbuf), "%s", curl_easy_strerror(rc));
-        return -1;
-    }
-    return 0;
-}
-
-/* "HTTP 503: {...}" or the transfer error, for messages */
-static const char *what_failed(struct client *c)
-{
-    static __thread char msg[600];
-    if (c->errbuf[0])
-        snprintf(msg, sizeof(msg), "transfer failed: %s", c->errbuf);
-    else
-        snprintf(msg, sizeof(msg), "HTTP %ld: %.500s", c->code, c->body ? c->body : "");
-    return msg;
-}
 
 /* POST /v1/sandboxes {}: the new id (malloc'd) or NULL */
 static char *api_create(struct client *c)
@@ -382,7 +231,7 @@ static void bench_cold(struct client *c, int n)
     double p50 = pct_ms(a2, n, 0.5), q50 = pct_ms(b, n, 0.5);
     line("API create->ready", a, n, NULL);
     line("peer: library create->ready", b, n, "[gbx_sandbox_create + HELLO, in-process]");
-    ratio("API / library", p50, q50, 0);
+    ratio("API / library", p50, q50);
     target_ms("API create->ready", p50, 3.0);
     free(a);
     free(a2);
@@ -460,7 +309,7 @@ static void bench_pooled(struct client *c, const struct opts *o)
     if (not_full)
         printf("  %-28s %d times the pool was not full after 5 s\n", "pool refill slow", not_full);
     line("peer: library create->ready", b, n, "[cold, in-process]");
-    ratio("pool hit / library cold", p50, q50, 0);
+    ratio("pool hit / library cold", p50, q50);
     if (nhit)
         target_ms("API create, pool hit", p50, 1.0);
 
@@ -524,7 +373,7 @@ static void bench_exec(struct client *c, int n)
     double p50 = pct_ms(a2, n, 0.5), q50 = pct_ms(b, n, 0.5);
     line("API exec true", a, n, NULL);
     line("peer: fork+exec true+wait", b, n, "[on the host]");
-    ratio("API exec / host fork+exec", p50, q50, 0);
+    ratio("API exec / host fork+exec", p50, q50);
     target_ms("API exec round trip", p50, 1.0);
     if (api_delete(c, id) < 0)
         die("delete '%s': %s", id, what_failed(c));
@@ -570,7 +419,7 @@ static void bench_roundtrip(struct client *c, const struct opts *o)
     double p50 = pct_ms(a2, n, 0.5), q50 = pct_ms(b, n, 0.5);
     line("API create+exec+delete", a, n, NULL);
     line("peer: bwrap true", b, n, "[fork+exec of run.sh's bwrap line + wait]");
-    ratio("API round trip / bwrap", p50, q50, 1.5);
+    ratio_target("API round trip / bwrap", p50, q50, 1.5);
     free(a);
     free(a2);
     free(b);
@@ -737,6 +586,8 @@ static char **split_words(const char *s)
 
 int main(int argc, char **argv)
 {
+    bench_name = "bench_api";
+    bench_label_width = 28;
     static const struct option longopts[] = {
         {"socket", required_argument, NULL, 's'},    {"pid", required_argument, NULL, 'p'},
         {"runs", required_argument, NULL, 'n'},      {"idle", required_argument, NULL, 'i'},

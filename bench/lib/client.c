@@ -13,6 +13,7 @@
 #include "base/mem.h"
 
 const char *bench_name = "bench";
+int bench_label_width = 44;
 
 /* ---- measurement helpers (as bench_api.c) ----------------------------------------------- */
 
@@ -43,19 +44,26 @@ double pct_ms(double *v, int n, double p)
 double line(const char *name, double *v, int n, const char *note)
 {
     double p50 = pct_ms(v, n, 0.5), p99 = pct_ms(v, n, 0.99);
-    printf("  %-44s p50 %8.3f ms  p99 %8.3f ms  (n=%d)%s%s\n", name, p50, p99, n, note ? "  " : "",
-           note ? note : "");
+    printf("  %-*s p50 %8.3f ms  p99 %8.3f ms  (n=%d)%s%s\n", bench_label_width, name, p50, p99, n,
+           note ? "  " : "", note ? note : "");
     return p50;
 }
 
 void ratio(const char *what, double ours_ms, double peer_ms)
 {
-    printf("  %-44s %.2fx\n", what, peer_ms > 0 ? ours_ms / peer_ms : 0);
+    printf("  %-*s %.2fx\n", bench_label_width, what, peer_ms > 0 ? ours_ms / peer_ms : 0);
+}
+
+void ratio_target(const char *what, double ours_ms, double peer_ms, double target)
+{
+    double r = peer_ms > 0 ? ours_ms / peer_ms : 0;
+    printf("  %-*s %.2fx (target <= %.1fx: %s)\n", bench_label_width, what, r, target,
+           r <= target ? "met" : "MISSED");
 }
 
 void target_ms(const char *what, double p50, double target)
 {
-    printf("  %-44s p50 %.3f ms vs target <= %.1f ms: %s\n", what, p50, target,
+    printf("  %-*s p50 %.3f ms vs target <= %.1f ms: %s\n", bench_label_width, what, p50, target,
            p50 <= target ? "met" : "MISSED");
 }
 
@@ -161,7 +169,7 @@ int call(struct client *c, const char *method, const char *path, const char *jso
 
 const char *what_failed(struct client *c)
 {
-    static char msg[600];
+    static __thread char msg[600]; /* bench_api calls it from several threads */
     if (c->errbuf[0])
         snprintf(msg, sizeof(msg), "transfer failed: %s", c->errbuf);
     else

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 extern const char *bench_name; /* prefixes die()'s message */
+extern int bench_label_width;  /* of the labels of line(), ratio(), target_ms() */
 
 double now_us(void);
 /* percentile p of v[0..n) in ms; sorts v */
@@ -14,6 +15,8 @@ double pct_ms(double *v, int n, double p);
 /* one result line; returns the p50 in ms */
 double line(const char *name, double *v, int n, const char *note);
 void ratio(const char *what, double ours_ms, double peer_ms);
+/* the same with the verdict against a ratio target */
+void ratio_target(const char *what, double ours_ms, double peer_ms, double target);
 void target_ms(const char *what, double p50, double target);
 __attribute__((format(printf, 1, 2), noreturn)) void die(const char *fmt, ...);
 
