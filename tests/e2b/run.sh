@@ -21,29 +21,10 @@ export BUILD
 if [ $# -gt 0 ]; then FILES="$*"; else FILES=$(ls "$HERE"/*.test.mjs 2>/dev/null); fi
 [ -n "$FILES" ] || { echo "skip: no tests/e2b/*.test.mjs"; exit 77; }
 
-T=$(mktemp -d /tmp/gbx-e2b-XXXXXX)
-chmod 711 "$T"
-STATE="$T/state"
-RUN="$T/run"
-DPID=
-cleanup() {
-    [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
+NAME=e2b
+. "$HERE/../lib/node-suite.sh"
 PORT=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
-"$BUILD/gloveboxd" --state-dir "$STATE" --runtime-dir "$RUN" --listen "127.0.0.1:$PORT" \
-    --kill-on-exit 2>"$T/daemon.log" &
-DPID=$!
-up=
-for _ in $(seq 200); do
-    [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/healthz")" = 200 ] && { up=1; break; }
-    kill -0 "$DPID" 2>/dev/null || break
-    sleep 0.05
-done
-[ -n "$up" ] || { echo "gloveboxd did not start:"; cat "$T/daemon.log"; exit 1; }
+suite_start_daemon --listen "127.0.0.1:$PORT"
 
 export GLOVEBOX_RUNTIME_DIR="$RUN"
 KEY=$("$BUILD/glovebox" apikey create e2b-tests --json |
@@ -52,49 +33,7 @@ KEY=$("$BUILD/glovebox" apikey create e2b-tests --json |
 export E2B_API_URL="http://127.0.0.1:$PORT" E2B_SANDBOX_URL="http://127.0.0.1:$PORT" E2B_API_KEY="$KEY"
 unset E2B_DOMAIN E2B_DEBUG E2B_ACCESS_TOKEN
 
-# One file at a time, each in its own node process (what --test-concurrency=1 does on Node
-# 20.10+; Debian's Node 18 has no such flag): a file's cleanup sweeps every sandbox of the key.
-flags=
-node -e 'process.exit(process.allowedNodeEnvironmentFlags.has("--test-timeout") ? 0 : 1)' 2>/dev/null &&
-    flags="--test-timeout=180000"
-[ -n "${E2B_TEST_FILTER:-}" ] && flags="$flags --test-name-pattern=$E2B_TEST_FILTER"
-
-# spec on stdout for people, TAP in a file for the tally; a hung file is stopped at 10 minutes
-pass=0; fail=0; skip=0; failed=
-for f in $FILES; do
-    # shellcheck disable=SC2086
-    timeout -k 10 600 node --test $flags --test-reporter=spec --test-reporter-destination=stdout \
-        --test-reporter=tap --test-reporter-destination="$T/tap" "$f"
-    rc=$?
-    [ $rc -eq 124 ] && echo "not ok - $(basename "$f") did not finish within 10 minutes"
-    p=$(awk '/^# pass / {print $3}' "$T/tap" 2>/dev/null)
-    n=$(awk '/^# fail / {print $3}' "$T/tap" 2>/dev/null)
-    k=$(awk '/^# (skipped|skip|todo) / {n += $3} END {print n + 0}' "$T/tap" 2>/dev/null)
-    p=${p:-0}; n=${n:-0}
-    [ $rc -ne 0 ] && [ "$n" -eq 0 ] && n=1   # node itself failed (a file that did not load, ...)
-    pass=$((pass + p)); fail=$((fail + n)); skip=$((skip + k))
-    [ "$n" -ne 0 ] && failed="$failed $(basename "$f")"
-    rm -f "$T/tap"
-done
-
-# stop the daemon the way an operator does; a sanitized build reports leaks at exit
-kill -TERM "$DPID" 2>/dev/null
-for _ in $(seq 600); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.05; done
-kill -0 "$DPID" 2>/dev/null && { echo "# gloveboxd still running 30 s after SIGTERM: SIGKILL"; kill -KILL "$DPID"; }
-wait "$DPID"
-drc=$?
-DPID=
-if [ $drc -ne 0 ]; then
-    echo "not ok - gloveboxd exited $drc after SIGTERM"; fail=$((fail + 1))
-else
-    echo "ok - gloveboxd exited 0 after SIGTERM"; pass=$((pass + 1))
-fi
-if grep -qE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T/daemon.log"; then
-    echo "not ok - sanitizer report in daemon.log"; fail=$((fail + 1))
-else
-    echo "ok - no sanitizer report in daemon.log"; pass=$((pass + 1))
-fi
-if [ "$fail" -ne 0 ]; then echo "daemon log:"; tail -n 60 "$T/daemon.log"; fi
-[ -n "$failed" ] && echo "failed:$failed"
-echo "e2b: $pass passed, $fail failed, $skip skipped"
-[ "$fail" -eq 0 ]
+# a file's cleanup sweeps every sandbox of the key: files run one at a time
+# shellcheck disable=SC2086
+suite_run_files 180000 "${E2B_TEST_FILTER:-}" $FILES
+suite_finish
