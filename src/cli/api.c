@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/dl.h"
+#include "base/curl_dl.h"
 #include "base/fileutil.h"
 #include "base/mem.h"
 #include "cli/cli.h"
@@ -24,33 +24,12 @@ const char *gbx_cli_socket(void)
     return path;
 }
 
-static struct {
-    CURL *(*easy_init)(void);
-    CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
-    CURLcode (*easy_perform)(CURL *);
-    CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
-    void (*easy_cleanup)(CURL *);
-    const char *(*easy_strerror)(CURLcode);
-    struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
-    void (*slist_free_all)(struct curl_slist *);
-} C;
+static const struct gbx_curl *C;
 
 static int curl_load(void)
 {
-    if (C.easy_init)
-        return 0;
-    const struct gbx_dl_sym syms[] = {
-        {(void **)&C.easy_init, "curl_easy_init"},
-        {(void **)&C.easy_setopt, "curl_easy_setopt"},
-        {(void **)&C.easy_perform, "curl_easy_perform"},
-        {(void **)&C.easy_getinfo, "curl_easy_getinfo"},
-        {(void **)&C.easy_cleanup, "curl_easy_cleanup"},
-        {(void **)&C.easy_strerror, "curl_easy_strerror"},
-        {(void **)&C.slist_append, "curl_slist_append"},
-        {(void **)&C.slist_free_all, "curl_slist_free_all"},
-    };
     char why[256];
-    if (gbx_dl_load("libcurl.so.4", syms, GBX_ARRAY_SIZE(syms), why, sizeof(why)) < 0) {
+    if (C == NULL && (C = gbx_curl_load(why, sizeof(why))) == NULL) {
         gbx_cli_error("cannot load libcurl (install the libcurl4 package): %s", why);
         return -1;
     }
@@ -92,7 +71,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
     c->buf[c->len] = '\0';
     if (c->on_line) {
         if (c->status == 0)
-            C.easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->status);
+            C->easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &c->status);
         if (c->status / 100 == 2)
             deliver_lines(c);
     }
@@ -107,44 +86,44 @@ static int do_call(const char *method, const char *path, json_t *body, gbx_line_
     const char *sock = gbx_cli_socket();
     if (curl_load() < 0)
         return -1;
-    CURL *curl = C.easy_init();
+    CURL *curl = C->easy_init();
     GBX_BUG_ON(curl == NULL);
     struct call c = {.on_line = on_line, .arg = arg, .curl = curl};
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     gbx_autofree char *url = gbx_asprintf("http://glovebox%s", path);
     struct curl_slist *hdrs = NULL;
-    C.easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, sock);
-    C.easy_setopt(curl, CURLOPT_URL, url);
-    C.easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
-    C.easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
-    C.easy_setopt(curl, CURLOPT_WRITEDATA, &c);
-    C.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    C->easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, sock);
+    C->easy_setopt(curl, CURLOPT_URL, url);
+    C->easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    C->easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
+    C->easy_setopt(curl, CURLOPT_WRITEDATA, &c);
+    C->easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     if (text) {
-        hdrs = C.slist_append(hdrs, "Content-Type: application/json");
-        C.easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
-        C.easy_setopt(curl, CURLOPT_POSTFIELDS, text);
+        hdrs = C->slist_append(hdrs, "Content-Type: application/json");
+        C->easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
+        C->easy_setopt(curl, CURLOPT_POSTFIELDS, text);
     } else if (raw) {
-        hdrs = C.slist_append(hdrs, "Content-Type: application/octet-stream");
-        hdrs = C.slist_append(hdrs, "Expect:");
-        C.easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
-        C.easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)rawlen);
-        C.easy_setopt(curl, CURLOPT_POSTFIELDS, raw);
+        hdrs = C->slist_append(hdrs, "Content-Type: application/octet-stream");
+        hdrs = C->slist_append(hdrs, "Expect:");
+        C->easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
+        C->easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)rawlen);
+        C->easy_setopt(curl, CURLOPT_POSTFIELDS, raw);
     }
-    CURLcode rc = C.easy_perform(curl);
+    CURLcode rc = C->easy_perform(curl);
     long status = -1;
     if (rc != CURLE_OK) {
         gbx_cli_error("cannot reach gloveboxd at '%s': %s (is it running? start it with "
                       "'gloveboxd', or set GLOVEBOX_RUNTIME_DIR)",
-                      sock, C.easy_strerror(rc));
+                      sock, C->easy_strerror(rc));
     } else {
-        C.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        C->easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
         if (on_line && status / 100 == 2 && c.len)
             c.on_line(c.arg, c.buf, c.len); /* a last line without a newline */
         else if (reply && c.len && (!on_line || status / 100 != 2))
             *reply = json_loadb(c.buf, c.len, 0, NULL);
     }
-    C.slist_free_all(hdrs);
-    C.easy_cleanup(curl);
+    C->slist_free_all(hdrs);
+    C->easy_cleanup(curl);
     free(text);
     free(c.buf);
     return (int)status;
@@ -208,7 +187,7 @@ static size_t xfer_write(char *p, size_t size, size_t n, void *arg)
 {
     struct xfer *x = arg;
     if (x->c.status == 0)
-        C.easy_getinfo(x->c.curl, CURLINFO_RESPONSE_CODE, &x->c.status);
+        C->easy_getinfo(x->c.curl, CURLINFO_RESPONSE_CODE, &x->c.status);
     if (x->out_fd < 0 || x->c.status / 100 != 2)
         return on_data(p, size, n, &x->c);
     if (gbx_write_all(x->out_fd, p, size * n) < 0) {
@@ -226,40 +205,40 @@ int gbx_cli_transfer(const char *method, const char *path, int in_fd, long long 
     const char *sock = gbx_cli_socket();
     if (curl_load() < 0)
         return -1;
-    CURL *curl = C.easy_init();
+    CURL *curl = C->easy_init();
     GBX_BUG_ON(curl == NULL);
     struct xfer x = {.c = {.curl = curl}, .in_fd = in_fd, .out_fd = out_fd};
     gbx_autofree char *url = gbx_asprintf("http://glovebox%s", path);
     struct curl_slist *hdrs = NULL;
-    C.easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, sock);
-    C.easy_setopt(curl, CURLOPT_URL, url);
-    C.easy_setopt(curl, CURLOPT_WRITEFUNCTION, xfer_write);
-    C.easy_setopt(curl, CURLOPT_WRITEDATA, &x);
-    C.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    C->easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, sock);
+    C->easy_setopt(curl, CURLOPT_URL, url);
+    C->easy_setopt(curl, CURLOPT_WRITEFUNCTION, xfer_write);
+    C->easy_setopt(curl, CURLOPT_WRITEDATA, &x);
+    C->easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     if (in_fd >= 0) {
-        hdrs = C.slist_append(hdrs, "Content-Type: application/octet-stream");
-        C.easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
-        C.easy_setopt(curl, CURLOPT_UPLOAD, 1L);
-        C.easy_setopt(curl, CURLOPT_READFUNCTION, xfer_read);
-        C.easy_setopt(curl, CURLOPT_READDATA, &x);
-        C.easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)in_len);
+        hdrs = C->slist_append(hdrs, "Content-Type: application/octet-stream");
+        C->easy_setopt(curl, CURLOPT_HTTPHEADER, hdrs);
+        C->easy_setopt(curl, CURLOPT_UPLOAD, 1L);
+        C->easy_setopt(curl, CURLOPT_READFUNCTION, xfer_read);
+        C->easy_setopt(curl, CURLOPT_READDATA, &x);
+        C->easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, (curl_off_t)in_len);
     }
-    C.easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
-    CURLcode rc = C.easy_perform(curl);
+    C->easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    CURLcode rc = C->easy_perform(curl);
     long status = -1;
     if (x.write_failed) {
         gbx_cli_error("cannot write the download: %s", strerror(errno));
     } else if (rc != CURLE_OK) {
         gbx_cli_error("cannot reach gloveboxd at '%s': %s (is it running? start it with "
                       "'gloveboxd', or set GLOVEBOX_RUNTIME_DIR)",
-                      sock, C.easy_strerror(rc));
+                      sock, C->easy_strerror(rc));
     } else {
-        C.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+        C->easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
         if (reply && x.c.len)
             *reply = json_loadb(x.c.buf, x.c.len, 0, NULL);
     }
-    C.slist_free_all(hdrs);
-    C.easy_cleanup(curl);
+    C->slist_free_all(hdrs);
+    C->easy_cleanup(curl);
     free(x.c.buf);
     return (int)status;
 }

@@ -6,48 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/dl.h"
+#include "base/curl_dl.h"
 #include "base/mem.h"
 #include "base/parse.h"
 #include "worker/worker.h"
 
 #define REPLY_MAX (64u << 20)
 
-static struct {
-    CURLcode (*global_init)(long);
-    CURL *(*easy_init)(void);
-    CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
-    CURLcode (*easy_perform)(CURL *);
-    CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
-    void (*easy_cleanup)(CURL *);
-    const char *(*easy_strerror)(CURLcode);
-    struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
-    void (*slist_free_all)(struct curl_slist *);
-} L;
+static const struct gbx_curl *L;
 
 int gbx_worker_http_load(struct gbx_err **err)
 {
-    if (L.easy_init)
-        return 0;
-    const struct gbx_dl_sym syms[] = {
-        {(void **)&L.global_init, "curl_global_init"},
-        {(void **)&L.easy_init, "curl_easy_init"},
-        {(void **)&L.easy_setopt, "curl_easy_setopt"},
-        {(void **)&L.easy_perform, "curl_easy_perform"},
-        {(void **)&L.easy_getinfo, "curl_easy_getinfo"},
-        {(void **)&L.easy_cleanup, "curl_easy_cleanup"},
-        {(void **)&L.easy_strerror, "curl_easy_strerror"},
-        {(void **)&L.slist_append, "curl_slist_append"},
-        {(void **)&L.slist_free_all, "curl_slist_free_all"},
-    };
     char why[256];
-    if (gbx_dl_load("libcurl.so.4", syms, GBX_ARRAY_SIZE(syms), why, sizeof(why)) < 0)
+    if (L == NULL && (L = gbx_curl_load(why, sizeof(why))) == NULL)
         return gbx_err_set(err, ENOENT, GBX_ERR_UNAVAILABLE,
                            "cannot load libcurl (install the libcurl4 package): %s", why);
-    if (L.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        L.easy_init = NULL;
-        return gbx_err_set(err, 0, GBX_ERR_INTERNAL, "cannot initialise libcurl");
-    }
     return 0;
 }
 
@@ -65,7 +38,7 @@ static void xfer_open(struct xfer *x)
     if (x->opened)
         return;
     x->opened = 1;
-    L.easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &x->status);
+    L->easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &x->status);
     if (x->r->on_open)
         x->r->on_open(x->r->arg, x->status);
 }
@@ -77,7 +50,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
     long code = 0;
     /* the blank line that ends the final (not a 1xx) header block */
     if ((len == 2 && p[0] == '\r') || (len == 1 && p[0] == '\n')) {
-        L.easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &code);
+        L->easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &code);
         if (code >= 200)
             xfer_open(x);
     }
@@ -120,7 +93,7 @@ int gbx_worker_http(const struct gbx_worker_http_req *r, json_t **reply, struct 
     *reply = NULL;
     if (gbx_worker_http_load(err) < 0)
         return -1;
-    CURL *curl = L.easy_init();
+    CURL *curl = L->easy_init();
     GBX_BUG_ON(curl == NULL);
     struct xfer x = {.r = r, .curl = curl};
     struct curl_slist *h = NULL;
@@ -129,55 +102,55 @@ int gbx_worker_http(const struct gbx_worker_http_req *r, json_t **reply, struct 
     gbx_autofree char *wid =
         r->worker_id ? gbx_asprintf("Anthropic-Worker-ID: %s", r->worker_id) : NULL;
     gbx_autofree char *text = r->body ? json_dumps(r->body, JSON_COMPACT) : NULL;
-    h = L.slist_append(h, auth);
-    h = L.slist_append(h, "anthropic-beta: " GBX_WORKER_BETA);
-    h = L.slist_append(h, ver);
-    h = L.slist_append(h, r->on_data ? "Accept: text/event-stream" : "Accept: application/json");
-    h = L.slist_append(h, "Expect:");
+    h = L->slist_append(h, auth);
+    h = L->slist_append(h, "anthropic-beta: " GBX_WORKER_BETA);
+    h = L->slist_append(h, ver);
+    h = L->slist_append(h, r->on_data ? "Accept: text/event-stream" : "Accept: application/json");
+    h = L->slist_append(h, "Expect:");
     if (wid)
-        h = L.slist_append(h, wid);
+        h = L->slist_append(h, wid);
     if (text)
-        h = L.slist_append(h, "Content-Type: application/json");
-    L.easy_setopt(curl, CURLOPT_URL, r->url);
-    L.easy_setopt(curl, CURLOPT_HTTPHEADER, h);
-    L.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    L.easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    L.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    L.easy_setopt(curl, CURLOPT_USERAGENT, "glovebox-worker/" GBX_VERSION);
-    L.easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
-    L.easy_setopt(curl, CURLOPT_HEADERDATA, &x);
-    L.easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
-    L.easy_setopt(curl, CURLOPT_WRITEDATA, &x);
+        h = L->slist_append(h, "Content-Type: application/json");
+    L->easy_setopt(curl, CURLOPT_URL, r->url);
+    L->easy_setopt(curl, CURLOPT_HTTPHEADER, h);
+    L->easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    L->easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    L->easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    L->easy_setopt(curl, CURLOPT_USERAGENT, "glovebox-worker/" GBX_VERSION);
+    L->easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    L->easy_setopt(curl, CURLOPT_HEADERDATA, &x);
+    L->easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
+    L->easy_setopt(curl, CURLOPT_WRITEDATA, &x);
     if (r->timeout_ms > 0)
-        L.easy_setopt(curl, CURLOPT_TIMEOUT_MS, r->timeout_ms);
+        L->easy_setopt(curl, CURLOPT_TIMEOUT_MS, r->timeout_ms);
     if (r->abort) {
-        L.easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-        L.easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
-        L.easy_setopt(curl, CURLOPT_XFERINFODATA, &x);
+        L->easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+        L->easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+        L->easy_setopt(curl, CURLOPT_XFERINFODATA, &x);
     }
     if (strcmp(r->method, "POST") == 0) {
-        L.easy_setopt(curl, CURLOPT_POST, 1L);
-        L.easy_setopt(curl, CURLOPT_POSTFIELDSIZE, text ? (long)strlen(text) : 0L);
-        L.easy_setopt(curl, CURLOPT_POSTFIELDS, text ? text : "");
+        L->easy_setopt(curl, CURLOPT_POST, 1L);
+        L->easy_setopt(curl, CURLOPT_POSTFIELDSIZE, text ? (long)strlen(text) : 0L);
+        L->easy_setopt(curl, CURLOPT_POSTFIELDS, text ? text : "");
     } else if (strcmp(r->method, "GET") != 0) {
-        L.easy_setopt(curl, CURLOPT_CUSTOMREQUEST, r->method);
+        L->easy_setopt(curl, CURLOPT_CUSTOMREQUEST, r->method);
     }
-    CURLcode rc = L.easy_perform(curl);
+    CURLcode rc = L->easy_perform(curl);
     int status = -1;
     if (x.too_big) {
         gbx_err_set(err, EMSGSIZE, GBX_ERR_LIMIT, "%s: answer larger than %u MiB", r->method,
                     REPLY_MAX >> 20);
     } else if (rc != CURLE_OK && !(r->on_data && rc == CURLE_WRITE_ERROR && x.opened)) {
-        gbx_err_set(err, 0, GBX_ERR_UNAVAILABLE, "%s", L.easy_strerror(rc));
+        gbx_err_set(err, 0, GBX_ERR_UNAVAILABLE, "%s", L->easy_strerror(rc));
     } else {
         long code = 0;
-        L.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+        L->easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
         status = (int)code;
         if (x.len)
             *reply = json_loadb(x.buf, x.len, 0, NULL);
     }
-    L.slist_free_all(h);
-    L.easy_cleanup(curl);
+    L->slist_free_all(h);
+    L->easy_cleanup(curl);
     free(x.buf);
     return status;
 }
