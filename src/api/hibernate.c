@@ -199,7 +199,7 @@ void gbx_hibernate(struct gbx_server *s, struct evhttp_request *req, struct gbx_
     /* the daemon's listeners in its network namespace are not part of the image */
     gbx_egress_detach(l->egress);
     l->egress = NULL;
-    l->busy = 2;
+    l->busy = GBX_BUSY_WORKER;
     /* the worker owns the sandbox now; the loop sees a placeholder with its id */
     GBX_BUG_ON(gbx_sandbox_hold(gbx_server_runtime(s), j->id, j->uid_slot, 0, &l->sb, NULL) < 0);
     j->later = gbx_http_later_new(req);
@@ -297,7 +297,7 @@ void gbx_hibernate_wake(struct gbx_server *s, struct evhttp_request *req, struct
     }
     j->done = done;
     j->arg = arg;
-    l->busy = 2;
+    l->busy = GBX_BUSY_WORKER;
     j->later = gbx_http_later_new(req);
     if (gbx_offload_submit(gbx_server_offload(s), wake_work, wake_done, j) < 0) {
         gbx_err_set(&j->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");

@@ -34,10 +34,14 @@ struct gbx_live {
     int paused;         /* frozen (E2B pause); resumed by connect */
     json_t *attrs;      /* what front ends remember about it ({"e2b.template": ...}), or NULL */
     struct gbx_egress_sb *egress; /* its DNS, proxy and policy */
-    int busy;       /* 1: a snapshot is being taken (no second one, no rollback); 2: it is
-                       being hibernated or woken on a worker thread (no other use at all) */
+    int busy;                     /* GBX_BUSY_*, or 0 */
     int hibernated; /* its processes and memory are on disk; sb is a stand-in (no processes) */
     int on_timeout_pause; /* its timeout pauses it instead of destroying it */
+};
+
+enum {
+    GBX_BUSY_SNAPSHOT = 1, /* a snapshot is being taken: no second one, no rollback */
+    GBX_BUSY_WORKER = 2,   /* hibernated or woken on a worker thread: no other use at all */
 };
 
 /* A create request, checked (see gbx_sandboxes_parse). Strings borrow from the JSON body. */

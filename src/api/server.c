@@ -628,6 +628,10 @@ static int stack_template(struct gbx_server *s, const char *tmpl, char ***layers
 {
     char **tl = NULL;
     size_t tn = 0;
+    if (strcmp(tmpl, GBX_TEMPLATE_HOST) == 0) { /* the built-in one has no base: no file read */
+        *base = gbx_xstrdup(tmpl);
+        return 0;
+    }
     if (gbx_template_resolve(s->rt.state_dir, tmpl, base, &tl, &tn, err) < 0)
         return -1;
     if (tn == 0)
@@ -1115,7 +1119,7 @@ void gbx_sandboxes_drop(struct gbx_server *s, struct gbx_live *l, const char *id
 int gbx_sandboxes_destroy(struct gbx_server *s, struct gbx_live *l, const char *kind,
                           json_t *detail, struct gbx_err **err)
 {
-    if (l->busy == 2) {
+    if (l->busy == GBX_BUSY_WORKER) {
         json_decref(detail);
         return gbx_err_set(err, EBUSY, GBX_ERR_CONFLICT,
                            "sandbox '%s' is being hibernated or woken; try again when it is done",
@@ -1705,7 +1709,7 @@ static void route_sandbox_sub(struct gbx_server *s, struct evhttp_request *req, 
     {
         /* a hibernated sandbox has no processes: it is woken first (POST .../resume) */
         struct gbx_live *l = live_find(s, id);
-        if (l && (l->hibernated || l->busy == 2) && strcmp(sub, "/snapshots") != 0)
+        if (l && (l->hibernated || l->busy == GBX_BUSY_WORKER) && strcmp(sub, "/snapshots") != 0)
             return gbx_http_reply_error(req, GBX_ERR_CONFLICT,
                                         "sandbox '%s' is %s; resume it first", id,
                                         l->hibernated ? "hibernated" : "being hibernated");

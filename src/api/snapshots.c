@@ -495,7 +495,7 @@ void gbx_snapshots_take(struct gbx_snapshots *ss, struct evhttp_request *req, st
         free(t);
         goto fail;
     }
-    l->busy = 1;
+    l->busy = GBX_BUSY_SNAPSHOT;
     t->ss = ss;
     t->t0 = t0;
     t->sandbox = gbx_xstrdup(l->sb->id);
