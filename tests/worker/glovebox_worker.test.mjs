@@ -15,6 +15,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startFake, workPath, isPoll, forItem, forSession, idx, results } from './lib.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, '..', '..');
@@ -78,20 +79,6 @@ async function stopDaemon() {
 }
 
 // ---- the fake and the worker
-function startFake(scenario, logFile) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [path.join(HERE, 'fake_cp.mjs'), scenario, logFile], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let out = '';
-    p.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening (\d+)\n/.exec(out);
-      if (m) resolve({ proc: p, port: Number(m[1]) });
-    });
-    p.on('exit', (code) => reject(new Error(`fake_cp exited ${code} before listening`)));
-  });
-}
 
 function runWorker(base, timeoutMs, maxIdleMs = 1000) {
   return new Promise((resolve) => {
@@ -141,16 +128,6 @@ async function runScenario(name, runs = 1, timeoutMs = 60000, maxIdleMs = 1000) 
   }
 }
 
-// ---- helpers over the log
-const workPath = (id, verb) => `/v1/environments/env_test/work/${id}/${verb}`;
-const isPoll = (r) => r.path === '/v1/environments/env_test/work/poll';
-const forItem = (log, id) => log.filter((r) => r.path.startsWith(`/v1/environments/env_test/work/${id}/`));
-const forSession = (log, sid) => log.filter((r) => r.path === `/v1/sessions/${sid}` || r.path.startsWith(`/v1/sessions/${sid}/`));
-const idx = (log, pred) => log.findIndex(pred);
-const results = (log, sid) =>
-  forSession(log, sid)
-    .filter((r) => r.method === 'POST' && r.path.endsWith('/events'))
-    .flatMap((r) => r.body.events);
 
 function explain(run) {
   return (

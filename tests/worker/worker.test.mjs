@@ -39,6 +39,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startFake, workPath, isPoll, forItem, forSession, idx, results } from './lib.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const BETA = 'managed-agents-2026-04-01';
@@ -46,20 +47,6 @@ const SKILLS_BETA = 'skills-2025-10-02';
 // what npm @anthropic-ai/sdk 1.14.0 sends (the py/go snapshots send 2023-06-01; §2)
 const SDK_VERSION_HEADER = '2026-10-21';
 
-function startFake(scenario, logFile) {
-  return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [path.join(HERE, 'fake_cp.mjs'), scenario, logFile], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let out = '';
-    p.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening (\d+)\n/.exec(out);
-      if (m) resolve({ proc: p, port: Number(m[1]) });
-    });
-    p.on('exit', (code) => reject(new Error(`fake_cp exited ${code} before listening`)));
-  });
-}
 
 function runWorker(scenario, baseURL, timeoutMs, graceMs = 1500) {
   return new Promise((resolve) => {
@@ -102,16 +89,6 @@ async function runScenario(name, timeoutMs = 40000, graceMs = 1500) {
   }
 }
 
-// ---- helpers over the log
-const workPath = (id, verb) => `/v1/environments/env_test/work/${id}/${verb}`;
-const isPoll = (r) => r.path === '/v1/environments/env_test/work/poll';
-const forItem = (log, id) => log.filter((r) => r.path.startsWith(`/v1/environments/env_test/work/${id}/`));
-const forSession = (log, sid) => log.filter((r) => r.path === `/v1/sessions/${sid}` || r.path.startsWith(`/v1/sessions/${sid}/`));
-const idx = (log, pred) => log.findIndex(pred);
-const results = (log, sid) =>
-  forSession(log, sid)
-    .filter((r) => r.method === 'POST' && r.path.endsWith('/events'))
-    .flatMap((r) => r.body.events);
 
 function explain(run) {
   return (
