@@ -104,15 +104,37 @@ int gbx_mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
-int gbx_rm_rf_at(int dir_fd, const char *name)
+/* Remove everything in the directory fd (taken over and closed); xdev: leave what is on
+ * another filesystem than dev (-EXDEV). The first error, having gone on regardless. */
+static int rm_in(int fd, int xdev, dev_t dev);
+
+static int rm_entry(int dir_fd, const char *name, int xdev, dev_t dev)
 {
-    if (unlinkat(dir_fd, name, 0) == 0 || errno == ENOENT)
-        return 0;
-    if (errno != EISDIR && errno != EPERM)
-        return -errno;
+    if (xdev) {
+        struct stat st;
+        if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            return errno == ENOENT ? 0 : -errno;
+        if (st.st_dev != dev)
+            return -EXDEV;
+        if (!S_ISDIR(st.st_mode))
+            return unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
+    } else {
+        if (unlinkat(dir_fd, name, 0) == 0 || errno == ENOENT)
+            return 0;
+        if (errno != EISDIR && errno != EPERM)
+            return -errno;
+    }
     int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -errno;
+    int r = rm_in(fd, xdev, dev);
+    if (unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+        r = -errno;
+    return r;
+}
+
+static int rm_in(int fd, int xdev, dev_t dev)
+{
     DIR *d = fdopendir(fd);
     if (d == NULL) {
         int e = errno;
@@ -124,14 +146,28 @@ int gbx_rm_rf_at(int dir_fd, const char *name)
     while ((de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        int rr = gbx_rm_rf_at(dirfd(d), de->d_name);
+        int rr = rm_entry(dirfd(d), de->d_name, xdev, dev);
         if (rr < 0 && r == 0)
             r = rr;
     }
     closedir(d);
-    if (unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
-        r = -errno;
     return r;
+}
+
+int gbx_rm_rf_at(int dir_fd, const char *name)
+{
+    return rm_entry(dir_fd, name, 0, 0);
+}
+
+int gbx_rm_rf_xdev_at(int dir_fd, const char *name, dev_t dev)
+{
+    return rm_entry(dir_fd, name, 1, dev);
+}
+
+int gbx_rm_children(int dir_fd)
+{
+    int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+    return fd < 0 ? -errno : rm_in(fd, 0, 0);
 }
 
 int gbx_rm_rf(const char *path)

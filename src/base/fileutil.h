@@ -22,6 +22,10 @@ int gbx_write_all(int fd, const void *data, size_t len) GBX_WUR;
 int gbx_rm_rf(const char *path) GBX_WUR;
 /* The same for entry name of the directory dir_fd (AT_FDCWD: a path). */
 int gbx_rm_rf_at(int dir_fd, const char *name) GBX_WUR;
+/* The same, staying on filesystem dev: a mount point below is left alone (-EXDEV). */
+int gbx_rm_rf_xdev_at(int dir_fd, const char *name, dev_t dev) GBX_WUR;
+/* Remove everything in the directory dir_fd (the directory itself stays). */
+int gbx_rm_children(int dir_fd) GBX_WUR;
 
 /* fsync the directory that holds path (a new or renamed entry survives a crash). -errno. */
 int gbx_fsync_dir_of(const char *path) GBX_WUR;

@@ -812,29 +812,6 @@ __attribute__((noreturn)) static void restore_child(const struct restore_plan *p
     _exit(127);
 }
 
-static int make_listener(struct gbx_sandbox *sb, struct gbx_err **err)
-{
-    sb->dir = gbx_asprintf("%s/sandboxes/%s", sb->rt->runtime_dir, sb->id);
-    if (mkdir(sb->dir, 0700) < 0 && errno != EEXIST)
-        return gbx_err_sys(err, errno, "cannot create '%s'", sb->dir);
-    sb->ctl_path = gbx_asprintf("%s/ctl.sock", sb->dir);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(sb->ctl_path) >= sizeof(sa.sun_path))
-        return gbx_err_set(err, ENAMETOOLONG, GBX_ERR_INVALID, "control socket path too long");
-    strcpy(sa.sun_path, sb->ctl_path);
-    (void)unlink(sb->ctl_path);
-    /* non-blocking, as init keeps its listener: it accepts until EAGAIN */
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return gbx_err_sys(err, errno, "cannot create control socket");
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
-        int e = errno;
-        close(fd);
-        return gbx_err_sys(err, e, "cannot listen on '%s'", sb->ctl_path);
-    }
-    return fd;
-}
-
 static int ns_restore_impl(struct gbx_runtime *rt, const char *dir, const char *want_id,
                            struct gbx_sandbox **out, struct gbx_err **err)
 {
@@ -899,7 +876,7 @@ static int ns_restore_impl(struct gbx_runtime *rt, const char *dir, const char *
     cg_made = 1;
     if (gbx_cgroup_finish(&sb->cg, &c.spec.limits, err) < 0)
         goto out;
-    if ((listen_fd = make_listener(sb, err)) < 0)
+    if ((listen_fd = gbx_ns_ctl_listen(sb, 1, err)) < 0)
         goto out;
     if ((ufd = slot_userns(c.host_uid)) < 0) {
         gbx_err_sys(err, -ufd, "cannot create a user namespace for the idmap");

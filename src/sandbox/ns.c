@@ -152,10 +152,10 @@ void gbx_runtime_release(struct gbx_runtime *rt)
     rt->init_fd = rt->slot_lock_fd = -1;
 }
 
-static int make_ctl_socket(struct gbx_sandbox *sb, struct gbx_err **err)
+int gbx_ns_ctl_listen(struct gbx_sandbox *sb, int restoring, struct gbx_err **err)
 {
     sb->dir = gbx_asprintf("%s/sandboxes/%s", sb->rt->runtime_dir, sb->id);
-    if (mkdir(sb->dir, 0700) < 0) {
+    if (mkdir(sb->dir, 0700) < 0 && !(restoring && errno == EEXIST)) {
         int e = errno;
         free(sb->dir);
         sb->dir = NULL;
@@ -166,7 +166,11 @@ static int make_ctl_socket(struct gbx_sandbox *sb, struct gbx_err **err)
     if (strlen(sb->ctl_path) >= sizeof(sa.sun_path))
         return gbx_err_set(err, ENAMETOOLONG, GBX_ERR_INVALID, "control socket path too long");
     strcpy(sa.sun_path, sb->ctl_path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (restoring)
+        (void)unlink(sb->ctl_path); /* the one the dumped sandbox had */
+    /* a restored init keeps the listener it is handed as it is: non-blocking (it accepts until
+     * EAGAIN); a new init makes its own so */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (restoring ? SOCK_NONBLOCK : 0), 0);
     if (fd < 0)
         return gbx_err_sys(err, errno, "cannot create control socket");
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
@@ -262,7 +266,7 @@ static int ns_create(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec
     sb->host_uid = rt->uid_base + sb->uid_slot * GBX_UID_RANGE;
     if (gbx_cgroup_begin(&sb->cg, &rt->cg, spec->id, err) < 0)
         goto fail;
-    if (spec->ctl_socket && (ctl_fd = make_ctl_socket(sb, err)) < 0)
+    if (spec->ctl_socket && (ctl_fd = gbx_ns_ctl_listen(sb, 0, err)) < 0)
         goto fail;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, conn) < 0) {
         gbx_err_sys(err, errno, "cannot create agent connection");

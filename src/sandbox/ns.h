@@ -40,6 +40,10 @@ struct gbx_child_error {
 int gbx_ns_mounts_setup(const struct gbx_child_plan *p, int tmpl_fd, int usr_fd,
                         const int *layer_fds, int nlayer, int *layer_fd, char *what, size_t whatsz);
 
+/* ns.c: <runtime>/sandboxes/<id>/ctl.sock, listening (sb->dir and sb->ctl_path set). restoring:
+ * the directory may exist and a stale socket is replaced; the listener is non-blocking. */
+int gbx_ns_ctl_listen(struct gbx_sandbox *sb, int restoring, struct gbx_err **err);
+
 /* userns.c */
 int gbx_ns_write_idmap(pid_t pid, uint32_t host_uid, uint32_t count);
 int gbx_ns_slot_acquire(struct gbx_runtime *rt, uint32_t *slot);

@@ -135,31 +135,6 @@ int gbx_oci_digest_hex(const char *s, char *out, size_t outsz)
 
 /* ---- writing beneath a directory fd, never through a symlink ---------------------------- */
 
-/* Empty a directory (its own entry stays). */
-static int empty_dir(int fd)
-{
-    int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (dup_fd < 0)
-        return -errno;
-    DIR *d = fdopendir(dup_fd);
-    if (d == NULL) {
-        int e = errno;
-        close(dup_fd);
-        return -e;
-    }
-    int r = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        int rr = gbx_rm_rf_at(fd, de->d_name);
-        if (rr < 0 && r == 0)
-            r = rr;
-    }
-    closedir(d);
-    return r;
-}
-
 /* Open the directory that holds the cleaned path rel (walking from rootfd one component at a
  * time with O_NOFOLLOW, creating missing directories when create is set) and point *base at
  * the final component. fd, or -ENOENT (missing and not created), -ELOOP (a component is a
@@ -477,7 +452,7 @@ static int apply_whiteout(struct apply *ap, int kind, const char *name, const ch
         }
         if (fd < 0)
             return entry_failed(ap, name, errno == ENOTDIR ? ELOOP : errno, "open", err);
-        int r = empty_dir(fd);
+        int r = gbx_rm_children(fd);
         close(fd);
         return r < 0 ? entry_failed(ap, name, -r, "empty the directory", err) : 0;
     }

@@ -557,39 +557,6 @@ int gbx_template_trash(const char *state_dir, const char *name, char **trash, st
     return 0;
 }
 
-/* rm -rf that stays on one filesystem: a mount point below is left alone (-EXDEV). */
-static int rm_xdev(int dfd, const char *name, dev_t dev)
-{
-    struct stat st;
-    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return errno == ENOENT ? 0 : -errno;
-    if (st.st_dev != dev)
-        return -EXDEV;
-    if (!S_ISDIR(st.st_mode))
-        return unlinkat(dfd, name, 0) < 0 && errno != ENOENT ? -errno : 0;
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (d == NULL) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return -e;
-    }
-    int r = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        int rr = rm_xdev(dirfd(d), de->d_name, dev);
-        if (rr < 0 && r == 0)
-            r = rr;
-    }
-    closedir(d);
-    if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
-        r = -errno;
-    return r;
-}
-
 void gbx_template_unmount_below(const char *dir)
 {
     gbx_autofree char *txt = NULL;
@@ -626,7 +593,7 @@ int gbx_template_remove_tree(const char *path)
     struct stat st;
     if (lstat(path, &st) < 0)
         return errno == ENOENT ? 0 : -errno;
-    return rm_xdev(AT_FDCWD, path, st.st_dev);
+    return gbx_rm_rf_xdev_at(AT_FDCWD, path, st.st_dev);
 }
 
 void gbx_template_gc(const char *state_dir)
