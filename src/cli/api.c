@@ -4,6 +4,9 @@
  * cost every glovebox process several milliseconds at start, `glovebox run` included. */
 #include "cli/api.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,4 +244,34 @@ int gbx_cli_transfer(const char *method, const char *path, int in_fd, long long 
     C->easy_cleanup(curl);
     free(x.c.buf);
     return (int)status;
+}
+
+int gbx_cli_download(const char *path, const char *target, json_t **reply)
+{
+    if (strcmp(target, "-") == 0)
+        return gbx_cli_transfer("GET", path, -1, -1, STDOUT_FILENO, reply);
+    /* into a temporary file next to the target, renamed over it once complete */
+    gbx_autofree char *tmp = gbx_asprintf("%s.gbx-XXXXXX", target);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        gbx_cli_error("cannot create '%s': %s", tmp, strerror(errno));
+        return -1;
+    }
+    int status = gbx_cli_transfer("GET", path, -1, -1, fd, reply);
+    mode_t um = umask(0);
+    umask(um);
+    int ok = status == 200 && fchmod(fd, 0666 & ~um) == 0;
+    if (close(fd) < 0 && ok) {
+        gbx_cli_error("cannot write '%s': %s", tmp, strerror(errno));
+        ok = 0;
+        status = -1;
+    }
+    if (ok && rename(tmp, target) < 0) {
+        gbx_cli_error("cannot rename '%s' to '%s': %s", tmp, target, strerror(errno));
+        ok = 0;
+        status = -1;
+    }
+    if (!ok)
+        (void)unlink(tmp);
+    return ok ? 200 : status == 200 ? -1 : status;
 }

@@ -39,4 +39,10 @@ void gbx_cli_print_error(int status, json_t *reply);
 int gbx_cli_transfer(const char *method, const char *path, int in_fd, long long in_len, int out_fd,
                      json_t **reply);
 
+/* GET path into the file target, atomically (a temporary file beside it, renamed over it
+ * once complete), mode 0666 less the umask; "-": standard output. The HTTP status (200 when
+ * it is all there), or -1 when the daemon cannot be reached or the file cannot be written (a
+ * message has been printed). An error reply's JSON goes to *reply. */
+int gbx_cli_download(const char *path, const char *target, json_t **reply);
+
 #endif

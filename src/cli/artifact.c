@@ -215,34 +215,8 @@ static int get(int argc, char **argv)
     }
     gbx_autofree char *url = gbx_asprintf("/v1/artifacts/%s/content", argv[optind]);
     json_t *reply = NULL;
-    if (out == NULL || strcmp(out, "-") == 0) {
-        int status = gbx_cli_transfer("GET", url, -1, -1, STDOUT_FILENO, &reply);
-        int r = status == 200 ? 0 : gbx_cli_result(status, reply, 200);
-        json_decref(reply);
-        return r;
-    }
-    /* into a temporary file beside the target, renamed over it once complete */
-    gbx_autofree char *tmp = gbx_asprintf("%s.glovebox-XXXXXX", out);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        gbx_cli_error("cannot create '%s': %s", tmp, strerror(errno));
-        return 1;
-    }
-    int status = gbx_cli_transfer("GET", url, -1, -1, fd, &reply);
-    mode_t um = umask(0);
-    umask(um);
-    int ok = status == 200 && fchmod(fd, 0666 & ~um) == 0;
-    if (close(fd) < 0 && ok) {
-        gbx_cli_error("cannot write '%s': %s", tmp, strerror(errno));
-        ok = 0;
-    }
-    if (ok && rename(tmp, out) < 0) {
-        gbx_cli_error("cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
-        ok = 0;
-    }
-    if (!ok)
-        (void)unlink(tmp);
-    int r = ok ? 0 : status == 200 || status < 0 ? 1 : gbx_cli_result(status, reply, 200);
+    int status = gbx_cli_download(url, out ? out : "-", &reply);
+    int r = status == 200 ? 0 : status < 0 ? 1 : gbx_cli_result(status, reply, 200);
     json_decref(reply);
     return r;
 }

@@ -129,42 +129,14 @@ static int download(const char *id, const char *rpath, const char *user_q, const
     gbx_autofree char *p = gbx_url_escape(rpath, "/");
     gbx_autofree char *url = gbx_asprintf("/v1/sandboxes/%s/files?path=%s%s", id, p, user_q);
     json_t *reply = NULL;
-    if (strcmp(local, "-") == 0) {
-        int status = gbx_cli_transfer("GET", url, -1, -1, STDOUT_FILENO, &reply);
-        if (status != 200)
-            return failed(status, reply);
-        json_decref(reply);
-        return 0;
-    }
-    /* into a temporary file next to the target, renamed over it once complete */
     struct stat st;
-    gbx_autofree char *target = stat(local, &st) == 0 && S_ISDIR(st.st_mode)
-                                    ? gbx_asprintf("%s/%s", local, base_name(rpath))
-                                    : gbx_xstrdup(local);
-    gbx_autofree char *tmp = gbx_asprintf("%s.gbx-XXXXXX", target);
-    int fd = mkostemp(tmp, O_CLOEXEC);
-    if (fd < 0) {
-        gbx_cli_error("cannot create '%s': %s", tmp, strerror(errno));
-        return 1;
-    }
-    int status = gbx_cli_transfer("GET", url, -1, -1, fd, &reply);
-    mode_t um = umask(0);
-    umask(um);
-    int ok = status == 200 && fchmod(fd, 0666 & ~um) == 0;
-    if (close(fd) < 0 && ok) {
-        gbx_cli_error("cannot write '%s': %s", tmp, strerror(errno));
-        ok = 0;
-        status = -1;
-    }
-    if (ok && rename(tmp, target) < 0) {
-        gbx_cli_error("cannot rename '%s' to '%s': %s", tmp, target, strerror(errno));
-        ok = 0;
-        status = -1;
-    }
-    if (!ok) {
-        (void)unlink(tmp);
+    gbx_autofree char *target =
+        strcmp(local, "-") != 0 && stat(local, &st) == 0 && S_ISDIR(st.st_mode)
+            ? gbx_asprintf("%s/%s", local, base_name(rpath))
+            : gbx_xstrdup(local);
+    int status = gbx_cli_download(url, target, &reply);
+    if (status != 200)
         return status < 0 ? (json_decref(reply), 1) : failed(status, reply);
-    }
     json_decref(reply);
     return 0;
 }
