@@ -917,19 +917,9 @@ void gbx_api_sandbox_artifacts(struct gbx_server *s, struct evhttp_request *req,
     json_t *jname = json_object_get(body, "name"), *jses = json_object_get(body, "session");
     json_t *jmeta = json_object_get(body, "metadata"), *jmax = json_object_get(body, "max_bytes");
     uint64_t limit = gbx_server_max_upload(s), max_bytes = limit;
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v)
-    {
-        if (strcmp(key, "path") && strcmp(key, "name") && strcmp(key, "session") &&
-            strcmp(key, "metadata") && strcmp(key, "max_bytes")) {
-            gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                 "unknown field '%s' (expected path, name, session, metadata, "
-                                 "max_bytes)",
-                                 key);
-            goto out;
-        }
-    }
+    static const char *const fields[] = {"path", "name", "session", "metadata", "max_bytes", NULL};
+    if (gbx_http_only_fields(req, body, fields, "path, name, session, metadata, max_bytes") < 0)
+        goto out;
     if (path == NULL || path[0] != '/' || strlen(path) >= 4096 ||
         strlen(path) != json_string_length(json_object_get(body, "path"))) {
         gbx_http_reply_error(req, GBX_ERR_INVALID,

@@ -78,17 +78,10 @@ static void secret_write(struct gbx_server *s, struct evhttp_request *req, const
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
         return;
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v)
-    {
-        if (strcmp(key, "name") != 0 && strcmp(key, "value") != 0 && strcmp(key, "hosts") != 0 &&
-            strcmp(key, "header") != 0) {
-            gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                 "unknown field '%s' (expected name, value, hosts, header)", key);
-            json_decref(body);
-            return;
-        }
+    static const char *const fields[] = {"name", "value", "hosts", "header", NULL};
+    if (gbx_http_only_fields(req, body, fields, "name, value, hosts, header") < 0) {
+        json_decref(body);
+        return;
     }
     const char *bname = json_string_value(json_object_get(body, "name"));
     const char *value = json_string_value(json_object_get(body, "value"));

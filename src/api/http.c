@@ -345,3 +345,22 @@ int gbx_http_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *
     *len = last - a + 1;
     return 1;
 }
+
+int gbx_http_only_fields(struct evhttp_request *req, json_t *body, const char *const *keys,
+                         const char *expected)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v)
+    {
+        int known = 0;
+        for (const char *const *k = keys; *k; k++)
+            known |= strcmp(key, *k) == 0;
+        if (!known) {
+            gbx_http_reply_error(req, GBX_ERR_INVALID, "unknown field '%s' (expected %s)", key,
+                                 expected);
+            return -1;
+        }
+    }
+    return 0;
+}

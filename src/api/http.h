@@ -47,6 +47,10 @@ json_t *gbx_http_body_object(struct evhttp_request *req);
 /* Parse a Range header against size. 0: serve the whole thing (no header, or one we ignore:
  * malformed, several ranges, another unit); 1: off and len set; -1: unsatisfiable (416). */
 int gbx_http_parse_range(const char *h, uint64_t size, uint64_t *off, uint64_t *len);
+/* Only the keys (NULL-terminated) in body; else replies 400 "unknown field '<key>' (expected
+ * <expected>)" and returns -1. */
+int gbx_http_only_fields(struct evhttp_request *req, json_t *body, const char *const *keys,
+                         const char *expected);
 /* A reply that comes later, once work off the loop is done. _take frees the handle and gives
  * the request back, or NULL when its client has gone away meanwhile (nothing to answer). */
 struct gbx_http_later;

@@ -273,26 +273,6 @@ static int signal_number(json_t *v)
     return -1;
 }
 
-/* Only the given keys in the body; replies 400 naming the first other one. */
-static int only_fields(struct evhttp_request *req, json_t *body, const char *const *keys,
-                       const char *expected)
-{
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v)
-    {
-        int known = 0;
-        for (const char *const *k = keys; *k; k++)
-            known |= strcmp(key, *k) == 0;
-        if (!known) {
-            gbx_http_reply_error(req, GBX_ERR_INVALID, "unknown field '%s' (expected %s)", key,
-                                 expected);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static void do_signal(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
                       struct gbx_sandbox *sb, uint32_t proc)
 {
@@ -302,7 +282,7 @@ static void do_signal(struct gbx_server *srv, struct event_base *base, struct ev
         return;
     json_t *group = json_object_get(body, "group");
     int signo = signal_number(json_object_get(body, "signal"));
-    if (only_fields(req, body, keys, "signal, group") < 0) {
+    if (gbx_http_only_fields(req, body, keys, "signal, group") < 0) {
         json_decref(body);
         return;
     }
@@ -336,7 +316,7 @@ static void do_resize(struct gbx_server *srv, struct event_base *base, struct ev
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
         return;
-    if (only_fields(req, body, keys, "rows, cols") < 0) {
+    if (gbx_http_only_fields(req, body, keys, "rows, cols") < 0) {
         json_decref(body);
         return;
     }

@@ -748,17 +748,10 @@ static void handle_execute(struct gbx_sessions *all, struct evhttp_request *req,
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
         return;
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v)
-    {
-        if (strcmp(key, "tool_use_id") != 0 && strcmp(key, "name") != 0 &&
-            strcmp(key, "input") != 0) {
-            gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                 "unknown field '%s' (expected tool_use_id, name, input)", key);
-            json_decref(body);
-            return;
-        }
+    static const char *const fields[] = {"tool_use_id", "name", "input", NULL};
+    if (gbx_http_only_fields(req, body, fields, "tool_use_id, name, input") < 0) {
+        json_decref(body);
+        return;
     }
     const char *tuid = json_string_value(json_object_get(body, "tool_use_id"));
     const char *name = json_string_value(json_object_get(body, "name"));

@@ -871,16 +871,10 @@ int gbx_snapshots_sandbox_route(struct gbx_snapshots *ss, struct evhttp_request 
         if (body == NULL)
             return 1;
         json_t *name = json_object_get(body, "name");
-        const char *key;
-        json_t *v;
-        json_object_foreach(body, key, v)
-        {
-            if (strcmp(key, "name") != 0) {
-                gbx_http_reply_error(req, GBX_ERR_INVALID, "unknown field '%s' (expected name)",
-                                     key);
-                json_decref(body);
-                return 1;
-            }
+        static const char *const fields[] = {"name", NULL};
+        if (gbx_http_only_fields(req, body, fields, "name") < 0) {
+            json_decref(body);
+            return 1;
         }
         if (name && (!json_is_string(name) || gbx_name_valid(json_string_value(name)) < 0 ||
                      strncmp(json_string_value(name), "sn-", 3) == 0)) {
