@@ -64,36 +64,22 @@ static int keep_spec(struct gbx_server *s, struct gbx_live *l, struct gbx_err **
 {
     if (l->sb->saved)
         return 0;
-    char **layers = NULL, **tl = NULL;
-    size_t n = 0, tn = 0;
+    char **layers = NULL;
+    size_t n = 0;
     gbx_autofree char *base = NULL;
-    const char *tmpl = NULL, *sid = NULL;
     json_t *snap = json_object_get(l->attrs, "snapshot");
-    if (json_is_string(snap) &&
-        gbx_snapshots_layers(gbx_server_snapshots(s), json_string_value(snap), &layers, &n, &tmpl,
-                             &sid, err) < 0)
+    if (gbx_sandboxes_layers(s, l->template_name, json_string_value(snap), &layers, &n, &base,
+                             err) < 0)
         return -1;
-    if (gbx_template_resolve(gbx_server_runtime(s)->state_dir, l->template_name, &base, &tl, &tn,
-                             err) < 0) {
-        gbx_snapshots_layers_free(layers, n);
-        return -1;
-    }
-    const char **all = gbx_xcalloc(n + tn + 1, sizeof(char *));
-    for (size_t i = 0; i < n; i++)
-        all[i] = layers[i];
-    for (size_t i = 0; i < tn; i++)
-        all[n + i] = tl[i];
     struct gbx_sandbox_spec spec = {.id = l->sb->id,
                                     .template_name = base,
                                     .limits = l->limits,
                                     .disk_bytes = l->disk_bytes,
                                     .ctl_socket = 1,
-                                    .layers = all,
-                                    .nlayers = n + tn};
+                                    .layers = (const char *const *)layers,
+                                    .nlayers = n};
     gbx_sandbox_keep_spec(l->sb, &spec);
-    free(all);
     gbx_snapshots_layers_free(layers, n);
-    gbx_snapshots_layers_free(tl, tn);
     return 0;
 }
 

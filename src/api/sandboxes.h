@@ -100,6 +100,12 @@ int gbx_sandboxes_hello(struct gbx_sandbox *sb, struct gbx_err **err) GBX_WUR;
 /* Forget sandbox id whose processes are already gone (l->sb may be NULL): unlink, free,
  * delete its row, audit "sandbox.delete" with the reason. */
 void gbx_sandboxes_drop(struct gbx_server *s, struct gbx_live *l, const char *id, const char *why);
+/* What a sandbox of template tmpl started from snapshot (id or name, or NULL) stacks: the
+ * read-only layers, top first (free with gbx_snapshots_layers_free), on the base template
+ * (*base, owned) the library creates it from (a template made from a snapshot is its base
+ * with layers). */
+int gbx_sandboxes_layers(struct gbx_server *s, const char *tmpl, const char *snapshot,
+                         char ***layers, size_t *n, char **base, struct gbx_err **err) GBX_WUR;
 /* Roll a sandbox back to a snapshot (id or name): its processes end and it starts again
  * with the same id, token, settings and network policy, its root filesystem the snapshot's.
  * When the new start fails, the sandbox is gone (destroyed) and -1 says why. */

@@ -648,6 +648,25 @@ static int stack_template(struct gbx_server *s, const char *tmpl, char ***layers
     return 0;
 }
 
+int gbx_sandboxes_layers(struct gbx_server *s, const char *tmpl, const char *snapshot,
+                         char ***layers, size_t *n, char **base, struct gbx_err **err)
+{
+    *layers = NULL;
+    *n = 0;
+    *base = NULL;
+    const char *snap_tmpl = NULL, *snap_id = NULL;
+    if (snapshot &&
+        gbx_snapshots_layers(s->snapshots, snapshot, layers, n, &snap_tmpl, &snap_id, err) < 0)
+        return -1;
+    if (stack_template(s, tmpl, layers, n, base, err) < 0) {
+        gbx_snapshots_layers_free(*layers, *n);
+        *layers = NULL;
+        *n = 0;
+        return -1;
+    }
+    return 0;
+}
+
 int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **out,
                          struct gbx_err **err)
 {

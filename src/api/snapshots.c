@@ -709,32 +709,15 @@ static void make_template(struct gbx_snapshots *ss, struct evhttp_request *req, 
     m->ss = ss;
     m->name = gbx_xstrdup(json_string_value(name));
     json_decref(body);
-    const char *tmpl = NULL, *id = NULL;
     struct gbx_err *err = NULL;
-    char **layers = NULL;
-    size_t n = 0;
     gbx_autofree char *base = NULL;
-    char **tl = NULL;
-    size_t tn = 0;
-    if (gbx_snapshots_layers(ss, p->id, &layers, &n, &tmpl, &id, &err) < 0 ||
-        gbx_template_resolve(gbx_server_runtime(ss->s)->state_dir, tmpl, &base, &tl, &tn, &err) <
-            0) {
-        gbx_snapshots_layers_free(layers, n);
+    if (gbx_sandboxes_layers(ss->s, p->tmpl, p->id, &m->layers, &m->nlayers, &base, &err) < 0) {
         gbx_http_reply_err(req, err);
         gbx_err_free(err);
         free(m->name);
         free(m);
         return;
     }
-    /* the snapshot's layers, then those of the template it is of (if made from one too) */
-    m->layers = gbx_xcalloc(n + tn, sizeof(char *));
-    for (size_t i = 0; i < n; i++)
-        m->layers[i] = layers[i];
-    for (size_t i = 0; i < tn; i++)
-        m->layers[n + i] = tl[i];
-    free(layers);
-    free(tl);
-    m->nlayers = n + tn;
     m->base = gbx_xstrdup(base);
     m->source = gbx_asprintf("snapshot:%s", p->id);
     m->state_dir = gbx_xstrdup(gbx_server_runtime(ss->s)->state_dir);
