@@ -25,7 +25,6 @@ struct gbx_offload {
     pthread_cond_t cv;
     struct job *todo, **todo_tail; /* FIFO */
     struct job *finished;          /* LIFO; reversed when drained */
-    unsigned pending;
     int stopping;
     int efd;
     struct event *ev;
@@ -74,9 +73,6 @@ static void drain_finished(struct gbx_offload *o)
         struct job *n = rev->next;
         if (rev->done)
             rev->done(rev->arg);
-        pthread_mutex_lock(&o->mu);
-        o->pending--;
-        pthread_mutex_unlock(&o->mu);
         free(rev);
         rev = n;
     }
@@ -144,18 +140,9 @@ int gbx_offload_submit(struct gbx_offload *o, gbx_offload_work_fn work, gbx_offl
     }
     *o->todo_tail = j;
     o->todo_tail = &j->next;
-    o->pending++;
     pthread_cond_signal(&o->cv);
     pthread_mutex_unlock(&o->mu);
     return 0;
-}
-
-unsigned gbx_offload_pending(struct gbx_offload *o)
-{
-    pthread_mutex_lock(&o->mu);
-    unsigned n = o->pending;
-    pthread_mutex_unlock(&o->mu);
-    return n;
 }
 
 void gbx_offload_free(struct gbx_offload *o)

@@ -16,8 +16,6 @@ int gbx_offload_new(struct event_base *base, unsigned threads, struct gbx_offloa
 /* Queue a job; done (may be NULL) runs on the loop once work has returned. 0 or -errno. */
 int gbx_offload_submit(struct gbx_offload *o, gbx_offload_work_fn work, gbx_offload_done_fn done,
                        void *arg);
-/* Jobs queued or running. */
-unsigned gbx_offload_pending(struct gbx_offload *o);
 /* Finish every queued job (blocking), run their completions, stop the threads, free. */
 void gbx_offload_free(struct gbx_offload *o);
 
