@@ -54,6 +54,7 @@
 #include "api/sandboxes.h"
 #include "api/http.h"
 #include "api/offload.h"
+#include "base/fileutil.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -84,6 +85,7 @@ struct gbx_server {
     char *sock_path;
     struct gbx_runtime rt;
     int rt_ready;
+    int lock_fds[2]; /* <state>/gloveboxd.lock and <runtime>/gloveboxd.lock: one daemon each */
     struct gbx_store *store;         /* the loop's connection: reads, and rows that must be
                                         durable before a reply */
     struct gbx_store_writer *writer; /* everything else: audit, deletes, expiries (group commit) */
@@ -2254,6 +2256,34 @@ const char *gbx_server_owner(const struct gbx_server *s)
     return s->admin ? "" : s->key_name;
 }
 
+/* One daemon per state directory and per runtime directory: a second one would adopt the
+ * first one's sandboxes (and fail to lock them), take over its socket, and remove what it
+ * could not lock. Nothing has been touched yet when this refuses. */
+static int lock_dirs(struct gbx_server *s, struct gbx_err **err)
+{
+    const char *dirs[2] = {s->rt.state_dir, s->rt.runtime_dir};
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && strcmp(dirs[0], dirs[1]) == 0)
+            break;
+        gbx_autofree char *p = gbx_asprintf("%s/gloveboxd.lock", dirs[i]);
+        pid_t holder = 0;
+        int fd = gbx_pidfile_lock(p, &holder);
+        if (fd == -EAGAIN) {
+            char who[48] = "another gloveboxd";
+            if (holder > 0)
+                snprintf(who, sizeof(who), "another gloveboxd (pid %d)", (int)holder);
+            return gbx_err_set(err, EBUSY, GBX_ERR_CONFLICT,
+                               "%s is using the %s directory '%s': stop it first, or give this "
+                               "one its own --state-dir and --runtime-dir",
+                               who, i == 0 ? "state" : "runtime", dirs[i]);
+        }
+        if (fd < 0)
+            return gbx_err_sys(err, -fd, "cannot lock '%s'", p);
+        s->lock_fds[i] = fd;
+    }
+    return 0;
+}
+
 int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
                    struct gbx_server **out, struct gbx_err **err)
 {
@@ -2261,9 +2291,12 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     gbx_autofree char *db = NULL;
     s->base = base;
     struct gbx_runtime_opts ro = {.state_dir = cfg->state_dir, .runtime_dir = cfg->runtime_dir};
+    s->lock_fds[0] = s->lock_fds[1] = -1;
     if (gbx_runtime_init(&s->rt, &ro, err) < 0)
         goto fail;
     s->rt_ready = 1;
+    if (lock_dirs(s, err) < 0)
+        goto fail;
     db = gbx_asprintf("%s/glovebox.db", s->rt.state_dir);
     if (gbx_store_open(db, &s->store, err) < 0 || gbx_store_writer_new(db, &s->writer, err) < 0)
         goto fail;
@@ -2405,6 +2438,9 @@ void gbx_server_free(struct gbx_server *s)
     gbx_store_close(s->store);
     if (s->rt_ready)
         gbx_runtime_release(&s->rt);
+    for (int i = 0; i < 2; i++)
+        if (s->lock_fds[i] >= 0)
+            close(s->lock_fds[i]); /* the last thing: the next daemon may start now */
     free(s->sock_path);
     free(s);
     gbx_reqmetrics_reset();

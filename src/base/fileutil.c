@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include "base/mem.h"
@@ -215,4 +216,63 @@ int gbx_write_file_durable(const char *path, const void *data, size_t len, mode_
     else
         r = gbx_fsync_dir_of(path);
     return r;
+}
+
+int gbx_pidfile_lock(const char *path, pid_t *holder)
+{
+    *holder = 0;
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno == EWOULDBLOCK ? EAGAIN : errno;
+        char buf[32];
+        ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+        if (n > 0) {
+            buf[n] = '\0';
+            *holder = (pid_t)strtol(buf, NULL, 10);
+        }
+        close(fd);
+        return -e;
+    }
+    char buf[32];
+    int len = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)len, 0) != len) {
+        int e = errno ? errno : EIO;
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+int gbx_path_unsearchable(const char *path, char *out, size_t outsz)
+{
+    if (path[0] != '/')
+        return -EINVAL;
+    size_t len = strlen(path);
+    if (len >= 4096)
+        return -ENAMETOOLONG;
+    char buf[4096];
+    memcpy(buf, path, len + 1);
+    /* from the root down: the first one that stops a walk is the one to name */
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        struct stat st;
+        if (stat(buf, &st) < 0) {
+            int e = errno;
+            buf[i] = c;
+            if (e == ENOENT)
+                return 0; /* not there yet: it will be made 0711 */
+            return -e;
+        }
+        if (S_ISDIR(st.st_mode) && !(st.st_mode & S_IXOTH)) {
+            snprintf(out, outsz, "%s", buf);
+            return 1;
+        }
+        buf[i] = c;
+    }
+    return 0;
 }

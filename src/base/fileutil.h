@@ -33,4 +33,14 @@ int gbx_fsync_dir_of(const char *path) GBX_WUR;
  * umask), fsync'd, renamed over path, and the directory fsync'd. -errno. */
 int gbx_write_file_durable(const char *path, const void *data, size_t len, mode_t mode) GBX_WUR;
 
+/* Take the exclusive lock of a pid file (created 0644 if missing) without waiting, and
+ * write this process's pid into it. Returns the locked fd (close it to let go), or -EAGAIN
+ * with *holder the pid written by the process that has it (0 if unknown), or -errno. */
+int gbx_pidfile_lock(const char *path, pid_t *holder) GBX_WUR;
+
+/* The first directory on the way to path (path included) that others (a sandbox's
+ * unprivileged uids) cannot search, into out; 0 when there is none, 1 when out names one,
+ * -errno when a directory cannot be examined. */
+int gbx_path_unsearchable(const char *path, char *out, size_t outsz) GBX_WUR;
+
 #endif

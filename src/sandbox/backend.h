@@ -19,6 +19,8 @@
 #define GBX_UID_RANGE 65536u
 #define GBX_MAX_LAYERS 32 /* snapshot layers a sandbox may stack on its template */
 #define GBX_MAX_UID_SLOTS 4096u
+/* where every creator on the host claims uid slots ($GLOVEBOX_UID_LOCK overrides) */
+#define GBX_UID_LOCK_PATH "/run/glovebox-uids.lock"
 
 /* Process-wide context of the sandbox library: what every create needs and what is
  * expensive enough to prepare once (the sealed init image, the compiled seccomp filter,
@@ -29,7 +31,7 @@ struct gbx_runtime {
     struct gbx_cg_layout cg;
     struct gbx_seccomp_prog seccomp;
     int init_fd;       /* sealed memfd holding glovebox-init */
-    int slot_lock_fd;  /* <runtime>/uidmap.lock: one OFD byte lock per uid slot */
+    int slot_lock_fd;  /* GBX_UID_LOCK_PATH: one OFD byte lock per uid slot */
     uint32_t uid_base; /* first host uid of slot 0 */
     uint32_t uid_slots;
     /* slots this process holds (the byte locks do not tell: a lock of our own file

@@ -78,7 +78,10 @@ int gbx_runtime_init(struct gbx_runtime *rt, const struct gbx_runtime_opts *o, s
     rt->uid_slots = GBX_UID_SLOTS;
     rt->staging_dir = gbx_asprintf("%s/mnt", rt->runtime_dir);
     gbx_autofree char *sbdir = gbx_asprintf("%s/sandboxes", rt->runtime_dir);
-    gbx_autofree char *lockp = gbx_asprintf("%s/uidmap.lock", rt->runtime_dir);
+    /* the uid ranges are the host's, whatever the runtime dir: every creator on this host
+     * (daemons with other runtime dirs, `glovebox run`) claims its slots in one file */
+    const char *lockenv = getenv("GLOVEBOX_UID_LOCK");
+    gbx_autofree char *lockp = gbx_xstrdup(lockenv && *lockenv ? lockenv : GBX_UID_LOCK_PATH);
     int r;
 
     if (geteuid() != 0) {
@@ -88,8 +91,21 @@ int gbx_runtime_init(struct gbx_runtime *rt, const struct gbx_runtime_opts *o, s
         goto fail;
     }
     /* the runtime dir must be searchable: sandbox children resolve the staging path after
-     * they dropped to their unprivileged uid */
+     * they dropped to their unprivileged uid. A directory on the way that is not (what
+     * mktemp -d makes) is refused now, by name, rather than at every create */
     const char *dirs[] = {rt->state_dir, rt->runtime_dir, rt->staging_dir};
+    char closed[4096];
+    if ((r = gbx_path_unsearchable(rt->runtime_dir, closed, sizeof(closed))) != 0) {
+        if (r < 0)
+            gbx_err_sys(err, -r, "cannot examine the runtime dir '%s'", rt->runtime_dir);
+        else
+            gbx_err_set(err, EACCES, GBX_ERR_PERMISSION,
+                        "the runtime dir '%s' is under '%s', which others cannot search "
+                        "(sandboxes reach the runtime dir with their own unprivileged uids): "
+                        "run 'chmod o+x %s', or choose a runtime dir elsewhere",
+                        rt->runtime_dir, closed, closed);
+        goto fail;
+    }
     for (size_t i = 0; i < GBX_ARRAY_SIZE(dirs); i++) {
         if ((r = gbx_mkdir_p(dirs[i], 0711)) < 0) {
             gbx_err_sys(err, -r, "cannot create '%s'", dirs[i]);

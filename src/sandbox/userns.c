@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* User namespace: every sandbox's uid 0..65535 maps to its own unprivileged host range
  * (uid_base + slot * 65536). Slots are claimed with one OFD byte lock each in
- * <runtime>/uidmap.lock, so concurrent creators (daemon, `glovebox run`) never share one. */
+ * one host-wide file (GBX_UID_LOCK_PATH, not under the runtime dir: daemons with different
+ * runtime dirs share the host's uids), so concurrent creators (daemons, `glovebox run`) never
+ * share one. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
