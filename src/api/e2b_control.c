@@ -759,12 +759,22 @@ static void handle_connect(struct gbx_server *s, struct evhttp_request *req, str
     connected(s, req, l, has_timeout, timeout, status);
 }
 
+static void killed(void *arg, const struct gbx_err *err)
+{
+    struct evhttp_request *req = gbx_http_later_take(arg);
+    /* gone (what could not be cleaned up is logged by the core), or it could not be: the
+     * answer says which */
+    if (req == NULL)
+        return;
+    if (err && err->kind != GBX_ERR_INTERNAL)
+        return reply_gbx_err(req, err);
+    reply_none(req);
+}
+
 static void handle_kill(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
 {
-    gbx_autoerr struct gbx_err *err = NULL;
-    /* the sandbox is gone either way; what could not be cleaned up is logged by the core */
-    (void)gbx_sandboxes_destroy(s, l, "sandbox.delete", NULL, &err);
-    reply_none(req);
+    /* 204 once it is gone: a hibernate in progress is stopped first, and the answer waits */
+    gbx_sandboxes_destroy_later(s, l, "sandbox.delete", NULL, killed, gbx_http_later_new(req));
 }
 
 static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
@@ -808,9 +818,8 @@ static void handle_pause(struct gbx_server *s, struct evhttp_request *req, struc
     if (l->paused)
         return gbx_e2b_error(req, 409, "sandbox '%s' is already paused", l->sb->id);
     gbx_autoerr struct gbx_err *err = NULL;
-    const char *criu;
-    if (keep_memory && gbx_criu_available(&criu, NULL) == 0)
-        return gbx_hibernate(s, req, l, paused_reply, NULL);
+    if (keep_memory) /* frozen in place when CRIU cannot do it here */
+        return gbx_hibernate_or_pause(s, req, l, paused_reply, NULL);
     if (gbx_sandboxes_pause(s, l, 1, &err) < 0)
         return reply_gbx_err(req, err);
     reply_none(req);

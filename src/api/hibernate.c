@@ -39,6 +39,9 @@ struct job {
     struct gbx_egress_policy *policy;
     struct gbx_err *err;
     int64_t t0, t_lib; /* t_lib: when the library's work (on the worker) ended */
+    int gone;          /* hibernate: the checkpoint freed sb (dumped, or lost) */
+    int was_paused;    /* hibernate: paused before (and so again if it fails) */
+    int pause_instead; /* hibernate: when it cannot be done, pausing in place will do */
     gbx_hibernate_done_fn done;
     void *arg;
 };
@@ -89,8 +92,11 @@ static void hib_work(void *arg)
 {
     struct job *j = arg;
     (void)!gbx_mkdir_p(j->dir, 0700);
-    if (gbx_sandbox_checkpoint(j->sb, j->dir, &j->err) < 0)
+    if (gbx_sandbox_checkpoint(j->sb, j->dir, &j->gone, &j->err) < 0) {
+        if (j->gone)
+            j->sb = NULL; /* lost, and freed */
         return;
+    }
     j->sb = NULL; /* dumped, and freed: its slot released; reserved again at once */
     (void)!gbx_sandbox_hold(gbx_server_runtime(j->s), j->id, j->uid_slot, 1, &j->hold, &j->err);
 }
@@ -100,6 +106,33 @@ static void rm_work(void *arg)
     (void)!gbx_rm_rf(arg);
 }
 
+/* The sandbox is back as it was after a hibernate that did not happen. */
+static void hib_restored(struct job *j, struct gbx_live *l)
+{
+    struct gbx_server *s = j->s;
+    l->sb = j->sb;
+    j->sb = NULL;
+    struct gbx_err *e2 = NULL;
+    if (gbx_egress_attach(gbx_server_egress(s), l->sb->id, l->sb->init_pid, j->policy, &l->egress,
+                          &e2) < 0) {
+        gbx_log_error("sandbox '%s': %s", j->id, e2->msg);
+        gbx_err_free(e2);
+    }
+    /* paused before: paused again (or now, when pausing was what the caller wanted) */
+    if ((j->was_paused || j->pause_instead) && gbx_sandboxes_pause(s, l, 1, &e2) < 0) {
+        gbx_log_error("sandbox '%s': %s", j->id, e2->msg);
+        gbx_err_free(e2);
+    }
+    gbx_server_audit(s, "sandbox.hibernate_failed", j->id,
+                     json_pack("{s:s,s:b}", "reason", j->err->msg, "paused_instead",
+                               j->pause_instead && l->paused));
+    gbx_log_warn("%s", j->err->msg);
+    if (j->pause_instead && l->paused) {
+        gbx_err_free(j->err); /* what the caller asked for is done: paused, in memory */
+        j->err = NULL;
+    }
+}
+
 static void hib_done(void *arg)
 {
     struct job *j = arg;
@@ -107,38 +140,29 @@ static void hib_done(void *arg)
     struct evhttp_request *req = gbx_http_later_take(j->later);
     gbx_server_act_as(s, j->owner);
     struct gbx_live *l = gbx_sandboxes_find_any(s, j->id);
-    /* a failed checkpoint either left the sandbox running (nothing was touched yet) or took
-     * it down: whether its init still runs says which */
-    int alive = j->err && j->sb && j->init_pid > 0 && kill(j->init_pid, 0) == 0;
     if (l) { /* the placeholder goes; the real one, or the stand-in, takes its place */
         gbx_sandbox_forget(l->sb);
         l->sb = NULL;
     }
     if (l == NULL) {
-        /* destroyed meanwhile (a delete, the collector): nothing to keep */
-        if (alive)
+        /* gone meanwhile (the daemon is stopping): nothing to keep */
+        if (j->sb)
             (void)!gbx_sandbox_destroy(j->sb, NULL);
         (void)!gbx_sandbox_destroy(j->hold, NULL);
         rm_work(j->dir);
-    } else if (j->err && alive) {
-        /* back as it was: its egress again */
-        l->sb = j->sb;
-        struct gbx_err *e2 = NULL;
-        if (gbx_egress_attach(gbx_server_egress(s), l->sb->id, l->sb->init_pid, j->policy,
-                              &l->egress, &e2) < 0) {
-            gbx_log_error("sandbox '%s': %s", j->id, e2->msg);
-            gbx_err_free(e2);
-        }
-        l->busy = 0;
+    } else if (j->err && j->sb) {
+        hib_restored(j, l);
     } else if (j->err) {
         /* the sandbox was lost on the way (or dumped, but its uid range is taken) */
         (void)!gbx_sandbox_destroy(j->hold, NULL);
         gbx_log_error("hibernate sandbox '%s': %s", j->id, j->err->msg);
+        j->done(j->arg, req, NULL, j->err);
         gbx_sandboxes_drop(s, l, j->id, "hibernate failed");
         rm_work(j->dir);
+        job_free(j);
+        return;
     } else {
         l->sb = j->hold;
-        l->busy = 0;
         l->hibernated = 1;
         l->paused = 1;
         if (l->attrs == NULL)
@@ -150,23 +174,41 @@ static void hib_done(void *arg)
         gbx_server_audit(s, "sandbox.hibernate", j->id, json_pack("{s:f}", "ms", ms));
         gbx_log_info("hibernated sandbox '%s' in %.1f ms", j->id, ms);
     }
+    if (l)
+        l->busy = 0; /* for the reply's view; deletes that waited run below */
     j->done(j->arg, req, j->err ? NULL : l, j->err);
+    if (l)
+        gbx_sandboxes_idle(s, l);
     job_free(j);
 }
 
-void gbx_hibernate(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
-                   gbx_hibernate_done_fn done, void *arg)
+static void hibernate_start(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
+                            int pause_instead, gbx_hibernate_done_fn done, void *arg)
 {
     struct gbx_err *err = NULL;
-    const char *criu;
+    const char *why = NULL;
     if (l->hibernated)
         return done(arg, req, l, NULL);
     if (l->busy) {
         gbx_err_set(&err, EBUSY, GBX_ERR_CONFLICT, "sandbox '%s' is busy", l->sb->id);
         goto fail;
     }
-    if (gbx_criu_available(&criu, &err) < 0 || keep_spec(s, l, &err) < 0)
+    if (gbx_criu_probe_result(&why) == 0) {
+        /* known not to work here: say so at once (or pause in place, if that will do) */
+        if (pause_instead) {
+            if (!l->paused && gbx_sandboxes_pause(s, l, 1, &err) < 0)
+                goto fail;
+            return done(arg, req, l, NULL);
+        }
+        gbx_err_set(&err, ENOTSUP, GBX_ERR_UNAVAILABLE,
+                    "hibernate is unavailable on this host: %s (pause keeps a sandbox frozen in "
+                    "memory instead)",
+                    why);
         goto fail;
+    }
+    if (keep_spec(s, l, &err) < 0)
+        goto fail;
+    int was_paused = l->paused;
     /* CRIU stops the tree itself; a frozen one it could not seize */
     if (l->paused && gbx_sandboxes_pause(s, l, 0, &err) < 0)
         goto fail;
@@ -179,6 +221,8 @@ void gbx_hibernate(struct gbx_server *s, struct evhttp_request *req, struct gbx_
     j->sb = l->sb;
     j->init_pid = l->sb->init_pid;
     j->uid_slot = l->sb->uid_slot;
+    j->was_paused = was_paused;
+    j->pause_instead = pause_instead;
     j->policy = gbx_egress_policy_dup(gbx_egress_policy_of(l->egress));
     j->done = done;
     j->arg = arg;
@@ -186,6 +230,8 @@ void gbx_hibernate(struct gbx_server *s, struct evhttp_request *req, struct gbx_
     gbx_egress_detach(l->egress);
     l->egress = NULL;
     l->busy = GBX_BUSY_WORKER;
+    atomic_store(&j->sb->cancel, 0);
+    l->cancel = &j->sb->cancel; /* a delete stops the dump (the worker owns j->sb) */
     /* the worker owns the sandbox now; the loop sees a placeholder with its id */
     GBX_BUG_ON(gbx_sandbox_hold(gbx_server_runtime(s), j->id, j->uid_slot, 0, &l->sb, NULL) < 0);
     j->later = gbx_http_later_new(req);
@@ -197,6 +243,18 @@ void gbx_hibernate(struct gbx_server *s, struct evhttp_request *req, struct gbx_
 fail:
     done(arg, req, NULL, err);
     gbx_err_free(err);
+}
+
+void gbx_hibernate(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
+                   gbx_hibernate_done_fn done, void *arg)
+{
+    hibernate_start(s, req, l, 0, done, arg);
+}
+
+void gbx_hibernate_or_pause(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
+                            gbx_hibernate_done_fn done, void *arg)
+{
+    hibernate_start(s, req, l, 1, done, arg);
 }
 
 /* ---- wake --------------------------------------------------------------------------------- */
@@ -252,6 +310,8 @@ static void wake_done(void *arg)
             gbx_err_set(&j->err, ENOENT, GBX_ERR_NOT_FOUND, "sandbox '%s' was deleted", j->id);
     }
     j->done(j->arg, req, j->err ? NULL : l, j->err);
+    if (l)
+        gbx_sandboxes_idle(s, l); /* deletes that waited for the wake */
     job_free(j);
 }
 

@@ -20,9 +20,17 @@ typedef void (*gbx_hibernate_done_fn)(void *arg, struct evhttp_request *req, str
                                       const struct gbx_err *err);
 
 /* Checkpoint l off the loop; its processes end, its image goes to <state>/hibernate/<id>. An
- * UNAVAILABLE error (nothing touched) when CRIU is not installed. */
+ * UNAVAILABLE error (nothing touched) when CRIU is not installed or cannot work on this
+ * kernel (gbx_criu_probe). Any failure before the dump completed leaves the sandbox running
+ * as it was (paused again if it was), with an error saying so; a delete meanwhile stops the
+ * dump and waits for it (gbx_sandboxes_destroy_later). */
 void gbx_hibernate(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
                    gbx_hibernate_done_fn done, void *arg);
+/* The same, for a caller that wants the sandbox paused either way (E2B pause): when
+ * hibernating is unavailable here or fails with the sandbox running on, it is frozen in
+ * place instead and done reports success (audited as sandbox.hibernate_failed). */
+void gbx_hibernate_or_pause(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
+                            gbx_hibernate_done_fn done, void *arg);
 /* Restore a hibernated l off the loop (a no-op for a running one). */
 void gbx_hibernate_wake(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
                         gbx_hibernate_done_fn done, void *arg);

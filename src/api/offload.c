@@ -7,11 +7,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/util.h"
 
-#define MAX_THREADS 8
+/* The pool grows when a job finds every thread busy (a hung helper holds one until its
+ * deadline: the next sandbox's job must not wait behind it), up to MAX_THREADS; threads
+ * that stay idle for IDLE_S seconds beyond the first ones end. */
+#define MAX_THREADS 64
+#define IDLE_S 30
 
 struct job {
     struct job *next;
@@ -28,8 +33,7 @@ struct gbx_offload {
     int stopping;
     int efd;
     struct event *ev;
-    pthread_t threads[MAX_THREADS];
-    unsigned nthreads;
+    unsigned nthreads, idle, min_threads;
 };
 
 static void *worker(void *p)
@@ -37,8 +41,16 @@ static void *worker(void *p)
     struct gbx_offload *o = p;
     pthread_mutex_lock(&o->mu);
     for (;;) {
-        while (o->todo == NULL && !o->stopping)
-            pthread_cond_wait(&o->cv, &o->mu);
+        while (o->todo == NULL && !o->stopping) {
+            o->idle++;
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += IDLE_S;
+            int r = pthread_cond_timedwait(&o->cv, &o->mu, &until);
+            o->idle--;
+            if (r == ETIMEDOUT && o->todo == NULL && o->nthreads > o->min_threads)
+                goto leave;
+        }
         struct job *j = o->todo;
         if (j == NULL)
             break;
@@ -53,8 +65,26 @@ static void *worker(void *p)
         uint64_t one = 1;
         (void)!write(o->efd, &one, sizeof(one));
     }
+leave:
+    o->nthreads--;
+    pthread_cond_broadcast(&o->cv); /* gbx_offload_free waits for the last one */
     pthread_mutex_unlock(&o->mu);
     return NULL;
+}
+
+/* One more worker (detached: the count, not a join, says when all are gone). mu held. */
+static int spawn(struct gbx_offload *o)
+{
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int r = pthread_create(&t, &at, worker, o);
+    pthread_attr_destroy(&at);
+    if (r != 0)
+        return -r;
+    o->nthreads++;
+    return 0;
 }
 
 static void drain_finished(struct gbx_offload *o)
@@ -110,11 +140,12 @@ int gbx_offload_new(struct event_base *base, unsigned threads, struct gbx_offloa
         threads = 2;
     if (threads > MAX_THREADS)
         threads = MAX_THREADS;
-    for (unsigned i = 0; i < threads; i++) {
-        if (pthread_create(&o->threads[i], NULL, worker, o) != 0)
+    o->min_threads = threads;
+    pthread_mutex_lock(&o->mu);
+    for (unsigned i = 0; i < threads; i++)
+        if (spawn(o) < 0)
             break;
-        o->nthreads++;
-    }
+    pthread_mutex_unlock(&o->mu);
     if (o->nthreads == 0) {
         gbx_offload_free(o);
         return -EAGAIN;
@@ -140,6 +171,9 @@ int gbx_offload_submit(struct gbx_offload *o, gbx_offload_work_fn work, gbx_offl
     }
     *o->todo_tail = j;
     o->todo_tail = &j->next;
+    /* nobody free to take it: one more thread (the job waits for a free one at the cap) */
+    if (o->idle == 0 && o->nthreads < MAX_THREADS)
+        (void)spawn(o);
     pthread_cond_signal(&o->cv);
     pthread_mutex_unlock(&o->mu);
     return 0;
@@ -152,9 +186,9 @@ void gbx_offload_free(struct gbx_offload *o)
     pthread_mutex_lock(&o->mu);
     o->stopping = 1;
     pthread_cond_broadcast(&o->cv);
+    while (o->nthreads > 0)
+        pthread_cond_wait(&o->cv, &o->mu);
     pthread_mutex_unlock(&o->mu);
-    for (unsigned i = 0; i < o->nthreads; i++)
-        pthread_join(o->threads[i], NULL);
     drain_finished(o);
     event_free(o->ev);
     close(o->efd);

@@ -7,6 +7,7 @@
 #define GBX_API_SANDBOXES_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "base/err.h"
@@ -14,6 +15,7 @@
 
 struct gbx_server;
 struct gbx_egress_sb;
+struct gbx_pending_delete;
 
 /* A sandbox the daemon keeps. Strings and JSON are owned. */
 struct gbx_live {
@@ -37,6 +39,8 @@ struct gbx_live {
     int busy;                     /* GBX_BUSY_*, or 0 */
     int hibernated; /* its processes and memory are on disk; sb is a stand-in (no processes) */
     int on_timeout_pause; /* its timeout pauses it instead of destroying it */
+    atomic_int *cancel;   /* set it to stop the job that holds it (GBX_BUSY_WORKER), or NULL */
+    struct gbx_pending_delete *pending; /* deletes waiting for that job to end */
 };
 
 enum {
@@ -71,6 +75,17 @@ struct gbx_live *gbx_sandboxes_find(struct gbx_server *s, const char *id);
  * sandbox is gone either way; -1 says what could not be cleaned up. */
 int gbx_sandboxes_destroy(struct gbx_server *s, struct gbx_live *l, const char *kind,
                           json_t *detail, struct gbx_err **err);
+/* Destroy it as soon as it can be: now, or, while a job holds it (a hibernate or a wake on a
+ * worker thread), once that job has ended; a hibernate in progress is stopped first. done
+ * runs exactly once: err NULL when the sandbox is gone, else what could not be cleaned up
+ * (it is gone either way) or why it could not be deleted. detail is stolen. Acts as the
+ * current actor (visibility was checked by the caller). */
+typedef void (*gbx_sandboxes_gone_fn)(void *arg, const struct gbx_err *err);
+void gbx_sandboxes_destroy_later(struct gbx_server *s, struct gbx_live *l, const char *kind,
+                                 json_t *detail, gbx_sandboxes_gone_fn done, void *arg);
+/* The job that held it has ended (its result applied): it is idle again, and the deletes
+ * that waited run now. l may be freed by this call. */
+void gbx_sandboxes_idle(struct gbx_server *s, struct gbx_live *l);
 /* Set when the reaper destroys it (0: never), recorded and audited (detail stolen). */
 void gbx_sandboxes_set_expiry(struct gbx_server *s, struct gbx_live *l, int64_t expires_ns,
                               json_t *detail);

@@ -59,6 +59,7 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "sandbox/backend.h"
+#include "sandbox/criu.h"
 #include "store/store.h"
 #include "store/writer.h"
 
@@ -180,9 +181,10 @@ static json_t *sandbox_json(const struct gbx_live *l)
     json_object_set_new(limits, "disk", json_integer((json_int_t)l->disk_bytes));
     json_t *j = json_pack(
         "{s:s,s:s,s:s,s:s,s:o,s:i}", "id", l->sb->id, "template", l->template_name, "state",
-        l->hibernated ? "hibernated"
-        : l->paused   ? "paused"
-                      : "running",
+        l->busy == GBX_BUSY_WORKER ? (l->hibernated ? "waking" : "hibernating")
+        : l->hibernated            ? "hibernated"
+        : l->paused                ? "paused"
+                                   : "running",
         "created_at", created, "limits", limits, "host_uid", (json_int_t)l->sb->host_uid);
     if (l->expires_ns) {
         gbx_autofree char *exp = gbx_rfc3339(l->expires_ns);
@@ -1107,6 +1109,7 @@ out:
 
 static void live_free(struct gbx_live *l)
 {
+    GBX_BUG_ON(l->pending != NULL); /* a delete would never be answered */
     gbx_egress_detach(l->egress);
     json_decref(l->env);
     json_decref(l->metadata);
@@ -1167,6 +1170,74 @@ int gbx_sandboxes_destroy(struct gbx_server *s, struct gbx_live *l, const char *
     return r;
 }
 
+struct gbx_pending_delete {
+    struct gbx_pending_delete *next;
+    char *kind, *owner;
+    json_t *detail;
+    gbx_sandboxes_gone_fn done;
+    void *arg;
+};
+
+void gbx_sandboxes_destroy_later(struct gbx_server *s, struct gbx_live *l, const char *kind,
+                                 json_t *detail, gbx_sandboxes_gone_fn done, void *arg)
+{
+    if (l->busy != GBX_BUSY_WORKER) {
+        struct gbx_err *err = NULL;
+        int r = gbx_sandboxes_destroy(s, l, kind, detail, &err);
+        done(arg, r < 0 ? err : NULL);
+        gbx_err_free(err);
+        return;
+    }
+    struct gbx_pending_delete *p = gbx_xcalloc(1, sizeof(*p));
+    p->kind = gbx_xstrdup(kind);
+    p->owner = gbx_xstrdup(gbx_server_owner(s));
+    p->detail = detail;
+    p->done = done;
+    p->arg = arg;
+    p->next = l->pending;
+    l->pending = p;
+    if (l->cancel && !atomic_exchange(l->cancel, 1))
+        gbx_log_info("sandbox '%s': its hibernate is stopped for a delete", l->sb->id);
+}
+
+void gbx_sandboxes_idle(struct gbx_server *s, struct gbx_live *l)
+{
+    l->busy = 0;
+    l->cancel = NULL;
+    struct gbx_pending_delete *p = l->pending;
+    l->pending = NULL;
+    if (p == NULL)
+        return;
+    /* the first delete asked does it (as its caller); the others get the same answer */
+    struct gbx_pending_delete *first = p;
+    while (first->next)
+        first = first->next;
+    gbx_server_act_as(s, first->owner);
+    struct gbx_err *err = NULL;
+    int r = gbx_sandboxes_destroy(s, l, first->kind, json_incref(first->detail), &err);
+    while (p) {
+        struct gbx_pending_delete *n = p->next;
+        p->done(p->arg, r < 0 ? err : NULL);
+        json_decref(p->detail);
+        free(p->kind);
+        free(p->owner);
+        free(p);
+        p = n;
+    }
+    gbx_err_free(err);
+}
+
+static void deleted(void *arg, const struct gbx_err *err)
+{
+    struct evhttp_request *req = gbx_http_later_take(arg);
+    if (req == NULL)
+        return; /* the client left: the sandbox went anyway */
+    if (err)
+        gbx_http_reply_err(req, err);
+    else
+        gbx_http_reply_json(req, 204, NULL);
+}
+
 static void handle_delete(struct gbx_server *s, struct evhttp_request *req, const char *id)
 {
     struct gbx_live *l = live_find(s, id);
@@ -1174,13 +1245,8 @@ static void handle_delete(struct gbx_server *s, struct evhttp_request *req, cons
         gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
         return;
     }
-    struct gbx_err *err = NULL;
-    if (gbx_sandboxes_destroy(s, l, "sandbox.delete", NULL, &err) < 0) {
-        gbx_http_reply_err(req, err);
-        gbx_err_free(err);
-        return;
-    }
-    gbx_http_reply_json(req, 204, NULL);
+    /* a 204 means it is gone: while a hibernate holds it, the answer waits for that to stop */
+    gbx_sandboxes_destroy_later(s, l, "sandbox.delete", NULL, deleted, gbx_http_later_new(req));
 }
 
 static void method_not_allowed(struct evhttp_request *req, const char *allow);
@@ -1233,8 +1299,9 @@ static void handle_pause(struct gbx_server *s, struct evhttp_request *req, struc
     struct gbx_err *err = NULL;
     if (l->busy) {
         json_decref(body);
-        return gbx_http_reply_error(req, GBX_ERR_CONFLICT, "sandbox '%s' is busy with a snapshot",
-                                    l->sb->id);
+        return gbx_http_reply_error(
+            req, GBX_ERR_CONFLICT, "sandbox '%s' is busy with %s", l->sb->id,
+            l->busy == GBX_BUSY_WORKER ? (l->hibernated ? "waking" : "a hibernate") : "a snapshot");
     }
     if (l->hibernated && !pause) {
         if (v)
@@ -1432,6 +1499,21 @@ static void reap_expired(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* What /healthz says besides "ok": the host capabilities a sandbox path depends on, each
+ * "available", "unavailable" or "probing"; why, for the admin only. */
+static json_t *health_json(const struct gbx_server *s)
+{
+    const char *why = NULL;
+    int criu = gbx_criu_probe_result(&why);
+    json_t *hib = json_pack("{s:s}", "state",
+                            criu == 1   ? "available"
+                            : criu == 0 ? "unavailable"
+                                        : "probing");
+    if (s->admin && criu >= 0)
+        json_object_set_new(hib, "reason", json_string(why));
+    return json_pack("{s:s,s:{s:o}}", "status", "ok", "capabilities", "hibernate", hib);
+}
+
 /* GET /metrics: Prometheus text exposition format. */
 static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
 {
@@ -1447,6 +1529,13 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
                         "glovebox_sandboxes{state=\"paused\"} %zu\n"
                         "glovebox_sandboxes{state=\"pooled\"} %zu\n",
                         running - paused, paused, s->pool_len);
+    int criu = gbx_criu_probe_result(NULL);
+    evbuffer_add_printf(b,
+                        "# HELP glovebox_capability_available Host capabilities a sandbox path "
+                        "relies on: 1 available, 0 not (GET /healthz says why), -1 being probed.\n"
+                        "# TYPE glovebox_capability_available gauge\n"
+                        "glovebox_capability_available{capability=\"hibernate\"} %d\n",
+                        criu);
     evbuffer_add_printf(b, "# HELP glovebox_sandbox_create_seconds Time from a create request "
                            "to the sandbox's agent answering.\n"
                            "# TYPE glovebox_sandbox_create_seconds histogram\n");
@@ -1782,7 +1871,7 @@ static void route(struct gbx_server *s, struct evhttp_request *req)
     if (strcmp(path, "/healthz") == 0) {
         if (m != EVHTTP_REQ_GET)
             return method_not_allowed(req, "GET");
-        return gbx_http_reply_json(req, 200, json_pack("{s:s}", "status", "ok"));
+        return gbx_http_reply_json(req, 200, health_json(s));
     }
     if (strcmp(path, "/metrics") == 0) {
         if (m != EVHTTP_REQ_GET)
@@ -2256,6 +2345,24 @@ const char *gbx_server_owner(const struct gbx_server *s)
     return s->admin ? "" : s->key_name;
 }
 
+static void probe_work(void *arg)
+{
+    struct gbx_server *s = arg;
+    (void)gbx_criu_probe(&s->rt, NULL);
+}
+
+static void probe_done(void *arg)
+{
+    (void)arg;
+    const char *why = NULL;
+    if (gbx_criu_probe_result(&why) == 1)
+        gbx_log_info("hibernate: available (%s)", why);
+    else
+        gbx_log_warn("hibernate: unavailable on this host: %s; pause freezes sandboxes in "
+                     "memory instead",
+                     why);
+}
+
 /* One daemon per state directory and per runtime directory: a second one would adopt the
  * first one's sandboxes (and fail to lock them), take over its socket, and remove what it
  * could not lock. Nothing has been touched yet when this refuses. */
@@ -2295,6 +2402,8 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     if (gbx_runtime_init(&s->rt, &ro, err) < 0)
         goto fail;
     s->rt_ready = 1;
+    s->rt.criu_timeout_ms = cfg->criu_timeout_ms;
+    s->rt.helper_timeout_ms = cfg->helper_timeout_ms;
     if (lock_dirs(s, err) < 0)
         goto fail;
     db = gbx_asprintf("%s/glovebox.db", s->rt.state_dir);
@@ -2317,6 +2426,9 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
         gbx_sessions_new(s, base, s->rt.state_dir, &s->sessions, err) < 0)
         goto fail;
     gbx_snapshots_sweep(s->snapshots);
+    /* what CRIU can do on this kernel, found out off the loop (cached per kernel build) */
+    if (gbx_offload_submit(s->offload, probe_work, probe_done, s) < 0)
+        gbx_log_warn("cannot probe CRIU: hibernate waits for its first use to find out");
     if (gbx_gc_new(s, base, &cfg->retention, &s->gc) < 0) {
         gbx_err_set(err, ENOMEM, GBX_ERR_INTERNAL, "cannot start the retention collector");
         goto fail;
@@ -2423,6 +2535,10 @@ void gbx_server_free(struct gbx_server *s)
 {
     if (s == NULL)
         return;
+    /* a hibernate in progress stops (the sandbox runs on) rather than hold the exit */
+    for (struct gbx_live *l = s->live; l; l = l->next)
+        if (l->cancel)
+            atomic_store(l->cancel, 1);
     gbx_offload_free(s->offload); /* finishes queued work while the sandboxes still exist */
     s->offload = NULL;
     gbx_server_shutdown(s, 0);

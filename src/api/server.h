@@ -5,6 +5,7 @@
 #define GBX_API_SERVER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "api/gc.h"
 #include "base/err.h"
@@ -23,6 +24,8 @@ struct gbx_server_config {
     const char *egress_hosts;    /* "name=IPv4 ..." upstream overrides, or NULL */
     const char *egress_extra_ca; /* PEM file of extra upstream trust anchors, or NULL */
     unsigned egress_max_conns;   /* per sandbox; 0: 256 */
+    int64_t criu_timeout_ms;     /* one criu dump or restore; 0: 2 minutes */
+    int64_t helper_timeout_ms;   /* tar, debootstrap and other helpers; 0: 30 minutes */
     struct gbx_gc_policy retention;
 };
 

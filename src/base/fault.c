@@ -78,29 +78,32 @@ static int hit(const char *point, int may_fail)
     pthread_once(&once, parse);
     if (atomic_load(&state) != 2)
         return 0;
+    /* the hits of a point are counted once, whatever the entries that name it */
+    struct fault *fire = NULL;
     for (size_t i = 0; i < nfaults; i++) {
         struct fault *f = &faults[i];
-        if (strcmp(f->point, point) != 0)
-            continue;
-        if (atomic_fetch_add(&f->hits, 1) + 1 != f->at)
-            return 0;
-        static const char *const names[] = {"kill", "fail", "hang"};
-        enum action act = f->act == ACT_FAIL && !may_fail ? ACT_KILL : f->act;
-        fprintf(stderr, "fault: '%s': %s\n", point, names[act]);
-        fflush(stderr);
-        switch (act) {
-        case ACT_KILL:
-            raise(SIGKILL);
-            break;
-        case ACT_HANG: {
-            struct timespec ts = {3600, 0};
-            while (nanosleep(&ts, &ts) < 0)
-                ;
-            return 0;
-        }
-        case ACT_FAIL:
-            return -EIO;
-        }
+        if (strcmp(f->point, point) == 0 && atomic_fetch_add(&f->hits, 1) + 1 == f->at &&
+            fire == NULL)
+            fire = f;
+    }
+    if (fire == NULL)
+        return 0;
+    static const char *const names[] = {"kill", "fail", "hang"};
+    enum action act = fire->act == ACT_FAIL && !may_fail ? ACT_KILL : fire->act;
+    fprintf(stderr, "fault: '%s': %s\n", point, names[act]);
+    fflush(stderr);
+    switch (act) {
+    case ACT_KILL:
+        raise(SIGKILL);
+        break;
+    case ACT_HANG: {
+        struct timespec ts = {3600, 0};
+        while (nanosleep(&ts, &ts) < 0)
+            ;
+        return 0;
+    }
+    case ACT_FAIL:
+        return -EIO;
     }
     return 0;
 }

@@ -288,12 +288,23 @@ int gbx_cmd_status(int argc, char **argv)
         return gbx_cli_result(s1, NULL, 200);
     }
     int s2 = gbx_cli_call("GET", "/v1/sandboxes", NULL, &list);
+    json_t *health = NULL;
+    int s3 = gbx_cli_call("GET", "/healthz", NULL, &health);
     printf("gloveboxd %s on %s: serving, %zu sandboxes\n",
            json_string_value(json_object_get(version, "version")), gbx_cli_socket(),
            json_array_size(json_object_get(list, "sandboxes")));
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(health, "capabilities"), k, v)
+    {
+        const char *why = json_string_value(json_object_get(v, "reason"));
+        printf("  %-10s %s%s%s\n", k, json_string_value(json_object_get(v, "state")),
+               why ? ": " : "", why ? why : "");
+    }
     json_decref(version);
     json_decref(list);
-    return s2 == 200 ? 0 : 1;
+    json_decref(health);
+    return s2 == 200 && s3 == 200 ? 0 : 1;
 }
 
 int gbx_cmd_info(int argc, char **argv)

@@ -56,6 +56,10 @@ static const char usage[] =
     "  --retain-sessions R    sessions (and their logs) by last activity: age=,count=\n"
     "  --retain-stopped R     paused sandboxes by time paused: age=,count=\n"
     "  --gc-interval DURATION how often the collector runs (default 60s)\n"
+    "  --hibernate-timeout DURATION   longest a criu dump or restore may take before it\n"
+    "                         is stopped and the hibernate or wake fails cleanly (default 2m)\n"
+    "  --helper-timeout DURATION      the same for other helpers: tar of a writable layer,\n"
+    "                         debootstrap (default 30m)\n"
     "  -h, --help\n";
 
 /* Every live sandbox holds descriptors (its agent connection, pidfd, cgroup); a thousand of
@@ -223,6 +227,16 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
             return -1;
         }
         st->cfg.retention.interval_ms = ms;
+    } else if (strcmp(key, "hibernate-timeout") == 0 || strcmp(key, "helper-timeout") == 0) {
+        uint64_t ms;
+        if (gbx_parse_duration_ms(value, &ms) < 0 || ms < 100 || ms > 7 * 86400000ull) {
+            snprintf(err, errsz, "%s must be a duration from 100ms to 7d", key);
+            return -1;
+        }
+        if (key[1] == 'i')
+            st->cfg.criu_timeout_ms = (int64_t)ms;
+        else
+            st->cfg.helper_timeout_ms = (int64_t)ms;
     } else if (strcmp(key, "kill-on-exit") == 0) {
         if (parse_bool(value, &st->kill_on_exit) < 0) {
             snprintf(err, errsz, "kill-on-exit must be true or false");
@@ -297,6 +311,8 @@ int main(int argc, char **argv)
         {"retain-sessions", required_argument, NULL, 0},
         {"retain-stopped", required_argument, NULL, 0},
         {"gc-interval", required_argument, NULL, 0},
+        {"hibernate-timeout", required_argument, NULL, 0},
+        {"helper-timeout", required_argument, NULL, 0},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };

@@ -4,6 +4,7 @@
 #ifndef GBX_SANDBOX_BACKEND_H
 #define GBX_SANDBOX_BACKEND_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -40,7 +41,14 @@ struct gbx_runtime {
     uint8_t slot_state[GBX_MAX_UID_SLOTS];
     char *staging_dir;  /* <runtime>/mnt: empty mount point each sandbox mounts over privately */
     char *trust_bundle; /* CA bundle bound over the sandbox's, or NULL (owned) */
+    /* deadlines of external helpers, ms (0: the defaults below): a helper that takes longer
+     * is killed with its process group and its step fails cleanly */
+    int64_t criu_timeout_ms;   /* one criu dump or restore */
+    int64_t helper_timeout_ms; /* tar of a writable layer, debootstrap, and the like */
 };
+
+#define GBX_DEFAULT_CRIU_TIMEOUT_MS (120 * 1000)
+#define GBX_DEFAULT_HELPER_TIMEOUT_MS (30 * 60 * 1000)
 
 struct gbx_sandbox_spec {
     const char *id;            /* [a-z0-9][a-z0-9-]*, at most GBX_ID_MAX */
@@ -69,6 +77,7 @@ struct gbx_sandbox {
     int exited;
     int exit_status;
     struct gbx_saved_spec *saved; /* what create asked for, for a checkpoint (sandbox/criu.h) */
+    atomic_int cancel; /* set (from any thread) to stop a checkpoint or restore in progress */
 };
 
 struct gbx_saved_spec;
@@ -84,7 +93,7 @@ struct gbx_backend_ops {
     int (*usage)(struct gbx_sandbox *sb, struct gbx_cg_usage *u, struct gbx_err **err);
     /* kill everything, wait, remove every trace; frees sb even on error */
     int (*destroy)(struct gbx_sandbox *sb, struct gbx_err **err);
-    int (*checkpoint)(struct gbx_sandbox *sb, const char *dir, struct gbx_err **err);
+    int (*checkpoint)(struct gbx_sandbox *sb, const char *dir, int *gone, struct gbx_err **err);
     int (*restore)(struct gbx_runtime *rt, const char *dir, struct gbx_sandbox **out,
                    struct gbx_err **err);
 };

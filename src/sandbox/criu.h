@@ -23,12 +23,36 @@ void gbx_saved_spec_free(struct gbx_saved_spec *s);
  * the process exits. 0, or -1 with an UNAVAILABLE error saying how to get one. */
 int gbx_criu_available(const char **path, struct gbx_err **err) GBX_WUR;
 
+/* Is CRIU usable here: found (gbx_criu_available), and can it really dump and restore on
+ * this kernel (gbx_criu_probe's answer, waited for if it is still running)? 0 with *path,
+ * or -1 with an UNAVAILABLE error saying why. */
+int gbx_criu_usable(struct gbx_runtime *rt, const char **path, struct gbx_err **err) GBX_WUR;
+
+/* Probe CRIU on this host, once per process (later calls wait for the first and return its
+ * answer): dump and restore a throwaway process, each under a short deadline. The answer is
+ * kept in <state>/criu-probe.conf for this kernel build and this CRIU, so a restart on the
+ * same ones does not probe again. 1 usable, 0 not (why: the reason, static or owned by the
+ * module until exit). Thread-safe; blocks up to about 2 x 15 s the first time. */
+int gbx_criu_probe(struct gbx_runtime *rt, const char **why);
+/* The probe's answer without waiting: 1 usable, 0 not, -1 not known yet (why as above). */
+int gbx_criu_probe_result(const char **why);
+
+/* After a checkpoint that did not finish, with the tree still alive: lift CRIU's network
+ * lock and give init its control listener (and, layer_fd >= 0, its layer handle) back, then
+ * check that it answers. gbx_sandbox_checkpoint does this itself; a daemon that adopts a
+ * sandbox whose hibernate was interrupted by its predecessor's death calls it too. */
+int gbx_sandbox_unhibernate(struct gbx_sandbox *sb, int layer_fd, struct gbx_err **err) GBX_WUR;
+
 /* Dump the sandbox's processes and memory into dir (created if missing, 0700) and save its
  * writable layer and what a restore needs (hibernate.conf). The sandbox is gone afterwards:
- * on success sb is destroyed and freed. On failure before the sandbox was touched (no CRIU,
- * an unknown bind mount) sb is left as it was and running; on a failure of the dump itself
- * the sandbox cannot be reached any more and is destroyed and freed too (*err says so). */
-int gbx_sandbox_checkpoint(struct gbx_sandbox *sb, const char *dir, struct gbx_err **err) GBX_WUR;
+ * on success sb is destroyed and freed. A failure before the dump completed (no CRIU, no
+ * room, an unknown bind mount, criu failing, stopped at its deadline or cancelled through
+ * sb->cancel) leaves sb as it was and running: the error says "runs on as it was". Only when
+ * the dump completed (the tree is gone) and saving the rest failed, or the tree died on its
+ * own, is sb destroyed and freed too (*err says "the sandbox is lost"). *gone says whether sb
+ * was freed (1: dumped, or lost; 0: it runs on). */
+int gbx_sandbox_checkpoint(struct gbx_sandbox *sb, const char *dir, int *gone,
+                           struct gbx_err **err) GBX_WUR;
 
 /* Restore a sandbox checkpointed into dir, in this process (which need not be the one that
  * dumped it), under its old id (id: NULL, or the checkpointed id). Takes its uid slot again
@@ -41,7 +65,7 @@ int gbx_sandbox_restore(struct gbx_runtime *rt, const char *dir, const char *id,
                         struct gbx_sandbox **out, struct gbx_err **err) GBX_WUR;
 
 /* the namespace backend's checkpoint and restore slots */
-int gbx_ns_checkpoint(struct gbx_sandbox *sb, const char *dir, struct gbx_err **err);
+int gbx_ns_checkpoint(struct gbx_sandbox *sb, const char *dir, int *gone, struct gbx_err **err);
 int gbx_ns_restore(struct gbx_runtime *rt, const char *dir, struct gbx_sandbox **out,
                    struct gbx_err **err);
 

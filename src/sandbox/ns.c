@@ -18,6 +18,7 @@
 #include "base/fileutil.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "base/log.h"
 #include "sandbox/criu.h"
 #include "sandbox/init_image.h"
 #include "agent/proto.h"
@@ -170,14 +171,16 @@ void gbx_runtime_release(struct gbx_runtime *rt)
 
 int gbx_ns_ctl_listen(struct gbx_sandbox *sb, int restoring, struct gbx_err **err)
 {
-    sb->dir = gbx_asprintf("%s/sandboxes/%s", sb->rt->runtime_dir, sb->id);
+    if (sb->dir == NULL) /* set already when an init is given a listener again */
+        sb->dir = gbx_asprintf("%s/sandboxes/%s", sb->rt->runtime_dir, sb->id);
     if (mkdir(sb->dir, 0700) < 0 && !(restoring && errno == EEXIST)) {
         int e = errno;
         free(sb->dir);
         sb->dir = NULL;
         return gbx_err_sys(err, e, "cannot create '%s/sandboxes/%s'", sb->rt->runtime_dir, sb->id);
     }
-    sb->ctl_path = gbx_asprintf("%s/ctl.sock", sb->dir);
+    if (sb->ctl_path == NULL)
+        sb->ctl_path = gbx_asprintf("%s/ctl.sock", sb->dir);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(sb->ctl_path) >= sizeof(sa.sun_path))
         return gbx_err_set(err, ENAMETOOLONG, GBX_ERR_INVALID, "control socket path too long");
@@ -472,8 +475,22 @@ int gbx_sandbox_adopt(struct gbx_runtime *rt, const struct gbx_sandbox_record *r
     }
     if (gbx_cgroup_open(&sb->cg, &rt->cg, rec->id, err) < 0)
         goto fail_slot;
-    if (ns_connect(sb, &sb->conn_fd, err) < 0)
-        goto fail_slot;
+    if (ns_connect(sb, &sb->conn_fd, NULL) < 0) {
+        /* nobody listens: a hibernate the last daemon did not finish (it died during the
+         * dump) left init with a placeholder; give it its listener back. Its layer handle
+         * went with the old daemon: snapshots of it are refused from now on */
+        struct gbx_err *uerr = NULL;
+        if (gbx_sandbox_unhibernate(sb, -1, &uerr) < 0) {
+            gbx_err_set(err, ECONNREFUSED, GBX_ERR_UNAVAILABLE,
+                        "sandbox '%s': its init does not answer: %s", rec->id, uerr->msg);
+            gbx_err_free(uerr);
+            goto fail_slot;
+        }
+        gbx_log_warn("sandbox '%s': a hibernate that did not finish is undone; it runs on",
+                     rec->id);
+        if (ns_connect(sb, &sb->conn_fd, err) < 0)
+            goto fail_slot;
+    }
     *out = sb;
     return 0;
 fail_slot:

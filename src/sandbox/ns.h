@@ -59,6 +59,9 @@ int gbx_ns_idmapped_tree(const char *path, int userns_fd);
 
 /* netns.c: bring up loopback in the current network namespace. */
 int gbx_ns_loopback_up(void);
+/* Delete the nftables tables of pid's network namespace whose names start with prefix
+ * (e.g. "CRIU-": the network lock of a dump that did not finish). 0 or -errno. */
+int gbx_ns_netns_drop_tables(pid_t pid, const char *prefix);
 
 /* caps.c: reduce the bounding set to gbx_caps_keep, clear ambient and inheritable. */
 int gbx_ns_caps_drop(void);

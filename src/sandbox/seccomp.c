@@ -46,6 +46,8 @@ const struct gbx_seccomp_rule gbx_seccomp_rules[] = {
     DENY("ptrace", "process inspection and injection; a kernel attack surface"),
     DENY("process_vm_readv", "reads another process's memory, like ptrace"),
     DENY("process_vm_writev", "writes another process's memory, like ptrace"),
+    DENY("pidfd_getfd", "takes a copy of another process's descriptor, like ptrace (init's "
+                        "hibernate placeholder among them)"),
     /* the kernel itself */
     DENY("kexec_load", "replaces the running kernel"),
     DENY("kexec_file_load", "replaces the running kernel"),

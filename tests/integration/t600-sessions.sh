@@ -153,7 +153,8 @@ x onpaused bash '{"command":"echo thawed"}'
 check "a call to a paused sandbox resumes it first" eval "[ \"\$(err)\" = False ] && [ \"\$(text)\" = thawed ]"
 req GET "/v1/sandboxes/$SB2"
 check "and it is running again" [ "$(field "j['state']")" = running ]
-if [ -x .deps/criu/bin/criu ] || [ -n "${GLOVEBOX_CRIU:-}" ]; then
+hibernate_capability
+if [ "$CRIU_OK" = 1 ]; then
     x mem bash '{"command":"sh -c \"sleep 1000\" >/dev/null 2>&1 & echo $! > /tmp/pid"}'
     req POST "/v1/sandboxes/$SB2/hibernate" '{}'
     check "the session's sandbox hibernates" [ "$(field "j['state']")" = hibernated ]
