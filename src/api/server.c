@@ -2059,7 +2059,10 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
         l->paused = 1;
         return 0;
     }
-    if (gbx_sandbox_adopt(&s->rt, &rec, &sb, &err) < 0 || agent_hello(sb, &err) < 0) {
+    /* no hello: a frozen init (paused, or frozen for a snapshot when its daemon died) cannot
+     * answer, and a slow one must not hold the start; the pidfd and its uid say init lives,
+     * the connect that its listener is there */
+    if (gbx_sandbox_adopt(&s->rt, &rec, &sb, &err) < 0) {
         /* collected now, removed after the walk (the walk holds a read statement) */
         struct gone *g = gbx_xcalloc(1, sizeof(*g));
         g->id = gbx_xstrdup(row->id);
@@ -2071,6 +2074,14 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
             gbx_sandbox_forget(sb);
         return 0;
     }
+    if (sb->conn_fd >= 0) { /* requests open their own connections */
+        close(sb->conn_fd);
+        sb->conn_fd = -1;
+    }
+    /* frozen for a snapshot by a daemon that died during the copy: it was running */
+    if (gbx_snapshots_unfreeze_stale(sb) == 1)
+        gbx_log_warn("sandbox '%s': thawed (its daemon died while it was frozen for a snapshot)",
+                     row->id);
     struct gbx_egress_policy *policy = adopted_policy(s, row);
     struct gbx_egress_sb *egress = NULL;
     if (gbx_egress_attach(s->egress, sb->id, sb->init_pid, policy, &egress, &err) < 0) {

@@ -19,6 +19,7 @@
 #include "api/sandboxes.h"
 #include "api/server.h"
 #include "base/clock.h"
+#include "base/fault.h"
 #include "base/fileutil.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -385,9 +386,44 @@ struct take {
     void *arg;
 };
 
+/* <runtime>/sandboxes/<id>/snapshot.freeze: there while a snapshot holds the sandbox frozen */
+static char *freeze_mark_path(const struct gbx_sandbox *sb)
+{
+    return sb->dir ? gbx_asprintf("%s/snapshot.freeze", sb->dir) : NULL;
+}
+
+static int freeze_mark(const struct gbx_sandbox *sb, int set, struct gbx_err **err)
+{
+    gbx_autofree char *p = freeze_mark_path(sb);
+    if (p == NULL)
+        return 0;
+    if (!set)
+        return unlink(p) < 0 && errno != ENOENT ? -1 : 0;
+    int r = gbx_write_file_atomic(p, "", 0, 0600);
+    if (r < 0)
+        return gbx_err_sys(err, -r, "cannot write '%s'", p);
+    return 0;
+}
+
+int gbx_snapshots_unfreeze_stale(struct gbx_sandbox *sb)
+{
+    gbx_autofree char *p = freeze_mark_path(sb);
+    if (p == NULL || access(p, F_OK) < 0)
+        return 0;
+    struct gbx_err *err = NULL;
+    if (gbx_cgroup_freeze(&sb->cg, 0, &err) < 0) {
+        gbx_log_error("sandbox '%s': %s", sb->id, err->msg);
+        gbx_err_free(err);
+        return -1;
+    }
+    (void)unlink(p);
+    return 1;
+}
+
 static void take_work(void *arg)
 {
     struct take *t = arg;
+    gbx_fault_point("snapshot.copy");
     gbx_autofree char *layer = gbx_asprintf("%s/layer", t->dir);
     if (mkdir(t->dir, 0700) < 0) {
         gbx_err_sys(&t->err, errno, "cannot create '%s'", t->dir);
@@ -415,6 +451,8 @@ static void take_done(void *arg)
         if (gbx_sandboxes_pause(s, l, 0, &e) < 0) {
             gbx_log_error("%s", e->msg);
             gbx_err_free(e);
+        } else {
+            (void)freeze_mark(l->sb, 0, NULL);
         }
     }
     if (l)
@@ -490,11 +528,15 @@ void gbx_snapshots_take(struct gbx_snapshots *ss, struct evhttp_request *req, st
     }
     struct take *t = gbx_xcalloc(1, sizeof(*t));
     t->was_paused = l->paused;
-    if (!l->paused && gbx_sandboxes_pause(s, l, 1, &err) < 0) {
+    /* a daemon that dies during the copy leaves the sandbox frozen: the mark tells the next
+     * one it was not paused (its state, written behind, cannot) */
+    if (!l->paused && (freeze_mark(l->sb, 1, &err) < 0 || gbx_sandboxes_pause(s, l, 1, &err) < 0)) {
+        (void)freeze_mark(l->sb, 0, NULL);
         close(ufd);
         free(t);
         goto fail;
     }
+    gbx_fault_point("snapshot.frozen");
     l->busy = GBX_BUSY_SNAPSHOT;
     t->ss = ss;
     t->t0 = t0;

@@ -71,6 +71,11 @@ const char *gbx_snapshots_of_template(struct gbx_snapshots *ss, const char *tmpl
 
 /* Remove deleted snapshots that nothing stacks on any more (in the background). */
 void gbx_snapshots_sweep(struct gbx_snapshots *ss);
+/* A sandbox being adopted that a snapshot of the last daemon left frozen (the daemon died
+ * during the copy) is thawed: 1 when it was, 0 when it was not frozen for one, -1 on error
+ * (logged). */
+struct gbx_sandbox;
+int gbx_snapshots_unfreeze_stale(struct gbx_sandbox *sb);
 
 /* For retention (gc.c): every snapshot, oldest first. */
 struct gbx_snapshot_info {
