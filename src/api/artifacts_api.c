@@ -50,6 +50,7 @@
 #include "api/http.h"
 #include "api/offload.h"
 #include "api/sandboxes.h"
+#include "base/fault.h"
 #include "base/clock.h"
 #include "base/fileutil.h"
 #include "base/log.h"
@@ -745,6 +746,7 @@ static void publish_work(void *arg)
     }
     close(p->out);
     p->out = -1;
+    gbx_fault_point("artifact.copied");
     char *blob = gbx_asprintf("%s/%s", p->dir, p->sha);
     struct inflight *f = gbx_xcalloc(1, sizeof(*f));
     memcpy(f->sha, p->sha, sizeof(f->sha));

@@ -21,6 +21,7 @@
 #include "api/server.h"
 #include "api/snapshots.h"
 #include "base/clock.h"
+#include "base/fault.h"
 #include "base/fileutil.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -264,6 +265,8 @@ static void wake_work(void *arg)
     struct job *j = arg;
     if (gbx_sandbox_restore(gbx_server_runtime(j->s), j->dir, j->id, &j->sb, &j->err) < 0)
         j->sb = NULL;
+    else
+        gbx_fault_point("wake.restored");
     j->t_lib = gbx_monotonic_ns();
 }
 

@@ -54,6 +54,7 @@
 #include "api/sandboxes.h"
 #include "api/http.h"
 #include "api/offload.h"
+#include "base/fault.h"
 #include "base/fileutil.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -493,6 +494,7 @@ static void live_row(const struct gbx_live *l, struct gbx_store_sandbox *row, ch
 }
 
 static int store_put_live(struct gbx_server *s, const struct gbx_live *l, struct gbx_err **err);
+static void live_free(struct gbx_live *l);
 
 void gbx_sandboxes_set_attr(struct gbx_server *s, struct gbx_live *l, const char *key,
                             json_t *value)
@@ -772,6 +774,7 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
         if (s->pool_target)
             s->m.pool_misses++;
     }
+    gbx_fault_point("create.spawned");
     struct gbx_live *l = gbx_xcalloc(1, sizeof(*l));
     l->sb = sb;
     l->template_name = gbx_xstrdup(c.template_name ? c.template_name : GBX_DEFAULT_TEMPLATE);
@@ -796,11 +799,16 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
     s->live = l;
     observe_create(s, (double)(gbx_monotonic_ns() - t0) / 1e9);
 
-    struct gbx_err *perr = NULL;
-    if (store_put_live(s, l, &perr) < 0) {
-        gbx_log_error("sandbox '%s': %s", l->sb->id, perr->msg);
-        gbx_err_free(perr);
+    /* a sandbox the store does not know would not survive a restart: it is not made */
+    if (store_put_live(s, l, err) < 0) {
+        s->m.create_failed++;
+        s->live = l->next;
+        gbx_autofree char *sid = gbx_xstrdup(l->sb->id);
+        (void)!gbx_sandbox_destroy(l->sb, NULL);
+        live_free(l);
+        return gbx_err_wrap(err, "create sandbox '%s': cannot record it", sid);
     }
+    gbx_fault_point("create.recorded");
     json_t *detail = json_deep_copy(body);
     if (l->env) {
         json_t *names = json_array(); /* names only: values may be private */
@@ -1158,6 +1166,7 @@ int gbx_sandboxes_destroy(struct gbx_server *s, struct gbx_live *l, const char *
         *pp = l->next;
     gbx_autofree char *sid = gbx_xstrdup(l->sb->id);
     int r = gbx_sandbox_destroy(l->sb, err);
+    gbx_fault_point("delete.destroyed");
     live_free(l);
     store_delete(s, sid);
     gbx_server_audit(s, kind, sid, detail);

@@ -29,6 +29,7 @@
 #include "api/offload.h"
 #include "api/sandboxes.h"
 #include "api/sessions_int.h"
+#include "base/fault.h"
 #include "base/clock.h"
 #include "base/fileutil.h"
 #include "base/log.h"
@@ -235,6 +236,7 @@ static void finish(struct gbx_call *c)
     if (gbx_session_log(ses, "tool.result", c->tool_use_id, data, &err) < 0)
         gbx_log_error("session '%s': cannot record the result of '%s': %s", ses->id, c->tool_use_id,
                       err->msg);
+    gbx_fault_point("session.result_recorded");
     while (c->waiters) {
         struct gbx_waiter *w = c->waiters;
         c->waiters = w->next;
@@ -317,6 +319,7 @@ static void run_next(struct gbx_session *ses)
     if (gbx_session_log(ses, "tool.call", c->tool_use_id, call, &err) < 0)
         gbx_log_error("session '%s': cannot record call '%s': %s", ses->id, c->tool_use_id,
                       err->msg);
+    gbx_fault_point("session.call_recorded");
     if (!c->parsed)
         return call_fail(c, c->parse_error);
     if (live_of(ses) == NULL) {

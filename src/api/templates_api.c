@@ -22,6 +22,7 @@
 #include "api/snapshots.h"
 #include "api/server.h"
 #include "base/clock.h"
+#include "base/fault.h"
 #include "base/fileutil.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -58,6 +59,8 @@ struct build {
     char *conf_extra; /* description=, start=, ready= lines */
     uint64_t max_bytes;
     volatile int cancel;
+    int64_t deadline_ns; /* monotonic: cancelled then (--helper-timeout) */
+    volatile int timed_out;
     /* written by the worker, read by the loop, under mu */
     pthread_mutex_t mu;
     char phase[32], package[128], line[256];
@@ -200,6 +203,7 @@ static void build_work(void *arg)
 {
     struct build *b = arg;
     gbx_template_gc(b->state_dir); /* what earlier daemons left behind */
+    gbx_fault_point("template.build");
     struct gbx_err *err = NULL;
     int r;
     if (b->cancel) {
@@ -298,10 +302,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     (void)arg;
     int busy = 0;
+    int64_t now = gbx_monotonic_ns();
     for (struct build *b = reg.list; b; b = b->next)
         if (b->state == B_BUILDING) {
             flush(b);
             busy = 1;
+            /* a build past the helper deadline is stopped like a cancelled one */
+            if (b->deadline_ns && now > b->deadline_ns && !b->cancel) {
+                b->timed_out = 1;
+                b->cancel = 1;
+            }
         }
     if (!busy && reg.tick)
         event_del(reg.tick);
@@ -325,6 +335,17 @@ static void build_done(void *arg)
     }
     b->finished_ns = gbx_realtime_ns();
     b->state = b->failed ? B_FAILED : B_READY;
+    if (b->timed_out && b->failed) {
+        const struct gbx_runtime *rt = gbx_server_runtime(b->srv);
+        int64_t ms =
+            rt->helper_timeout_ms > 0 ? rt->helper_timeout_ms : GBX_DEFAULT_HELPER_TIMEOUT_MS;
+        gbx_err_free(b->err);
+        b->err = NULL;
+        gbx_err_set(&b->err, ETIMEDOUT, GBX_ERR_UNAVAILABLE,
+                    "the build did not finish within %lld s (--helper-timeout) and was stopped; "
+                    "nothing was installed",
+                    (long long)(ms / 1000));
+    }
     json_t *ev = json_pack("{s:s,s:s,s:s}", "type", b->failed ? "error" : "done", "state",
                            state_name(b->state), "name", b->name);
     if (b->failed && b->err) {
@@ -625,6 +646,11 @@ static void start_build(struct gbx_server *s, struct event_base *base, struct ev
                         struct build *b)
 {
     b->refs++; /* the job's */
+    const struct gbx_runtime *rt = gbx_server_runtime(s);
+    b->deadline_ns =
+        gbx_monotonic_ns() +
+        (rt->helper_timeout_ms > 0 ? rt->helper_timeout_ms : GBX_DEFAULT_HELPER_TIMEOUT_MS) *
+            1000000;
     if (gbx_offload_submit(gbx_server_offload(s), build_work, build_done, b) < 0) {
         b->refs = 1;
         build_unref(b);
