@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fault.h"
 #include "base/mem.h"
 #include "sandbox/backend.h"
 
@@ -165,6 +166,11 @@ static void on_read(struct bufferevent *bev, void *arg)
         const uint8_t *payload = frame + GBX_FRAME_HDR_SIZE;
         if (gbx_attrs_validate(payload, h.len) < 0) {
             lose(c, "the sandbox's agent sent a malformed frame");
+            break;
+        }
+        /* the fault suite's cut connection: lost as if init's end had gone */
+        if (h.type == GBX_EV_STDOUT && gbx_fault("agent.cut") < 0) {
+            lose(c, "the connection to the sandbox's agent was cut");
             break;
         }
         /* the callback may pause, free, or send: the frame stays valid until drained */
