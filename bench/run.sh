@@ -382,3 +382,36 @@ if [ -n "$FAILED" ]; then
     exit 1
 fi
 fi
+
+# Load, bounded (issue 13 §4): 20 native clients (create, exec, upload, download, delete) and a
+# session harness for LOAD_SECS (bench/bench_load.c), with an E2B SDK client beside them
+# (bench/load_e2b.mjs), against one daemon on a TCP port; /healthz timed idle and under the
+# load; the daemon's RSS and descriptors before and after.
+if [ -z "$ONLY" ] || [ "$ONLY" = load ]; then
+echo
+LOAD_SECS="${GBX_BENCH_LOAD_SECS:-60}"
+LOAD_CLIENTS="${GBX_BENCH_LOAD_CLIENTS:-20}"
+port=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+start_daemon --listen "127.0.0.1:$port"
+E2BPID=
+if command -v node >/dev/null && [ -d "$(dirname "$0")/../tests/e2b/node_modules/e2b" ]; then
+    key=$("$BUILD/glovebox" apikey create "load-$port" --json |
+        python3 -c "import json, sys; print(json.load(sys.stdin)['key'])")
+    # it starts with the native clients (after their 5 s of idle /healthz timing)
+    ( sleep 6; E2B_API_URL="http://127.0.0.1:$port" E2B_SANDBOX_URL="http://127.0.0.1:$port" \
+        E2B_API_KEY="$key" node "$(dirname "$0")/load_e2b.mjs" --seconds "$((LOAD_SECS - 2))" \
+        > "$T/load_e2b.txt" 2>&1 ) &
+    E2BPID=$!
+else
+    echo "  (the E2B SDK client is skipped: needs node and tests/e2b/node_modules)"
+fi
+LOAD_RC=0
+"$BUILD/bench/bench_load" "$GLOVEBOX_RUNTIME_DIR/api.sock" "$DPID" --clients "$LOAD_CLIENTS" \
+    --seconds "$LOAD_SECS" || LOAD_RC=1
+if [ -n "$E2BPID" ]; then
+    wait "$E2BPID" || LOAD_RC=1
+    cat "$T/load_e2b.txt"
+fi
+stop_daemon
+[ $LOAD_RC -eq 0 ] || { echo "load: errors (see above); the daemon's log ends:"; tail -n 20 "$T/daemon.log"; exit 1; }
+fi

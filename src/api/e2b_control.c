@@ -611,6 +611,39 @@ static void e2b_created_ready(void *arg, struct gbx_live *l, const struct gbx_er
     gbx_e2b_reply_json(req, 201, sandbox_obj(l));
 }
 
+struct e2b_create {
+    struct gbx_server *s;
+    char *tid; /* the template id its client asked for */
+    struct gbx_http_later *later;
+};
+
+static void e2b_created(void *arg, struct gbx_live *l, int existed, const struct gbx_err *err)
+{
+    struct e2b_create *ec = arg;
+    struct gbx_server *s = ec->s;
+    struct gbx_http_later *later = ec->later;
+    char *start, *ready;
+    (void)existed;
+    if (l) {
+        remember_template(s, l, ec->tid);
+        if (gbx_boot_needed(s, l, &start, &ready)) {
+            free(ec->tid);
+            free(ec);
+            return gbx_boot(s, gbx_server_base(s), l, start, ready, e2b_created_ready, later);
+        }
+    }
+    free(ec->tid);
+    free(ec);
+    struct evhttp_request *req = gbx_http_later_take(later);
+    if (req == NULL)
+        return;
+    if (err && err->kind == GBX_ERR_NOT_FOUND)
+        return gbx_e2b_error(req, 400, "template not found");
+    if (err)
+        return reply_gbx_err(req, err);
+    gbx_e2b_reply_json(req, 201, sandbox_obj(l));
+}
+
 /* POST /v2/sandboxes: NewSandboxV2 -> the native create body. */
 static void handle_create(struct gbx_server *s, struct evhttp_request *req)
 {
@@ -618,7 +651,6 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
     if (body == NULL)
         return;
     json_t *native = NULL;
-    struct gbx_live *l = NULL;
     gbx_autoerr struct gbx_err *err = NULL; /* declared before the first goto */
     const char *tid = DEFAULT_TEMPLATE_ID, *tmpl;
     json_t *v = json_object_get(body, "templateID");
@@ -673,21 +705,12 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
         gbx_log_info("E2B create: lifecycle, mcp and iam options are accepted but not applied "
                      "(a timeout kills the sandbox)");
 
-    if (gbx_sandboxes_create(s, native, &l, &err) < 0) {
-        if (err->kind == GBX_ERR_NOT_FOUND)
-            gbx_e2b_error(req, 400, "template not found");
-        else
-            reply_gbx_err(req, err);
-        goto out;
-    }
-    remember_template(s, l, tid);
-    char *start, *ready;
-    if (gbx_boot_needed(s, l, &start, &ready)) {
-        gbx_boot(s, gbx_server_base(s), l, start, ready, e2b_created_ready,
-                 gbx_http_later_new(req));
-        goto out;
-    }
-    gbx_e2b_reply_json(req, 201, sandbox_obj(l));
+    /* made off the loop: e2b_created answers */
+    struct e2b_create *ec = gbx_xcalloc(1, sizeof(*ec));
+    ec->s = s;
+    ec->tid = gbx_xstrdup(tid);
+    ec->later = gbx_http_later_new(req);
+    gbx_sandboxes_create_async(s, native, e2b_created, ec);
 out:
     json_decref(native);
     json_decref(body);

@@ -69,6 +69,15 @@ struct gbx_create_opts {
  * reused key, NOT_FOUND for an unknown template). */
 int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **out,
                          struct gbx_err **err) GBX_WUR;
+/* The same off the loop: what can be checked is checked now, the sandbox is made on a worker
+ * thread, and done runs on the loop (as the caller's actor) with the new sandbox (existed 0),
+ * the one an earlier create with the same idempotency key made (existed 1; then, and for the
+ * warm pool's sandboxes and every error found before any sandbox exists, done runs before
+ * this returns), or NULL and err. body is borrowed. */
+typedef void (*gbx_sandboxes_created_fn)(void *arg, struct gbx_live *l, int existed,
+                                         const struct gbx_err *err);
+void gbx_sandboxes_create_async(struct gbx_server *s, json_t *body, gbx_sandboxes_created_fn done,
+                                void *arg);
 /* The sandbox id, if the current actor may see it; else NULL. */
 struct gbx_live *gbx_sandboxes_find(struct gbx_server *s, const char *id);
 /* Destroy it (kind: the audit record, "sandbox.delete"; detail stolen, may be NULL). The

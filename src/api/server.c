@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "agent/client.h"
+#include "egress/netns.h"
 #include "api/e2b.h"
 #include "api/exec.h"
 #include "api/files.h"
@@ -67,6 +68,12 @@
 #define GBX_DEFAULT_MAX_BODY (1u << 20)
 #define GBX_DEFAULT_MAX_UPLOAD (64u << 20)
 #define GBX_MAX_HEADERS (64u << 10)
+
+struct create_job;
+struct reserved_id {
+    struct reserved_id *next;
+    char *id;
+};
 
 /* A fresh sandbox of the default template, waiting in the warm pool. */
 struct pooled {
@@ -94,7 +101,9 @@ struct gbx_server {
     struct event *writer_ev;
     size_t writes_pending;
     struct gbx_live *live;
-    struct gbx_egress *egress; /* DNS, proxy, policy and credentials of every sandbox */
+    struct create_job *creating; /* creates on worker threads (their ids are taken) */
+    struct reserved_id *going;   /* ids of sandboxes being taken down on worker threads */
+    struct gbx_egress *egress;   /* DNS, proxy, policy and credentials of every sandbox */
     struct gbx_sessions *sessions;
     struct gbx_snapshots *snapshots;
     struct gbx_gc *gc;           /* retention */
@@ -673,131 +682,193 @@ int gbx_sandboxes_layers(struct gbx_server *s, const char *tmpl, const char *sna
     return 0;
 }
 
-int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **out,
-                         struct gbx_err **err)
-{
+/* A create on its way: what the loop checked (create_prepare), what a worker thread made of
+ * it (create_spawn), and what the loop then records (create_finish). */
+struct create_job {
+    struct gbx_server *s;
+    json_t *body; /* owned: c's strings borrow from it */
     struct gbx_create_opts c;
-    if (parse_create(body, &c, err) < 0)
-        return -1;
-    struct gbx_egress_policy *policy = NULL;
-    if (create_policy(s, c.network, &policy, err) < 0)
-        return -1;
-    const char *owner = s->admin ? "" : s->key_name;
-    char *spec_text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
-    GBX_BUG_ON(spec_text == NULL);
-    if (c.idem_key) {
-        struct gbx_live *prev = live_find_idem(s, owner, c.idem_key);
-        if (prev && strcmp(prev->spec_text, spec_text) == 0) {
+    char *owner;     /* who asked: "" for the admin, else a key's name */
+    char *spec_text; /* the request as stored */
+    char *snap_id;   /* the snapshot it starts from, or NULL */
+    char *id;        /* its id (reserved while it is made) */
+    char *base;      /* the template the library makes it from */
+    char **layers;
+    size_t nlayers;
+    struct gbx_egress_policy *policy;
+    int64_t t0;
+    int pooled;                    /* sb and egress came from the warm pool */
+    struct gbx_sandbox *sb;        /* the worker's, or the pool's */
+    struct gbx_egress_sb *egress;  /* the pool's */
+    struct gbx_egress_socks socks; /* the worker's plumbing of its namespace */
+    struct gbx_err *err;
+    gbx_sandboxes_created_fn done;
+    void *arg;
+    struct create_job *next; /* in s->creating */
+};
+
+static void create_job_free(struct create_job *j)
+{
+    if (j == NULL)
+        return;
+    gbx_snapshots_layers_free(j->layers, j->nlayers);
+    gbx_egress_policy_free(j->policy);
+    gbx_egress_socks_release(&j->socks);
+    gbx_err_free(j->err);
+    json_decref(j->body);
+    free(j->owner);
+    free(j->spec_text);
+    free(j->snap_id);
+    free(j->id);
+    free(j->base);
+    free(j);
+}
+
+/* An id some create is making, or some delete still taking down. */
+static int id_reserved(const struct gbx_server *s, const char *id)
+{
+    for (const struct create_job *j = s->creating; j; j = j->next)
+        if (strcmp(j->id, id) == 0)
+            return 1;
+    for (const struct reserved_id *r = s->going; r; r = r->next)
+        if (strcmp(r->id, id) == 0)
+            return 1;
+    return 0;
+}
+
+/* Everything a create checks before any sandbox exists. 0 with *out a job, 1 with *existing
+ * the sandbox an earlier create with the same idempotency key made, -1 with *err. body is
+ * borrowed (the job keeps a reference). */
+static int create_prepare(struct gbx_server *s, json_t *body, struct create_job **out,
+                          struct gbx_live **existing, struct gbx_err **err)
+{
+    struct create_job *j = gbx_xcalloc(1, sizeof(*j));
+    j->s = s;
+    j->body = json_incref(body);
+    j->socks.proxy_fd = j->socks.dns_udp_fd = j->socks.dns_tcp_fd = -1;
+    j->t0 = gbx_monotonic_ns();
+    j->owner = gbx_xstrdup(gbx_server_owner(s));
+    struct gbx_create_opts *c = &j->c;
+    if (parse_create(body, c, err) < 0 || create_policy(s, c->network, &j->policy, err) < 0)
+        goto fail;
+    j->spec_text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    GBX_BUG_ON(j->spec_text == NULL);
+    if (c->idem_key) {
+        struct gbx_live *prev = live_find_idem(s, j->owner, c->idem_key);
+        if (prev && strcmp(prev->spec_text, j->spec_text) == 0) {
             /* a retried create: the sandbox it made, not a second one */
-            free(spec_text);
-            gbx_egress_policy_free(policy);
-            *out = prev;
+            create_job_free(j);
+            *existing = prev;
             return 1;
         }
         if (prev) {
             gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT,
                         "idempotency key '%s' was used for sandbox '%s' with a different "
                         "request; use a new key",
-                        c.idem_key, prev->sb->id);
-            free(spec_text);
-            gbx_egress_policy_free(policy);
-            return -1;
+                        c->idem_key, prev->sb->id);
+            goto fail;
         }
     }
-    if (c.id && live_find_any(s, c.id)) {
-        free(spec_text);
-        gbx_egress_policy_free(policy);
-        return gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "sandbox '%s' already exists", c.id);
+    if (c->id && (live_find_any(s, c->id) || id_reserved(s, c->id))) {
+        gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "sandbox '%s' already exists", c->id);
+        goto fail;
     }
-    char **layers = NULL;
-    size_t nlayers = 0;
-    const char *snap_id = NULL;
-    if (c.snapshot) {
-        const char *snap_tmpl = NULL;
-        if (gbx_snapshots_layers(s->snapshots, c.snapshot, &layers, &nlayers, &snap_tmpl, &snap_id,
-                                 err) < 0) {
-            free(spec_text);
-            gbx_egress_policy_free(policy);
-            return -1;
+    if (c->snapshot) {
+        const char *snap_tmpl = NULL, *snap_id = NULL;
+        if (gbx_snapshots_layers(s->snapshots, c->snapshot, &j->layers, &j->nlayers, &snap_tmpl,
+                                 &snap_id, err) < 0)
+            goto fail;
+        if (c->template_name && strcmp(c->template_name, snap_tmpl) != 0) {
+            gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "snapshot '%s' is of template '%s', not '%s'",
+                        c->snapshot, snap_tmpl, c->template_name);
+            goto fail;
         }
-        if (c.template_name && strcmp(c.template_name, snap_tmpl) != 0) {
-            gbx_snapshots_layers_free(layers, nlayers);
-            free(spec_text);
-            gbx_egress_policy_free(policy);
-            return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                               "snapshot '%s' is of template '%s', not '%s'", c.snapshot, snap_tmpl,
-                               c.template_name);
-        }
-        c.template_name = snap_tmpl;
+        c->template_name = snap_tmpl;
+        j->snap_id = gbx_xstrdup(snap_id);
     }
-    int64_t t0 = gbx_monotonic_ns();
-    struct gbx_sandbox *sb = NULL;
-    struct gbx_egress_sb *egress = NULL;
-    struct pooled *pp = pool_take(s, &c);
-    int pooled = pp != NULL;
+    struct pooled *pp = pool_take(s, c);
     if (pp) {
-        sb = pp->sb;
-        egress = pp->egress;
+        j->pooled = 1;
+        j->sb = pp->sb;
+        j->egress = pp->egress;
+        j->id = gbx_xstrdup(pp->sb->id);
         free(pp);
         s->m.pool_hits++;
         pool_kick(s);
         /* pooled with the default policy, which allows nothing more than any policy */
-        GBX_BUG_ON(gbx_egress_set_policy(egress, policy, NULL) < 0); /* secrets checked */
+        GBX_BUG_ON(gbx_egress_set_policy(j->egress, j->policy, NULL) < 0); /* secrets checked */
     } else {
-        gbx_autofree char *gen = c.id ? NULL : gbx_sandbox_id_new();
-        gbx_autofree char *base = NULL;
-        if (stack_template(s, c.template_name ? c.template_name : GBX_DEFAULT_TEMPLATE, &layers,
-                           &nlayers, &base, err) < 0) {
-            gbx_snapshots_layers_free(layers, nlayers);
-            free(spec_text);
-            gbx_egress_policy_free(policy);
-            return -1;
-        }
-        struct gbx_sandbox_spec spec = {.id = c.id ? c.id : gen,
-                                        .template_name = base,
-                                        .limits = c.limits,
-                                        .disk_bytes = c.disk_bytes,
-                                        .ctl_socket = 1,
-                                        .layers = (const char *const *)layers,
-                                        .nlayers = nlayers};
-        int cr = gbx_sandbox_create(&s->rt, &spec, &sb, err);
-        gbx_snapshots_layers_free(layers, nlayers);
-        if (cr < 0 || agent_hello(sb, err) < 0 ||
-            gbx_egress_attach(s->egress, sb->id, sb->init_pid, policy, &egress, err) < 0) {
-            s->m.create_failed++;
-            if (sb)
-                (void)!gbx_sandbox_destroy(sb, NULL);
-            free(spec_text);
-            gbx_egress_policy_free(policy);
-            return -1;
-        }
+        j->id = c->id ? gbx_xstrdup(c->id) : gbx_sandbox_id_new();
+        if (stack_template(s, c->template_name ? c->template_name : GBX_DEFAULT_TEMPLATE,
+                           &j->layers, &j->nlayers, &j->base, err) < 0)
+            goto fail;
         if (s->pool_target)
             s->m.pool_misses++;
     }
+    *out = j;
+    return 0;
+fail:
+    create_job_free(j);
+    return -1;
+}
+
+/* The sandbox itself, its agent's hello and its network's plumbing: the blocking part, on
+ * any thread (it touches nothing of the loop's). */
+static void create_spawn(struct create_job *j)
+{
+    struct gbx_sandbox_spec spec = {.id = j->id,
+                                    .template_name = j->base,
+                                    .limits = j->c.limits,
+                                    .disk_bytes = j->c.disk_bytes,
+                                    .ctl_socket = 1,
+                                    .layers = (const char *const *)j->layers,
+                                    .nlayers = j->nlayers};
+    if (gbx_sandbox_create(&j->s->rt, &spec, &j->sb, &j->err) < 0)
+        return;
+    if (agent_hello(j->sb, &j->err) < 0 ||
+        gbx_egress_netns_setup(j->sb->init_pid, &j->socks, &j->err) < 0) {
+        (void)!gbx_sandbox_destroy(j->sb, NULL);
+        j->sb = NULL;
+    }
+}
+
+/* The new sandbox into the registry and the store, audited; the job is freed. 0 with *out, or
+ * -1 with *err (the sandbox is destroyed). */
+static int create_finish(struct create_job *j, struct gbx_live **out, struct gbx_err **err)
+{
+    struct gbx_server *s = j->s;
+    const struct gbx_create_opts *c = &j->c;
+    struct gbx_egress_sb *egress = j->egress;
+    if (!j->pooled &&
+        gbx_egress_attach_socks(s->egress, j->id, j->policy, &j->socks, &egress, err) < 0) {
+        s->m.create_failed++;
+        (void)!gbx_sandbox_destroy(j->sb, NULL);
+        create_job_free(j);
+        return -1;
+    }
     gbx_fault_point("create.spawned");
     struct gbx_live *l = gbx_xcalloc(1, sizeof(*l));
-    l->sb = sb;
-    l->template_name = gbx_xstrdup(c.template_name ? c.template_name : GBX_DEFAULT_TEMPLATE);
-    l->owner = gbx_xstrdup(owner);
-    l->limits = c.limits;
-    l->disk_bytes = c.disk_bytes ? c.disk_bytes : (1024ull << 20);
+    l->sb = j->sb;
+    l->template_name = gbx_xstrdup(c->template_name ? c->template_name : GBX_DEFAULT_TEMPLATE);
+    l->owner = gbx_xstrdup(j->owner);
+    l->limits = c->limits;
+    l->disk_bytes = c->disk_bytes ? c->disk_bytes : (1024ull << 20);
     l->created_ns = gbx_realtime_ns();
-    l->expires_ns = c.timeout_ms ? l->created_ns + (int64_t)c.timeout_ms * 1000000 : 0;
-    l->spec_text = spec_text;
+    l->expires_ns = c->timeout_ms ? l->created_ns + (int64_t)c->timeout_ms * 1000000 : 0;
+    l->spec_text = gbx_steal_ptr(&j->spec_text);
     new_token(l->token);
-    live_set_extras(l, body);
+    live_set_extras(l, j->body);
     l->egress = egress;
-    l->on_timeout_pause = c.on_timeout_pause;
+    l->on_timeout_pause = c->on_timeout_pause;
     env_add_template(s, l);
-    if (snap_id) {
+    if (j->snap_id) {
         l->attrs = json_object();
-        json_object_set_new(l->attrs, "snapshot", json_string(snap_id));
+        json_object_set_new(l->attrs, "snapshot", json_string(j->snap_id));
     }
     env_add_trust(l);
-    gbx_egress_policy_free(policy);
     l->next = s->live;
     s->live = l;
-    observe_create(s, (double)(gbx_monotonic_ns() - t0) / 1e9);
+    observe_create(s, (double)(gbx_monotonic_ns() - j->t0) / 1e9);
 
     /* a sandbox the store does not know would not survive a restart: it is not made */
     if (store_put_live(s, l, err) < 0) {
@@ -806,10 +877,11 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
         gbx_autofree char *sid = gbx_xstrdup(l->sb->id);
         (void)!gbx_sandbox_destroy(l->sb, NULL);
         live_free(l);
+        create_job_free(j);
         return gbx_err_wrap(err, "create sandbox '%s': cannot record it", sid);
     }
     gbx_fault_point("create.recorded");
-    json_t *detail = json_deep_copy(body);
+    json_t *detail = json_deep_copy(j->body);
     if (l->env) {
         json_t *names = json_array(); /* names only: values may be private */
         const char *k;
@@ -820,12 +892,91 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
         }
         json_object_set_new(detail, "env", names);
     }
-    if (pooled)
+    if (j->pooled)
         json_object_set_new(detail, "pooled", json_true());
-    gbx_server_audit(s, "sandbox.create", l->sb->id, detail);
-    gbx_log_info("created sandbox '%s'%s", l->sb->id, pooled ? " (from the pool)" : "");
+    gbx_server_audit_as(s, j->owner[0] ? j->owner : "admin", "sandbox.create", l->sb->id, detail);
+    gbx_log_info("created sandbox '%s'%s", l->sb->id, j->pooled ? " (from the pool)" : "");
+    create_job_free(j);
     *out = l;
     return 0;
+}
+
+int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **out,
+                         struct gbx_err **err)
+{
+    struct create_job *j = NULL;
+    int r = create_prepare(s, body, &j, out, err);
+    if (r != 0)
+        return r;
+    if (!j->pooled) {
+        create_spawn(j);
+        if (j->sb == NULL) {
+            s->m.create_failed++;
+            if (err)
+                *err = gbx_steal_ptr(&j->err);
+            create_job_free(j);
+            return -1;
+        }
+    }
+    return create_finish(j, out, err);
+}
+
+static void create_work(void *arg)
+{
+    create_spawn(arg);
+}
+
+static void create_done(void *arg)
+{
+    struct create_job *j = arg;
+    struct gbx_server *s = j->s;
+    struct create_job **pp = &s->creating;
+    while (*pp && *pp != j)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = j->next;
+    gbx_sandboxes_created_fn done = j->done;
+    void *darg = j->arg;
+    struct gbx_live *l = NULL;
+    struct gbx_err *err = NULL;
+    /* the rest runs as whoever asked for it */
+    gbx_autofree char *owner = gbx_xstrdup(j->owner);
+    gbx_server_act_as(s, owner);
+    if (j->sb == NULL) {
+        s->m.create_failed++;
+        err = gbx_steal_ptr(&j->err);
+        create_job_free(j);
+    } else if (create_finish(j, &l, &err) < 0) {
+        l = NULL;
+    }
+    done(darg, l, 0, err);
+    gbx_err_free(err);
+}
+
+void gbx_sandboxes_create_async(struct gbx_server *s, json_t *body, gbx_sandboxes_created_fn done,
+                                void *arg)
+{
+    struct create_job *j = NULL;
+    struct gbx_live *l = NULL;
+    struct gbx_err *err = NULL;
+    int r = create_prepare(s, body, &j, &l, &err);
+    if (r == 0 && j->pooled) {
+        r = create_finish(j, &l, &err);
+        j = NULL;
+    }
+    if (j == NULL) {
+        done(arg, r < 0 ? NULL : l, r == 1, err);
+        gbx_err_free(err);
+        return;
+    }
+    j->done = done;
+    j->arg = arg;
+    j->next = s->creating;
+    s->creating = j;
+    if (gbx_offload_submit(s->offload, create_work, create_done, j) < 0) {
+        gbx_err_set(&j->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
+        create_done(j);
+    }
 }
 
 /* A create whose template has a start command or a ready check answers once it is ready. */
@@ -837,6 +988,28 @@ static void created_ready(void *arg, struct gbx_live *l, const struct gbx_err *e
     if (err)
         return gbx_http_reply_err(req, err);
     gbx_http_reply_json(req, 201, sandbox_json(l));
+}
+
+struct create_reply {
+    struct gbx_server *s;
+    struct gbx_http_later *later;
+};
+
+static void created(void *arg, struct gbx_live *l, int existed, const struct gbx_err *err)
+{
+    struct create_reply *cr = arg;
+    struct gbx_server *s = cr->s;
+    struct gbx_http_later *later = cr->later;
+    free(cr);
+    char *start, *ready;
+    if (l && !existed && gbx_boot_needed(s, l, &start, &ready))
+        return gbx_boot(s, s->base, l, start, ready, created_ready, later);
+    struct evhttp_request *req = gbx_http_later_take(later);
+    if (req == NULL)
+        return; /* the client left: the sandbox is there for a list to find */
+    if (err)
+        return gbx_http_reply_err(req, err);
+    gbx_http_reply_json(req, existed ? 200 : 201, sandbox_json(l));
 }
 
 static void handle_create(struct gbx_server *s, struct evhttp_request *req)
@@ -856,19 +1029,12 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
         }
         json_object_set_new(body, "idempotency_key", json_string(hkey));
     }
-    struct gbx_live *l = NULL;
-    struct gbx_err *err = NULL;
-    int r = gbx_sandboxes_create(s, body, &l, &err);
+    /* made off the loop: the reply comes when the sandbox answers */
+    struct create_reply *cr = gbx_xcalloc(1, sizeof(*cr));
+    cr->s = s;
+    cr->later = gbx_http_later_new(req);
+    gbx_sandboxes_create_async(s, body, created, cr);
     json_decref(body);
-    if (r < 0) {
-        gbx_http_reply_err(req, err);
-        gbx_err_free(err);
-        return;
-    }
-    char *start, *ready;
-    if (r == 0 && gbx_boot_needed(s, l, &start, &ready))
-        return gbx_boot(s, s->base, l, start, ready, created_ready, gbx_http_later_new(req));
-    gbx_http_reply_json(req, r == 1 ? 200 : 201, sandbox_json(l));
 }
 
 /* ---- warm pool ------------------------------------------------------------------------------ */
@@ -1187,16 +1353,86 @@ struct gbx_pending_delete {
     void *arg;
 };
 
+/* A delete whose teardown (kill, wait, cgroups) runs on a worker thread. */
+struct destroy_job {
+    struct gbx_server *s;
+    struct gbx_sandbox *sb;
+    struct reserved_id rid; /* in s->going until the teardown is done */
+    char *kind, *actor;
+    json_t *detail;
+    int r;
+    struct gbx_err *err;
+    gbx_sandboxes_gone_fn done;
+    void *arg;
+};
+
+static void destroy_work(void *arg)
+{
+    struct destroy_job *j = arg;
+    j->r = gbx_sandbox_destroy(j->sb, &j->err);
+    gbx_fault_point("delete.destroyed");
+}
+
+static void destroy_done(void *arg)
+{
+    struct destroy_job *j = arg;
+    struct gbx_server *s = j->s;
+    struct reserved_id **pp = &s->going;
+    while (*pp && *pp != &j->rid)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = j->rid.next;
+    store_delete(s, j->rid.id);
+    gbx_server_audit_as(s, j->actor, j->kind, j->rid.id, j->detail);
+    if (s->snapshots)
+        gbx_snapshots_sweep(s->snapshots); /* deleted snapshots it stacked on may go now */
+    if (j->r < 0)
+        gbx_log_warn("%s", j->err->msg);
+    else
+        gbx_log_info("destroyed sandbox '%s' (%s)", j->rid.id, j->kind);
+    j->done(j->arg, j->r < 0 ? j->err : NULL);
+    gbx_err_free(j->err);
+    free(j->rid.id);
+    free(j->kind);
+    free(j->actor);
+    free(j);
+}
+
+/* Out of the registry now (its id stays taken), torn down on a worker, then done. */
+static void destroy_off_loop(struct gbx_server *s, struct gbx_live *l, const char *kind,
+                             json_t *detail, gbx_sandboxes_gone_fn done, void *arg)
+{
+    if (l->hibernated)
+        gbx_hibernate_discard(s, l->sb->id);
+    struct gbx_live **pp = &s->live;
+    while (*pp && *pp != l)
+        pp = &(*pp)->next;
+    if (*pp)
+        *pp = l->next;
+    struct destroy_job *j = gbx_xcalloc(1, sizeof(*j));
+    j->s = s;
+    j->sb = l->sb;
+    j->rid.id = gbx_xstrdup(l->sb->id);
+    j->kind = gbx_xstrdup(kind);
+    j->actor = gbx_xstrdup(gbx_server_actor(s));
+    j->detail = detail;
+    j->done = done;
+    j->arg = arg;
+    l->sb = NULL;
+    live_free(l); /* its egress listeners close here, on the loop */
+    j->rid.next = s->going;
+    s->going = &j->rid;
+    if (gbx_offload_submit(s->offload, destroy_work, destroy_done, j) < 0) {
+        destroy_work(j);
+        destroy_done(j);
+    }
+}
+
 void gbx_sandboxes_destroy_later(struct gbx_server *s, struct gbx_live *l, const char *kind,
                                  json_t *detail, gbx_sandboxes_gone_fn done, void *arg)
 {
-    if (l->busy != GBX_BUSY_WORKER) {
-        struct gbx_err *err = NULL;
-        int r = gbx_sandboxes_destroy(s, l, kind, detail, &err);
-        done(arg, r < 0 ? err : NULL);
-        gbx_err_free(err);
-        return;
-    }
+    if (l->busy != GBX_BUSY_WORKER)
+        return destroy_off_loop(s, l, kind, detail, done, arg);
     struct gbx_pending_delete *p = gbx_xcalloc(1, sizeof(*p));
     p->kind = gbx_xstrdup(kind);
     p->owner = gbx_xstrdup(gbx_server_owner(s));

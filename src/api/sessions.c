@@ -129,9 +129,14 @@ int gbx_session_log(struct gbx_session *ses, const char *type, const char *tool_
 
 /* ---- the agent ----------------------------------------------------------------------------- */
 
+/* The session's sandbox: found by its id and its owner, the session's, whoever the request
+ * being handled meanwhile is (the daemon's current actor may be anyone's by the time a queued
+ * call or a reply runs). */
 static struct gbx_live *live_of(struct gbx_session *ses)
 {
-    return ses->sandbox_id ? gbx_sandboxes_find(ses->all->srv, ses->sandbox_id) : NULL;
+    struct gbx_live *l =
+        ses->sandbox_id ? gbx_sandboxes_find_any(ses->all->srv, ses->sandbox_id) : NULL;
+    return l && strcmp(l->owner, ses->owner) == 0 ? l : NULL;
 }
 
 static void on_agent_event(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p)
@@ -409,7 +414,13 @@ static int create_sandbox(struct gbx_session *ses, struct gbx_err **err)
     }
     json_object_set_new(labels, "glovebox-session", json_string(ses->id + 4)); /* hex part */
     struct gbx_live *l = NULL;
-    int r = gbx_sandboxes_create(ses->all->srv, body, &l, err);
+    /* made for the session's owner, whoever's request is being handled when a queued call
+     * finds its sandbox gone (the actor goes back afterwards) */
+    struct gbx_server *srv = ses->all->srv;
+    gbx_autofree char *was = gbx_xstrdup(gbx_server_owner(srv));
+    gbx_server_act_as(srv, ses->owner);
+    int r = gbx_sandboxes_create(srv, body, &l, err);
+    gbx_server_act_as(srv, was);
     json_decref(body);
     if (r < 0)
         return -1;
@@ -489,7 +500,11 @@ static void created_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_
     struct mkdir_ctx *m = arg;
     if (!final)
         return;
-    struct gbx_session *ses = find(m->all, m->id);
+    /* by id alone: the request was checked when it came, and the actor now may be anyone */
+    struct gbx_session *ses = NULL;
+    for (struct gbx_session *x = m->all->list; x && ses == NULL; x = x->next)
+        if (strcmp(x->id, m->id) == 0)
+            ses = x;
     if (ses == NULL)
         gbx_http_reply_error(m->req, GBX_ERR_UNAVAILABLE, "the session was deleted");
     else if (h == NULL || h->type != GBX_MSG_OK)

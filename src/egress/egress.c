@@ -461,16 +461,22 @@ int gbx_egress_attach(struct gbx_egress *eg, const char *id, pid_t pid,
                       const struct gbx_egress_policy *p, struct gbx_egress_sb **out,
                       struct gbx_err **err)
 {
+    struct gbx_egress_socks socks;
+    if (gbx_egress_netns_setup(pid, &socks, err) < 0)
+        return -1;
+    return gbx_egress_attach_socks(eg, id, p, &socks, out, err);
+}
+
+int gbx_egress_attach_socks(struct gbx_egress *eg, const char *id,
+                            const struct gbx_egress_policy *p, struct gbx_egress_socks *socks,
+                            struct gbx_egress_sb **out, struct gbx_err **err)
+{
     struct gbx_egress_sb *sb = gbx_xcalloc(1, sizeof(*sb));
     sb->eg = eg;
     sb->id = gbx_xstrdup(id);
     sb->policy = p ? gbx_egress_policy_dup(p) : gbx_egress_policy_new(eg->default_mode);
-    if (gbx_egress_netns_setup(pid, &sb->socks, err) < 0) {
-        gbx_egress_policy_free(sb->policy);
-        free(sb->id);
-        free(sb);
-        return -1;
-    }
+    sb->socks = *socks;
+    socks->proxy_fd = socks->dns_udp_fd = socks->dns_tcp_fd = -1;
     sb->next = eg->sandboxes;
     if (eg->sandboxes)
         eg->sandboxes->prev = sb;

@@ -56,6 +56,13 @@ enum gbx_egress_mode gbx_egress_default_mode(const struct gbx_egress *eg);
 int gbx_egress_attach(struct gbx_egress *eg, const char *id, pid_t pid,
                       const struct gbx_egress_policy *p, struct gbx_egress_sb **out,
                       struct gbx_err **err) GBX_WUR;
+/* The same in two steps: the plumbing inside the namespace (gbx_egress_netns_setup, which
+ * any thread may run), then, on the loop, serving the sockets it made (taken, released on
+ * failure too). */
+struct gbx_egress_socks;
+int gbx_egress_attach_socks(struct gbx_egress *eg, const char *id,
+                            const struct gbx_egress_policy *p, struct gbx_egress_socks *socks,
+                            struct gbx_egress_sb **out, struct gbx_err **err) GBX_WUR;
 /* Close its connections and listeners and free it. NULL-safe. */
 void gbx_egress_detach(struct gbx_egress_sb *sb);
 /* Replace the policy (copied). Every secret it names must exist (NOT_FOUND otherwise).

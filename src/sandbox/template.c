@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -258,7 +259,7 @@ int gbx_template_build_host(const char *state_dir, struct gbx_err **err)
 {
     gbx_autofree char *tdir = gbx_asprintf("%s/templates", state_dir);
     gbx_autofree char *final = gbx_asprintf("%s/host", tdir);
-    gbx_autofree char *tmp = gbx_asprintf("%s/.host.tmp.%d", tdir, (int)getpid());
+    gbx_autofree char *tmp = gbx_asprintf("%s/.host.tmp.%d.%d", tdir, (int)getpid(), gettid());
     int r = gbx_mkdir_p(tdir, 0700);
     if (r < 0)
         return gbx_err_sys(err, -r, "cannot create '%s'", tdir);
@@ -285,7 +286,8 @@ int gbx_template_build_host(const char *state_dir, struct gbx_err **err)
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE) < 0) {
         int e = errno;
         if (e == EEXIST || e == ENOTEMPTY) {
-            gbx_autofree char *old = gbx_asprintf("%s/.host.old.%d", tdir, (int)getpid());
+            gbx_autofree char *old =
+                gbx_asprintf("%s/.host.old.%d.%d", tdir, (int)getpid(), gettid());
             if (rename(final, old) == 0) {
                 if (rename(tmp, final) < 0)
                     e = errno;
@@ -310,7 +312,8 @@ static int read_conf(struct gbx_template *t, int *format)
     if (r < 0)
         return r;
     *format = 0;
-    for (char *line = strtok(txt, "\n"); line; line = strtok(NULL, "\n")) {
+    char *save = NULL; /* creates run on several threads */
+    for (char *line = strtok_r(txt, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (strncmp(line, "format=", 7) == 0)
             *format = atoi(line + 7);
         else if (strcmp(line, "usr=host") == 0)
@@ -318,6 +321,8 @@ static int read_conf(struct gbx_template *t, int *format)
     }
     return 0;
 }
+
+static pthread_mutex_t host_build_mu = PTHREAD_MUTEX_INITIALIZER;
 
 int gbx_template_open(const char *state_dir, const char *name, struct gbx_template *t,
                       struct gbx_err **err)
@@ -332,11 +337,19 @@ int gbx_template_open(const char *state_dir, const char *name, struct gbx_templa
     int r = read_conf(t, &format);
     int builtin = strcmp(name, GBX_TEMPLATE_HOST) == 0;
     if (builtin && (r < 0 || format != GBX_TEMPLATE_FORMAT)) {
-        if (gbx_template_build_host(state_dir, err) < 0) {
-            gbx_template_release(t);
-            return -1;
-        }
+        /* the first creates of a new daemon arrive together, on several threads: one builds,
+         * the others wait for it and use what it built */
+        pthread_mutex_lock(&host_build_mu);
         r = read_conf(t, &format);
+        if (r < 0 || format != GBX_TEMPLATE_FORMAT) {
+            if (gbx_template_build_host(state_dir, err) < 0) {
+                pthread_mutex_unlock(&host_build_mu);
+                gbx_template_release(t);
+                return -1;
+            }
+            r = read_conf(t, &format);
+        }
+        pthread_mutex_unlock(&host_build_mu);
     }
     if (r < 0) {
         gbx_template_release(t);
