@@ -415,3 +415,46 @@ fi
 stop_daemon
 [ $LOAD_RC -eq 0 ] || { echo "load: errors (see above); the daemon's log ends:"; tail -n 20 "$T/daemon.log"; exit 1; }
 fi
+
+# Re-adoption (issue 13 §1): ADOPT_N sandboxes (one paused), the daemon killed with SIGKILL,
+# a new one started on the same directories: how long until /healthz answers (adoption is
+# done by then) and until every sandbox is listed, beside the daemon's start with none.
+if [ -z "$ONLY" ] || [ "$ONLY" = adopt ]; then
+echo
+ADOPT_N="${GBX_BENCH_ADOPT_N:-1000}"
+echo "== re-adoption of $ADOPT_N sandboxes after kill -9"
+start_kept() {
+    "$BUILD/gloveboxd" --state-dir "$GLOVEBOX_STATE_DIR" --runtime-dir "$GLOVEBOX_RUNTIME_DIR" \
+        2>>"$T/daemon-adopt.log" &
+    DPID=$!
+}
+until_health() {
+    while [ "$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$GLOVEBOX_RUNTIME_DIR/api.sock" \
+        http://glovebox/healthz)" != 200 ]; do sleep 0.002; done
+}
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+t0=$(date +%s%N); start_kept; until_health; empty_ms=$(ms_since "$t0")
+i=0
+while [ $i -lt "$ADOPT_N" ]; do
+    curl -s -o /dev/null --unix-socket "$GLOVEBOX_RUNTIME_DIR/api.sock" -X POST -d '{}' \
+        http://glovebox/v1/sandboxes
+    i=$((i + 1))
+done
+first=$(curl -s --unix-socket "$GLOVEBOX_RUNTIME_DIR/api.sock" 'http://glovebox/v1/sandboxes?limit=1' |
+    python3 -c "import json, sys; print(json.load(sys.stdin)['sandboxes'][0]['id'])")
+curl -s -o /dev/null --unix-socket "$GLOVEBOX_RUNTIME_DIR/api.sock" -X POST -d '{}' \
+    "http://glovebox/v1/sandboxes/$first/pause"
+for run in 1 2 3; do
+    kill -9 "$DPID"; wait "$DPID" 2>/dev/null || true
+    t0=$(date +%s%N); start_kept; until_health; up_ms=$(ms_since "$t0")
+    n=$(curl -s --unix-socket "$GLOVEBOX_RUNTIME_DIR/api.sock" 'http://glovebox/v1/sandboxes?limit=1000' |
+        python3 -c "import json, sys; print(len(json.load(sys.stdin)['sandboxes']))")
+    printf '  %-44s %6d ms to /healthz, %d listed (an empty daemon: %d ms)\n' \
+        "adopt $ADOPT_N, run $run" "$up_ms" "$n" "$empty_ms"
+done
+# all of them go with the last daemon
+kill "$DPID"; wait "$DPID" 2>/dev/null || true
+"$BUILD/gloveboxd" --state-dir "$GLOVEBOX_STATE_DIR" --runtime-dir "$GLOVEBOX_RUNTIME_DIR" \
+    --kill-on-exit 2>>"$T/daemon-adopt.log" &
+DPID=$!; until_health; stop_daemon
+fi
