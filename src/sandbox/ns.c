@@ -216,41 +216,67 @@ static void sandbox_free(struct gbx_sandbox *sb)
     free(sb);
 }
 
-/* Kill the whole sandbox and wait until init (and with it the pid namespace) is gone. */
-static void kill_and_wait(struct gbx_sandbox *sb)
+#define KILL_WAIT_MS 10000
+
+/* Kill the whole sandbox and wait until init (and with it the pid namespace) is gone, for at
+ * most KILL_WAIT_MS: a process stuck in the kernel may not die at once, and nothing waits
+ * forever. 0 once init is gone, -ETIMEDOUT when it is still there. */
+static int kill_and_wait(struct gbx_sandbox *sb)
 {
     if (sb->init_pid <= 0 || sb->exited)
-        return;
+        return 0;
     if (sb->pidfd >= 0)
         (void)syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
     else
         kill(sb->init_pid, SIGKILL);
-    int status;
-    pid_t r = (pid_t)GBX_RETRY(waitpid(sb->init_pid, &status, __WALL));
-    if (r < 0 && errno == ECHILD && sb->pidfd >= 0) {
-        /* not our child (re-adopted after a restart): wait for the pidfd instead */
+    int gone = 0;
+    if (sb->pidfd >= 0) {
+        /* readable once init has exited, our child or not (re-adopted after a restart) */
         struct pollfd pfd = {sb->pidfd, POLLIN, 0};
-        (void)poll(&pfd, 1, 5000);
+        gone = GBX_RETRY(poll(&pfd, 1, KILL_WAIT_MS)) > 0;
+    } else {
+        for (int i = 0; i < KILL_WAIT_MS && !gone; i++) {
+            gone = kill(sb->init_pid, 0) < 0 && errno == ESRCH;
+            if (!gone && waitpid(sb->init_pid, NULL, WNOHANG | __WALL) == sb->init_pid)
+                gone = 1;
+            if (!gone)
+                usleep(1000);
+        }
     }
+    int status;
+    (void)waitpid(sb->init_pid, &status, WNOHANG | __WALL); /* ours: reaped */
+    if (!gone)
+        return -ETIMEDOUT;
     sb->exited = 1;
+    return 0;
 }
 
 /* Kill everything, wait, and remove what the sandbox has on the host. Returns 0, or -1 with
  * *err (may be NULL) naming what could not be removed; it carries on regardless. */
 static int teardown(struct gbx_sandbox *sb, int slot_held, struct gbx_err **err)
 {
-    int r = 0;
-    kill_and_wait(sb);
+    int r = 0, lingering = 0;
+    if (kill_and_wait(sb) < 0) {
+        lingering = 1;
+        r = gbx_err_set(err, ETIMEDOUT, GBX_ERR_INTERNAL,
+                        "sandbox '%s': its init %d did not die within %d s of SIGKILL (stuck in "
+                        "the kernel?)",
+                        sb->id, (int)sb->init_pid, KILL_WAIT_MS / 1000);
+    }
     if (sb->cg.layout) {
         (void)!gbx_cgroup_kill(&sb->cg, NULL);
-        if (gbx_cgroup_destroy(&sb->cg, err) < 0)
+        if (gbx_cgroup_destroy(&sb->cg, r == 0 ? err : NULL) < 0) {
+            lingering = 1; /* processes still in its groups */
             r = -1;
+        }
     }
     if (sb->ctl_path)
         (void)unlink(sb->ctl_path);
     if (sb->dir && rmdir(sb->dir) < 0 && errno != ENOENT && r == 0)
         r = gbx_err_sys(err, errno, "cannot remove '%s'", sb->dir);
-    if (slot_held)
+    /* a uid range with processes still in it is not handed to another sandbox: it stays
+     * taken until this daemon exits (and the next one finds no row for it) */
+    if (slot_held && !lingering)
         gbx_ns_slot_release(sb->rt, sb->uid_slot);
     return r;
 }
