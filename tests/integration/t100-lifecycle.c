@@ -84,17 +84,23 @@ static int count_cgroups(void)
     return n;
 }
 
+/* Processes of this test's sandboxes: in a cgroup named with its runtime's scope (other
+ * tests and daemons may run sandboxes on the machine at the same time). */
 static int count_sandbox_procs(void)
 {
     DIR *d = opendir("/proc");
     struct dirent *de;
     int n = 0;
+    gbx_autofree char *mark = gbx_asprintf("/glovebox/%s", rt->cg.scope);
     while ((de = readdir(d)) != NULL) {
         if (atoi(de->d_name) <= 0)
             continue;
         struct stat st;
         gbx_autofree char *p = gbx_asprintf("/proc/%s", de->d_name);
-        if (stat(p, &st) == 0 && st.st_uid >= rt->uid_base)
+        gbx_autofree char *cgp = gbx_asprintf("/proc/%s/cgroup", de->d_name);
+        gbx_autofree char *cg = NULL;
+        if (stat(p, &st) == 0 && st.st_uid >= rt->uid_base &&
+            gbx_read_file(cgp, 1 << 16, &cg, NULL) == 0 && strstr(cg, mark))
             n++;
     }
     closedir(d);
