@@ -1756,7 +1756,17 @@ static json_t *health_json(const struct gbx_server *s)
                                         : "probing");
     if (s->admin && criu >= 0)
         json_object_set_new(hib, "reason", json_string(why));
-    return json_pack("{s:s,s:{s:o}}", "status", "ok", "capabilities", "hibernate", hib);
+    /* pause needs a freezer: cgroup v2's, or v1's */
+    const struct gbx_cg_layout *cg = &s->rt.cg;
+    int freezer = cg->v2_freeze || cg->v1[GBX_CG_FREEZER] != NULL;
+    json_t *pause = json_pack("{s:s}", "state", freezer ? "available" : "unavailable");
+    if (s->admin)
+        json_object_set_new(pause, "reason",
+                            json_string(cg->v2_freeze ? "cgroup v2 freezer"
+                                        : freezer     ? "cgroup v1 freezer"
+                                                      : "no cgroup freezer on this host"));
+    return json_pack("{s:s,s:{s:o,s:o}}", "status", "ok", "capabilities", "hibernate", hib, "pause",
+                     pause);
 }
 
 /* GET /metrics: Prometheus text exposition format. */
@@ -1779,8 +1789,9 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
                         "# HELP glovebox_capability_available Host capabilities a sandbox path "
                         "relies on: 1 available, 0 not (GET /healthz says why), -1 being probed.\n"
                         "# TYPE glovebox_capability_available gauge\n"
-                        "glovebox_capability_available{capability=\"hibernate\"} %d\n",
-                        criu);
+                        "glovebox_capability_available{capability=\"hibernate\"} %d\n"
+                        "glovebox_capability_available{capability=\"pause\"} %d\n",
+                        criu, s->rt.cg.v2_freeze || s->rt.cg.v1[GBX_CG_FREEZER] != NULL);
     evbuffer_add_printf(b, "# HELP glovebox_sandbox_create_seconds Time from a create request "
                            "to the sandbox's agent answering.\n"
                            "# TYPE glovebox_sandbox_create_seconds histogram\n");
