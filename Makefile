@@ -167,11 +167,11 @@ $(PROBE): tests/probe/probe.c
 	$(CC) -std=gnu11 -O2 -Wall -static -o $@ $<
 
 test: all $(UNIT_BINS) $(INTEG_BINS) $(PROBE)
-	@BUILD=$(BUILD) ./tests/run-tests.sh $(UNIT_BINS) $(INTEG_BINS) tests/integration/t*.sh \
-	    tests/e2b/run.sh tests/mcp/run.sh tests/worker/run.sh
+	@BUILD=$(BUILD) ./tests/run-tests.sh tests/unit/test_runner.sh $(UNIT_BINS) $(INTEG_BINS) \
+	    tests/integration/t*.sh tests/e2b/run.sh tests/mcp/run.sh tests/worker/run.sh
 
 unit: $(UNIT_BINS)
-	@BUILD=$(BUILD) ./tests/run-tests.sh $(UNIT_BINS)
+	@BUILD=$(BUILD) ./tests/run-tests.sh tests/unit/test_runner.sh $(UNIT_BINS)
 
 # ---- benchmarks --------------------------------------------------------------------------
 BENCH_SRCS := $(wildcard bench/*.c)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# test-timeout: 900
 # The E2B compatibility suite: the unmodified E2B SDKs from npm (package-lock.json) run as
 # node:test files (tests/e2b/*.test.mjs) against a private gloveboxd on a TCP port, with
 # E2B_API_URL = E2B_SANDBOX_URL = the listener and E2B_API_KEY = a fresh Glovebox API key.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# test-timeout: 600
 # The MCP suite: the official MCP TypeScript SDK from npm (package-lock.json) drives
 # `glovebox mcp` over stdio (its Client with a StdioClientTransport) as node:test files
 # (tests/mcp/*.test.mjs), against a private gloveboxd with its own state and runtime dirs.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# test-timeout: 700
 # The Managed Agents worker suite: the official npm @anthropic-ai/sdk EnvironmentWorker
 # (sdk_worker.mjs, pinned by package-lock.json) runs scripted scenarios (scenarios/*.json)
 # against the fake control plane (fake_cp.mjs), and node:test files (tests/worker/*.test.mjs)
