@@ -1,7 +1,8 @@
 # Glovebox: one non-recursive GNU Makefile.
 #   make                 library, glovebox-init, glovebox (CLI)
 #   make test            unit + integration tests (as root; sandbox tests need namespaces),
-#                        then the E2B SDK suite (tests/e2b/run.sh; npm ci in tests/e2b first)
+#                        then the node suites (tests/e2b, tests/mcp, tests/worker), whose
+#                        npm packages it installs from their lockfiles (npm ci) when needed
 #   make test SANITIZE=address,undefined   the everyday loop (leak detection on)
 #   make bench           benchmarks side by side with peers (bwrap, unshare)
 #   make fuzz            build and run the libFuzzer targets for a short while
@@ -166,12 +167,24 @@ $(PROBE): tests/probe/probe.c
 	@mkdir -p $(@D)
 	$(CC) -std=gnu11 -O2 -Wall -static -o $@ $<
 
-test: all $(UNIT_BINS) $(INTEG_BINS) $(PROBE)
-	@BUILD=$(BUILD) ./tests/run-tests.sh $(UNIT_BINS) $(INTEG_BINS) tests/integration/t*.sh \
-	    tests/e2b/run.sh tests/mcp/run.sh tests/worker/run.sh
+# The node suites' packages, from their lockfiles: npm ci again when node_modules is missing
+# or older than package-lock.json (the stamp is the last thing written). A failure fails the
+# test run, with npm's reason, rather than leaving the suites to skip.
+NODE_SUITES := tests/e2b tests/mcp tests/worker
+NODE_STAMPS := $(NODE_SUITES:%=%/node_modules/.glovebox-npm-ci)
+%/node_modules/.glovebox-npm-ci: %/package-lock.json %/package.json
+	@command -v npm >/dev/null || { echo "test: npm not found (scripts/deps.sh installs it)"; exit 1; }
+	@echo "npm ci in $*"
+	@cd $* && npm ci --no-audit --no-fund --loglevel=error || \
+	    { echo "test: npm ci in $* failed (above): its suite cannot run"; exit 1; }
+	@touch $@
+
+test: all $(UNIT_BINS) $(INTEG_BINS) $(PROBE) $(NODE_STAMPS)
+	@BUILD=$(BUILD) ./tests/run-tests.sh tests/unit/test_runner.sh $(UNIT_BINS) $(INTEG_BINS) \
+	    tests/integration/t*.sh $(NODE_SUITES:%=%/run.sh)
 
 unit: $(UNIT_BINS)
-	@BUILD=$(BUILD) ./tests/run-tests.sh $(UNIT_BINS)
+	@BUILD=$(BUILD) ./tests/run-tests.sh tests/unit/test_runner.sh $(UNIT_BINS)
 
 # ---- benchmarks --------------------------------------------------------------------------
 BENCH_SRCS := $(wildcard bench/*.c)

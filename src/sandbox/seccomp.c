@@ -107,10 +107,11 @@ int gbx_seccomp_compile(struct gbx_seccomp_prog *p)
      * kernel's per-syscall action cache is built faster when the filter is installed */
     if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
         goto out;
-    /* filter the 32-bit entry points too: int 0x80 must not be a way around the rules */
-    if ((r = seccomp_arch_add(ctx, SCMP_ARCH_X86)) < 0 && r != -EEXIST)
-        goto out;
-    if ((r = seccomp_arch_add(ctx, SCMP_ARCH_X32)) < 0 && r != -EEXIST)
+    /* Only the native ABI is let in. A call through another one (i386 by int 0x80 or
+     * sysenter, x32 by the x32 bit in the number) is refused whole with ENOSYS, as on a
+     * kernel built without them: rules repeated per ABI would have to be right for each
+     * ABI's numbers and argument layout, and sandboxes run 64-bit programs */
+    if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(ENOSYS))) < 0)
         goto out;
     for (size_t i = 0; i < gbx_seccomp_nrules; i++) {
         const struct gbx_seccomp_rule *rule = &gbx_seccomp_rules[i];
@@ -125,7 +126,7 @@ int gbx_seccomp_compile(struct gbx_seccomp_prog *p)
             struct scmp_arg_cmp c = {rule->arg, SCMP_CMP_MASKED_EQ, rule->mask, rule->value};
             r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(rule->errnum), nr, 1, &c);
         }
-        /* -EACCES/-EOPNOTSUPP: the syscall does not exist on one of the arches; fine */
+        /* -EACCES/-EOPNOTSUPP/-EDOM: the syscall does not exist on this arch; fine */
         if (r < 0 && r != -EACCES && r != -EOPNOTSUPP && r != -EDOM)
             goto out;
     }

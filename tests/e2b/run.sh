@@ -1,4 +1,5 @@
 #!/bin/sh
+# test-timeout: 900
 # The E2B compatibility suite: the unmodified E2B SDKs from npm (package-lock.json) run as
 # node:test files (tests/e2b/*.test.mjs) against a private gloveboxd on a TCP port, with
 # E2B_API_URL = E2B_SANDBOX_URL = the listener and E2B_API_KEY = a fresh Glovebox API key.
@@ -13,7 +14,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 command -v node >/dev/null || { echo "skip: node not installed (scripts/deps.sh)"; exit 77; }
 command -v curl >/dev/null || { echo "skip: curl not installed"; exit 77; }
 [ -d "$HERE/node_modules/e2b" ] && [ -d "$HERE/node_modules/@e2b/code-interpreter" ] ||
-    { echo "skip: run npm ci in tests/e2b"; exit 77; }
+    { echo "skip: no tests/e2b/node_modules (make test installs it: npm ci)"; exit 77; }
 case "$BUILD" in /*) ;; *) BUILD="$(pwd)/$BUILD" ;; esac
 export BUILD
 [ -x "$BUILD/gloveboxd" ] && [ -x "$BUILD/glovebox" ] || { echo "no $BUILD/gloveboxd: run make"; exit 1; }

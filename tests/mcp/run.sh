@@ -1,4 +1,5 @@
 #!/bin/sh
+# test-timeout: 600
 # The MCP suite: the official MCP TypeScript SDK from npm (package-lock.json) drives
 # `glovebox mcp` over stdio (its Client with a StdioClientTransport) as node:test files
 # (tests/mcp/*.test.mjs), against a private gloveboxd with its own state and runtime dirs.
@@ -14,7 +15,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 command -v node >/dev/null || { echo "skip: node not installed (scripts/deps.sh)"; exit 77; }
 command -v curl >/dev/null || { echo "skip: curl not installed"; exit 77; }
 [ -d "$HERE/node_modules/@modelcontextprotocol/sdk" ] ||
-    { echo "skip: run npm ci in tests/mcp"; exit 77; }
+    { echo "skip: no tests/mcp/node_modules (make test installs it: npm ci)"; exit 77; }
 case "$BUILD" in /*) ;; *) BUILD="$(pwd)/$BUILD" ;; esac
 export BUILD
 [ -x "$BUILD/gloveboxd" ] && [ -x "$BUILD/glovebox" ] || { echo "no $BUILD/gloveboxd: run make"; exit 1; }

@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/keyctl.h>
 #include <linux/sched.h>
+#include <linux/seccomp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -23,6 +25,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -139,6 +142,16 @@ static void test_compile(void **state)
     assert_int_equal(BPF_CLASS(f[p.len - 1].code), BPF_RET);
     assert_int_equal(f[0].code, BPF_LD | BPF_W | BPF_ABS);
     assert_int_equal(f[0].k, 4); /* offsetof(struct seccomp_data, arch) */
+#if defined(__x86_64__)
+    /* the one arch let in is x86_64; any other (i386, and x32's marked numbers further on)
+     * jumps to a return of ENOSYS: no rules for the 32-bit ABIs, on any kernel */
+    assert_int_equal(f[1].code, BPF_JMP | BPF_JEQ | BPF_K);
+    assert_int_equal(f[1].k, AUDIT_ARCH_X86_64);
+    const struct sock_filter *bad = &f[2 + f[1].jf];
+    assert_true(bad < f + p.len);
+    assert_int_equal(bad->code, BPF_RET | BPF_K);
+    assert_int_equal(bad->k, SECCOMP_RET_ERRNO | ENOSYS);
+#endif
     /* twice gives the same program */
     struct gbx_seccomp_prog q;
     assert_int_equal(gbx_seccomp_compile(&q), 0);
@@ -371,28 +384,85 @@ static int chk_seccomp_mode(void)
     return prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 2 ? 0 : -EBADE;
 }
 
+/* The filter refuses the i386 and x32 ABIs whole. Each check below makes a call through
+ * one of them whose effect can be seen from here, and is judged by that effect, never by
+ * an errno: REFUSED unless the call took effect, however it was refused (an error, no such
+ * entry point, or the process killed because the kernel has no IA32 emulation), 0 when it
+ * took effect. Each runs in a grandchild, the one such a kernel kills. */
+#define REFUSED (-EPERM)
 #if defined(__x86_64__)
-/* The 32-bit entry point must be filtered too: umount (i386 #52) through int 0x80.
- * Runs in a grandchild because a kernel without IA32 emulation kills the caller. Returns
- * -EPERM when filtered, -EBADE when the call got through, 0 when int 0x80 is unavailable. */
-static int chk_int80_umount(void)
+
+/* i386 system call nr with one argument through int 0x80 */
+static long int80(long nr, long a1)
 {
+    long r;
+    /* kernels before 4.17 clobber r8-r11 on int 0x80 from 64-bit code */
+    __asm__ volatile("int $0x80" : "=a"(r) : "a"(nr), "b"(a1) : "r8", "r9", "r10", "r11", "memory");
+    return r;
+}
+
+/* Run fn in a grandchild: fn returns 10 when the call took effect, 11 when it did not. */
+static int effect_in_grandchild(int (*fn)(void))
+{
+    fflush(NULL);
     pid_t pid = fork();
     if (pid < 0)
         return -EBADE;
     if (pid == 0) {
-        long r;
-        __asm__ volatile("int $0x80" : "=a"(r) : "a"(52L), "b"(0L), "c"(0L) : "memory");
-        _exit(r == -EPERM ? 10 : r == -ENOSYS ? 11 : 12);
+        /* a refusal by signal kills the process, not a sanitizer's handler */
+        signal(SIGSEGV, SIG_DFL);
+        signal(SIGSYS, SIG_DFL);
+        _exit(fn());
     }
     int st;
     if (waitpid(pid, &st, 0) != pid)
         return -EBADE;
+    if (WIFSIGNALED(st) && (WTERMSIG(st) == SIGSEGV || WTERMSIG(st) == SIGSYS))
+        return REFUSED;
     if (WIFEXITED(st) && WEXITSTATUS(st) == 10)
-        return -EPERM;
-    if (WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == 11))
         return 0;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 11)
+        return REFUSED;
     return -EBADE;
+}
+
+/* i386 getpid (#20): its success is the caller's pid */
+static int int80_getpid(void)
+{
+    return int80(20, 0) == getpid() ? 10 : 11;
+}
+
+/* i386 unshare (#310) of CLONE_NEWUSER: its success is a new user namespace */
+static int int80_unshare_user(void)
+{
+    struct stat a, b;
+    if (stat("/proc/self/ns/user", &a) < 0)
+        return 12;
+    (void)int80(310, CLONE_NEWUSER);
+    if (stat("/proc/self/ns/user", &b) < 0)
+        return 12;
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino ? 11 : 10;
+}
+
+/* x32 getpid: the 64-bit getpid's number with the x32 bit */
+static int x32_getpid(void)
+{
+    return syscall(0x40000000 | SYS_getpid) == getpid() ? 10 : 11;
+}
+
+static int chk_int80_getpid(void)
+{
+    return effect_in_grandchild(int80_getpid);
+}
+
+static int chk_int80_unshare_user(void)
+{
+    return effect_in_grandchild(int80_unshare_user);
+}
+
+static int chk_x32_getpid(void)
+{
+    return effect_in_grandchild(x32_getpid);
 }
 #endif
 
@@ -400,8 +470,14 @@ struct check {
     const char *name;
     int (*fn)(void);
     int want;            /* with the filter */
-    int want_unfiltered; /* without it, as a control; 1 = do not compare */
+    int want_unfiltered; /* without it, as a control; 1 = do not compare, or one of: */
 };
+/* takes effect (0) where the kernel has int 0x80, else REFUSED */
+#define UNFILTERED_IF_INT80 2
+/* whatever the kernel does (x32 is a build option): not compared */
+#define UNFILTERED_KERNEL 3
+/* only the checks judged by their effect have these controls */
+#define BY_EFFECT(c) ((c)->want_unfiltered >= UNFILTERED_IF_INT80)
 
 static const struct check checks[] = {
     {"seccomp mode", chk_seccomp_mode, 0, -EBADE},
@@ -431,7 +507,9 @@ static const struct check checks[] = {
     {"perf_event_open", chk_perf_event_open, -EPERM, 1},
     {"open_by_handle_at", chk_open_by_handle_at, -EPERM, 1},
 #if defined(__x86_64__)
-    {"int 0x80 umount", chk_int80_umount, -EPERM, 1},
+    {"int 0x80 getpid", chk_int80_getpid, REFUSED, UNFILTERED_IF_INT80},
+    {"int 0x80 unshare(CLONE_NEWUSER)", chk_int80_unshare_user, REFUSED, UNFILTERED_IF_INT80},
+    {"x32 getpid", chk_x32_getpid, REFUSED, UNFILTERED_KERNEL},
 #endif
 };
 #define NCHECKS (sizeof(checks) / sizeof(checks[0]))
@@ -481,6 +559,19 @@ struct progs {
     struct gbx_seccomp_prog prebuilt; /* gbx_seccomp_prebuilt: generated at build time */
 };
 
+/* "-1 (Operation not permitted)", or for a check judged by its effect "refused" */
+static const char *result_str(const struct check *c, int r)
+{
+    static char buf[2][96];
+    static int k;
+    char *b = buf[k++ % 2];
+    if (BY_EFFECT(c) && (r == 0 || r == REFUSED))
+        snprintf(b, sizeof(buf[0]), "%s", r == 0 ? "took effect" : "refused");
+    else
+        snprintf(b, sizeof(buf[0]), "%d (%s)", r, strerror(-r));
+    return b;
+}
+
 static void check_filter_from_inside(const struct gbx_seccomp_prog *prog)
 {
     int res[NCHECKS];
@@ -488,8 +579,8 @@ static void check_filter_from_inside(const struct gbx_seccomp_prog *prog)
     run_checks(prog, res);
     for (size_t i = 0; i < NCHECKS; i++) {
         int ok = res[i] == checks[i].want;
-        print_message("%-36s %-6s got %d (%s), want %d\n", checks[i].name, ok ? "ok" : "WRONG",
-                      res[i], strerror(-res[i]), checks[i].want);
+        print_message("%-36s %-6s got %s, want %s\n", checks[i].name, ok ? "ok" : "WRONG",
+                      result_str(&checks[i], res[i]), result_str(&checks[i], checks[i].want));
         bad += !ok;
     }
     assert_int_equal(bad, 0);
@@ -526,7 +617,31 @@ static void test_checks_control(void **state)
     int bad = 0;
     (void)state;
     run_checks(NULL, res);
+#if defined(__x86_64__)
+    /* the 32-bit checks can only catch a filter that lets a call through where int 0x80
+     * exists; say so where it does not */
+    int int80 = chk_int80_getpid() == 0;
+    if (!int80)
+        print_message("note: this kernel has no int 0x80 from 64-bit code (IA32 emulation "
+                      "off): the int 0x80 checks hold without the filter\n");
+#endif
     for (size_t i = 0; i < NCHECKS; i++) {
+        if (checks[i].want_unfiltered == UNFILTERED_KERNEL) {
+            print_message("%s: %s without the filter\n", checks[i].name,
+                          result_str(&checks[i], res[i]));
+            continue;
+        }
+#if defined(__x86_64__)
+        if (checks[i].want_unfiltered == UNFILTERED_IF_INT80) {
+            if (res[i] != (int80 ? 0 : REFUSED)) {
+                print_error("%s: %s without the filter, want %s\n", checks[i].name,
+                            result_str(&checks[i], res[i]),
+                            result_str(&checks[i], int80 ? 0 : REFUSED));
+                bad++;
+            }
+            continue;
+        }
+#endif
         if (checks[i].want_unfiltered == 1) {
             /* at least the filtered result must differ when running as root, where
              * the kernel itself would not refuse with EPERM */
