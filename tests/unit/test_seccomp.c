@@ -318,6 +318,17 @@ static int chk_process_vm_readv(void)
     return ret(process_vm_readv(getpid(), &l, 1, &r, 1, 0));
 }
 
+/* a copy of one of our own descriptors through our own pidfd: works without the filter */
+static int chk_pidfd_getfd(void)
+{
+    int pfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    if (pfd < 0)
+        return -EBADE;
+    int r = ret(syscall(SYS_pidfd_getfd, pfd, pfd, 0));
+    close(pfd);
+    return r;
+}
+
 static int chk_ioctl_tiocsti(void)
 {
     char c = 'x';
@@ -499,6 +510,7 @@ static const struct check checks[] = {
     {"bpf", chk_bpf, -EPERM, 1},
     {"ptrace(PTRACE_TRACEME)", chk_ptrace, -EPERM, 0},
     {"process_vm_readv", chk_process_vm_readv, -EPERM, 1},
+    {"pidfd_getfd", chk_pidfd_getfd, -EPERM, 0},
     {"ioctl(TIOCSTI)", chk_ioctl_tiocsti, -EPERM, -ENOTTY},
     {"ioctl(TIOCLINUX)", chk_ioctl_tioclinux, -EPERM, 1},
     {"ioctl(FIONREAD)", chk_ioctl_fionread, 0, 0},
