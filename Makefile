@@ -195,7 +195,7 @@ BENCH_LIB_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/lib/*.c))
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BENCH_LIB_OBJS) $(LIB)
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(BENCH_LIB_OBJS) $(LIB) $(BENCH_LIBS) $(LIBS)
 
-bench: all $(BENCH_BINS)
+bench: all $(BENCH_BINS) tests/e2b/node_modules/.glovebox-npm-ci
 	@BUILD=$(BUILD) ./bench/run.sh
 
 # ---- fuzzing -----------------------------------------------------------------------------

@@ -22,10 +22,12 @@ trap cleanup EXIT
 start_daemon() {
     "$D" --state-dir "$STATE" --runtime-dir "$RUN" --kill-on-exit "$@" 2>"$T/daemon.log" &
     DPID=$!
-    # ready when /healthz answers (a socket file may be left by a daemon killed earlier)
-    for i in $(seq 200); do
+    # ready when /healthz answers (a socket file may be left by a daemon killed earlier);
+    # 30 s: a sanitized build on a busy machine starts slowly
+    for i in $(seq 600); do
         [ "$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" http://glovebox/healthz)" = 200 ] &&
             return 0
+        kill -0 "$DPID" 2>/dev/null || break
         sleep 0.05
     done
     echo "gloveboxd did not start:"; cat "$T/daemon.log"; exit 1
@@ -105,7 +107,14 @@ spec_check() {
 summary() {
     # stop the daemon the way an operator does; a sanitized build reports leaks at exit
     if [ -n "$DPID" ] && kill -0 "$DPID" 2>/dev/null; then
-        kill -TERM "$DPID"; wait "$DPID"; rc=$?; DPID=
+        kill -TERM "$DPID"
+        # bounded: a daemon that does not stop within 60 s fails the test, and is killed
+        for i in $(seq 1200); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.05; done
+        if kill -0 "$DPID" 2>/dev/null; then
+            echo "# gloveboxd still running 60 s after SIGTERM: SIGKILL"
+            kill -KILL "$DPID"
+        fi
+        wait "$DPID"; rc=$?; DPID=
         check "the daemon stops cleanly on SIGTERM" [ $rc -eq 0 ]
     fi
     for log in "$T"/daemon*.log; do
