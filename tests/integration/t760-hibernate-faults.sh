@@ -140,6 +140,7 @@ for at in 0.01 0.03 0.05; do
     echo "$at" > "$T/stop-at"
     counting_sandbox
     req POST "/v1/sandboxes/$SB/hibernate" '{}'
+    echo "# criu frozen $at s into the dump: $code $(head -c 300 "$T/body")"
     if [ "$code" = 200 ]; then
         echo "# at $at s the dump had finished already"
         req POST "/v1/sandboxes/$SB/resume" '{}'
@@ -148,6 +149,7 @@ for at in 0.01 0.03 0.05; do
         check "criu frozen $at s into the dump: no network lock left" [ "$(criu_tables "$HUID")" = 0 ]
     fi
     check "criu frozen $at s into the dump: the sandbox runs on" runs_on "$SB"
+    [ "$code" = 200 ] || echo "# then: $code $(head -c 300 "$T/body")"
 done
 # ---- the daemon killed during a hung dump ------------------------------------------------
 stop_daemon
@@ -169,4 +171,5 @@ fi
 req GET /v1/sandboxes
 for x in $(field "' '.join(s['id'] for s in j['sandboxes'])"); do req DELETE "/v1/sandboxes/$x"; done
 fi
+[ $fail -eq 0 ] || { echo "# the kept daemons' log ends:"; grep -v "info request" "$T/daemon-kept.log" | tail -n 30 | sed "s/^/#   /"; }
 summary

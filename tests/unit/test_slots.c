@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include <sys/stat.h>
+
 #include "base/fileutil.h"
 #include "sandbox/ns.h"
 
@@ -24,14 +26,20 @@ static int setup(void **state)
     if (geteuid() != 0)
         return 0;
     snprintf(dir, sizeof(dir), "/tmp/gbx-slots-XXXXXX");
-    if (mkdtemp(dir) == NULL)
+    if (mkdtemp(dir) == NULL || chmod(dir, 0711) < 0) /* sandboxes must reach the runtime dir */
         return -1;
     char st[96], run[96];
     snprintf(st, sizeof(st), "%s/state", dir);
     snprintf(run, sizeof(run), "%s/run", dir);
+    /* a lock file of its own: this test takes every slot, which must not starve the host's
+     * sandboxes (other tests, daemons) that claim theirs in the host-wide file */
+    char lock[96];
+    snprintf(lock, sizeof(lock), "%s/uids.lock", dir);
+    setenv("GLOVEBOX_UID_LOCK", lock, 1);
     struct gbx_runtime_opts o = {.state_dir = st, .runtime_dir = run};
     struct gbx_err *err = NULL;
     if (gbx_runtime_init(&rt, &o, &err) < 0) {
+        fprintf(stderr, "%s\n", err->msg);
         gbx_err_free(err);
         return -1;
     }
