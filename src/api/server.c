@@ -32,6 +32,7 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -812,9 +813,33 @@ fail:
     return -1;
 }
 
+/* Creates at once on worker threads: a create is mostly the kernel's work (clone3, mounts,
+ * cgroups), so more of them than CPUs make none faster and the loop slower to answer. */
+static pthread_mutex_t spawn_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t spawn_cv = PTHREAD_COND_INITIALIZER;
+static int spawn_running, spawn_max;
+
+static void spawn_gate(int enter)
+{
+    pthread_mutex_lock(&spawn_mu);
+    if (spawn_max == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        spawn_max = n < 1 ? 1 : n > 16 ? 16 : (int)n;
+    }
+    if (enter) {
+        while (spawn_running >= spawn_max)
+            pthread_cond_wait(&spawn_cv, &spawn_mu);
+        spawn_running++;
+    } else {
+        spawn_running--;
+        pthread_cond_signal(&spawn_cv);
+    }
+    pthread_mutex_unlock(&spawn_mu);
+}
+
 /* The sandbox itself, its agent's hello and its network's plumbing: the blocking part, on
  * any thread (it touches nothing of the loop's). */
-static void create_spawn(struct create_job *j)
+static void create_spawn(struct create_job *j, int on_worker)
 {
     struct gbx_sandbox_spec spec = {.id = j->id,
                                     .template_name = j->base,
@@ -823,7 +848,12 @@ static void create_spawn(struct create_job *j)
                                     .ctl_socket = 1,
                                     .layers = (const char *const *)j->layers,
                                     .nlayers = j->nlayers};
-    if (gbx_sandbox_create(&j->s->rt, &spec, &j->sb, &j->err) < 0)
+    if (on_worker) /* the loop never waits at the gate */
+        spawn_gate(1);
+    int r = gbx_sandbox_create(&j->s->rt, &spec, &j->sb, &j->err);
+    if (on_worker)
+        spawn_gate(0);
+    if (r < 0)
         return;
     if (agent_hello(j->sb, &j->err) < 0 ||
         gbx_egress_netns_setup(j->sb->init_pid, &j->socks, &j->err) < 0) {
@@ -909,7 +939,7 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
     if (r != 0)
         return r;
     if (!j->pooled) {
-        create_spawn(j);
+        create_spawn(j, 0);
         if (j->sb == NULL) {
             s->m.create_failed++;
             if (err)
@@ -923,7 +953,7 @@ int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **o
 
 static void create_work(void *arg)
 {
-    create_spawn(arg);
+    create_spawn(arg, 1);
 }
 
 static void create_done(void *arg)
