@@ -5,7 +5,8 @@
 # Each test runs in a session of its own (setsid), with stdin from /dev/null, and is bounded:
 # after its limit the whole session gets SIGTERM, then SIGKILL after GBX_TEST_GRACE seconds
 # (default 10), and it fails "timed out after N s"; the tests after it still run. Whatever a
-# test leaves running in its session is stopped the same way when it ends. The limit is 300 s,
+# test leaves running in its session is stopped the same way when it ends, and so are the
+# sandboxes it left that nobody can reach any more (tests/lib/orphans.py). The limit is 300 s,
 # or what a script declares in its first 15 lines as "# test-timeout: SECONDS";
 # GBX_TEST_TIMEOUT=SECONDS overrides every limit.
 set -u
@@ -96,6 +97,9 @@ for t in "$@"; do
     wd=
     stop "$pid" "$log"
     pid=
+    # sandboxes run in sessions of their own: those it left that nobody can reach any more
+    # (their daemon and directories gone) are killed, and said so in its log
+    command -v python3 >/dev/null && python3 "$GBX_REPO/tests/lib/orphans.py" >>"$log" 2>&1
     secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
     if [ -e "$mark" ]; then
         rm -f "$mark"
