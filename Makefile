@@ -1,8 +1,9 @@
 # Glovebox: one non-recursive GNU Makefile.
 #   make                 library, glovebox-init, glovebox (CLI)
 #   make test            unit + integration tests (as root; sandbox tests need namespaces),
-#                        then the node suites (tests/e2b, tests/mcp, tests/worker), whose
-#                        npm packages it installs from their lockfiles (npm ci) when needed
+#                        the fault suite (tests/faults), then the node suites (tests/e2b,
+#                        tests/mcp, tests/worker), whose npm packages it installs from their
+#                        lockfiles (npm ci) when needed
 #   make test SANITIZE=address,undefined   the everyday loop (leak detection on)
 #   make bench           benchmarks side by side with peers (bwrap, unshare)
 #   make fuzz            build and run the libFuzzer targets for a short while
@@ -181,7 +182,7 @@ NODE_STAMPS := $(NODE_SUITES:%=%/node_modules/.glovebox-npm-ci)
 
 test: all $(UNIT_BINS) $(INTEG_BINS) $(PROBE) $(NODE_STAMPS)
 	@BUILD=$(BUILD) ./tests/run-tests.sh tests/unit/test_runner.sh $(UNIT_BINS) $(INTEG_BINS) \
-	    tests/integration/t*.sh $(NODE_SUITES:%=%/run.sh)
+	    tests/integration/t*.sh tests/faults/f*.sh $(NODE_SUITES:%=%/run.sh)
 
 unit: $(UNIT_BINS)
 	@BUILD=$(BUILD) ./tests/run-tests.sh tests/unit/test_runner.sh $(UNIT_BINS)
