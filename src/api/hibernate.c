@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "api/http.h"
 #include "api/offload.h"
@@ -352,6 +353,23 @@ void gbx_hibernate_wake(struct gbx_server *s, struct evhttp_request *req, struct
         gbx_err_set(&j->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
         wake_done(j);
     }
+}
+
+pid_t gbx_hibernate_woken_pid(struct gbx_server *s, const char *id)
+{
+    gbx_autofree char *d = image_dir(s, id);
+    gbx_autofree char *p = gbx_asprintf("%s/restore.pid", d);
+    gbx_autofree char *t = NULL;
+    if (gbx_read_file(p, 64, &t, NULL) < 0)
+        return 0;
+    long pid = strtol(t, NULL, 10);
+    return pid > 1 && pid < INT32_MAX && kill((pid_t)pid, 0) == 0 ? (pid_t)pid : 0;
+}
+
+int gbx_hibernate_has_image(struct gbx_server *s, const char *id)
+{
+    gbx_autofree char *d = image_dir(s, id);
+    return access(d, F_OK) == 0;
 }
 
 void gbx_hibernate_discard(struct gbx_server *s, const char *id)

@@ -8,6 +8,8 @@
 #ifndef GBX_API_HIBERNATE_H
 #define GBX_API_HIBERNATE_H
 
+#include <sys/types.h>
+
 struct evhttp_request;
 struct gbx_err;
 struct gbx_live;
@@ -36,5 +38,11 @@ void gbx_hibernate_wake(struct gbx_server *s, struct evhttp_request *req, struct
                         gbx_hibernate_done_fn done, void *arg);
 /* Remove a hibernated sandbox's image (in the background). */
 void gbx_hibernate_discard(struct gbx_server *s, const char *id);
+/* At a daemon's start: the host pid of the init that a wake restored from id's image when
+ * the daemon that woke it died before taking it back (the image's restore.pid names a live
+ * process), else 0. */
+pid_t gbx_hibernate_woken_pid(struct gbx_server *s, const char *id);
+/* Does id have an image directory? */
+int gbx_hibernate_has_image(struct gbx_server *s, const char *id);
 
 #endif

@@ -2333,6 +2333,26 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
     struct gbx_sandbox *sb = NULL;
     struct gbx_err *err = NULL;
     int hibernated = row->state && strcmp(row->state, "hibernated") == 0;
+    /* restored by a wake whose daemon died before taking it back: it runs, adopt it */
+    pid_t woken = hibernated ? gbx_hibernate_woken_pid(s, row->id) : 0;
+    if (woken > 0) {
+        rec.init_pid = woken;
+        if (gbx_sandbox_adopt(&s->rt, &rec, &sb, &err) == 0) {
+            gbx_log_warn("sandbox '%s': woken by a daemon that died before taking it back; "
+                         "adopted, running",
+                         row->id);
+            hibernated = 0;
+        } else {
+            /* a restored tree that does not work: undone; its image waits, as it was */
+            gbx_log_warn("sandbox '%s': %s; the wake is undone", row->id, err->msg);
+            gbx_err_free(err);
+            err = NULL;
+            if (sb)
+                gbx_sandbox_forget(sb);
+            sb = NULL;
+            (void)!gbx_sandbox_reap(&s->rt, row->id, NULL);
+        }
+    }
     if (hibernated) {
         /* no processes to adopt: its image waits on disk; its uid range stays reserved */
         if (gbx_sandbox_hold(&s->rt, row->id, (uint32_t)row->uid_slot, 1, &sb, &err) < 0) {
@@ -2348,7 +2368,7 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
     /* no hello: a frozen init (paused, or frozen for a snapshot when its daemon died) cannot
      * answer, and a slow one must not hold the start; the pidfd and its uid say init lives,
      * the connect that its listener is there */
-    if (gbx_sandbox_adopt(&s->rt, &rec, &sb, &err) < 0) {
+    if (sb == NULL && gbx_sandbox_adopt(&s->rt, &rec, &sb, &err) < 0) {
         /* collected now, removed after the walk (the walk holds a read statement) */
         struct gone *g = gbx_xcalloc(1, sizeof(*g));
         g->id = gbx_xstrdup(row->id);
@@ -2471,6 +2491,14 @@ static int adopt_all(struct gbx_server *s, struct gbx_err **err)
     for (struct gbx_live *l = s->live; l; l = l->next) {
         gbx_log_info("adopted sandbox '%s'", l->sb->id);
         gbx_server_audit(s, "sandbox.adopt", l->sb->id, NULL);
+        /* the image of a hibernate or a wake that its daemon did not finish: of no use to a
+         * sandbox that runs (its row is written again: it says hibernated after a wake) */
+        if (!l->hibernated && gbx_hibernate_has_image(s, l->sb->id)) {
+            gbx_hibernate_discard(s, l->sb->id);
+            if (!l->paused)
+                json_object_del(l->attrs, "stopped_ns");
+            gbx_sandboxes_save(s, l);
+        }
     }
     while (gone) {
         struct gone *g = gone;
@@ -2481,6 +2509,8 @@ static int adopt_all(struct gbx_server *s, struct gbx_err **err)
             gbx_err_free(rerr);
         }
         store_delete(s, g->id);
+        if (gbx_hibernate_has_image(s, g->id)) /* a dump its daemon died in */
+            gbx_hibernate_discard(s, g->id);
         gbx_log_warn("sandbox '%s' did not survive: %s; removed", g->id, g->why);
         s->m.lost++;
         gbx_server_audit(s, "sandbox.lost", g->id, json_pack("{s:s}", "reason", g->why));

@@ -2,7 +2,8 @@
 # kill -9 at each named point (GLOVEBOX_FAULT=point): the daemon dies there, a new daemon on
 # the same dirs finds every acknowledged write, the operation in flight wholly there or
 # wholly absent, the sandbox concerned adopted and working or reported lost with nothing
-# left behind, and the operation can be done again.
+# left behind, and the operation can be done again. Hibernate's points need CRIU.
+# test-timeout: 600
 NAME=fkill
 . "$(dirname "$0")/../lib/daemon.sh"
 . "$(dirname "$0")/lib.sh"
@@ -269,6 +270,92 @@ check "template.build: and a sandbox of it runs" eval "[ '$code' = 200 ] && [ '$
 req DELETE "/v1/sandboxes/$SB"
 stop_daemon
 
+# ---- hibernate and wake (CRIU) -----------------------------------------------------------
+restart
+hibernate_capability
+stop_daemon
+if [ "$CRIU_OK" = 1 ]; then
+    counting() { # a sandbox with a counter in memory and a file: $SB, $HUID
+        new_sandbox
+        sh_in "$SB" 'echo kept > /home/user/f; nohup sh -c "i=0; while :; do i=\$((i+1)); echo \$i > /tmp/c.new; mv /tmp/c.new /tmp/c; sleep 0.02; done" >/dev/null 2>&1 & sleep 0.2'
+    }
+    runs_on() {
+        sh_in "$1" 'a=$(cat /tmp/c); sleep 0.3; b=$(cat /tmp/c); [ "$b" -gt "$a" ] && cat /home/user/f'
+        [ "$code" = 200 ] && [ "$out" = kept ]
+    }
+    for point in hibernate.ask hibernate.dump; do
+        fault_daemon "$point"
+        counting
+        A=$SB
+        post_dying "/v1/sandboxes/$A/hibernate" '{}'
+        died_at "$point"
+        inventory
+        restart
+        check "$point: the sandbox is adopted, running" [ "$(state_of "$A")" = running ]
+        check "$point: its processes, memory and files are as they were" runs_on "$A"
+        check "$point: its image is not left" [ ! -e "$STATE/hibernate/$A" ]
+        invariants "$point"
+        req POST "/v1/sandboxes/$A/hibernate" '{}'
+        if [ "$point" = hibernate.dump ]; then
+            # its layer handle went with the daemon that died (t760): refused, clearly
+            check "$point: hibernating again is refused with a clear error" \
+                eval "[ '$code' != 200 ] && grep -q 'writable layer' '$T/body'"
+        else
+            check "$point: it can be hibernated again" eval "[ '$code' = 200 ] && [ \"\$(field \"j['state']\")\" = hibernated ]"
+            req POST "/v1/sandboxes/$A/resume" '{}'
+            check "$point: and woken" runs_on "$A"
+        fi
+        req DELETE "/v1/sandboxes/$A"
+        stop_daemon
+    done
+
+    fault_daemon hibernate.dumped
+    counting
+    A=$SB; AUID=$HUID
+    post_dying "/v1/sandboxes/$A/hibernate" '{}'
+    died_at hibernate.dumped
+    inventory
+    restart
+    check "hibernate.dumped: the sandbox is reported lost in the log" grep -q "sandbox '$A' did not survive" "$LOG"
+    check "hibernate.dumped: and in the audit log" audited sandbox.lost "$A"
+    req GET "/v1/sandboxes/$A"
+    check "hibernate.dumped: it is not listed" [ "$code" = 404 ]
+    check "hibernate.dumped: nothing of it runs" gone_uid "$AUID"
+    check "hibernate.dumped: its image is not left behind" [ ! -e "$STATE/hibernate/$A" ]
+    invariants hibernate.dumped
+    counting
+    req POST "/v1/sandboxes/$SB/hibernate" '{}'
+    check "hibernate.dumped: another sandbox hibernates" [ "$code" = 200 ]
+    req POST "/v1/sandboxes/$SB/resume" '{}'
+    check "hibernate.dumped: and wakes" runs_on "$SB"
+    req DELETE "/v1/sandboxes/$SB"
+    stop_daemon
+
+    fault_daemon wake.restored
+    counting
+    A=$SB; AUID=$HUID
+    req POST "/v1/sandboxes/$A/hibernate" '{}'
+    check "wake.restored: an acknowledged hibernate" [ "$code" = 200 ]
+    post_dying "/v1/sandboxes/$A/resume" '{}'
+    died_at wake.restored
+    inventory
+    restart
+    st=$(state_of "$A")
+    echo "# after a kill at wake.restored the sandbox is '$st'"
+    check "wake.restored: the restored sandbox is adopted, running" [ "$st" = running ]
+    check "wake.restored: its processes, memory and files are as they were" runs_on "$A"
+    check "wake.restored: one copy of it runs (one counter)" \
+        [ "$(pgrep -u "$AUID" -f 'i=0; while' | wc -l)" = 1 ]
+    invariants wake.restored
+    req POST "/v1/sandboxes/$A/hibernate" '{}'
+    check "wake.restored: it can be hibernated again" [ "$code" = 200 ]
+    req POST "/v1/sandboxes/$A/resume" '{}'
+    check "wake.restored: and woken" runs_on "$A"
+    req DELETE "/v1/sandboxes/$A"
+    stop_daemon
+else
+    echo "# skip: hibernate.ask, hibernate.dump, hibernate.dumped, wake.restored: hibernate is unavailable here ($CRIU_WHY)"
+fi
 restart
 spec_check
 finish
