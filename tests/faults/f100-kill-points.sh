@@ -141,14 +141,6 @@ check "fork: and its sandboxes have the files" works "$F1"
 stop_daemon
 
 # ---- sessions ----------------------------------------------------------------------------
-# execute TOOL_USE_ID COMMAND: a bash call; $code, $T/body, $T/headers
-execute() {
-    code=$(curl -s --max-time 30 -D "$T/headers" -o "$T/body" -w '%{http_code}' \
-        --unix-socket "$S" -X POST -H 'Content-Type: application/json' \
-        --data-binary "{\"tool_use_id\":\"$1\",\"name\":\"bash\",\"input\":{\"command\":\"$2\"}}" \
-        "http://glovebox/v1/sessions/$SES/execute")
-}
-text() { field "''.join(b.get('text', '') for b in j['content']).strip()"; }
 for point in session.call_recorded session.result_recorded; do
     fault_daemon "$point@2"
     req POST /v1/sessions '{}'

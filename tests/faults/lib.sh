@@ -9,6 +9,7 @@
 #   invariants LABEL             the checks every case ends with (each its own check)
 #   finish                       stop the daemon (--kill-on-exit), check nothing is left, summary
 #   sh_in ID SCRIPT              run SCRIPT in sandbox ID and wait: $code, $out (its stdout)
+#   execute TOOL_USE_ID COMMAND  a bash call in session $SES: $code, $T/body; text: its text
 # Every curl has --max-time; every wait is a bounded loop.
 GB="$BUILD/glovebox"
 NDAEMON=0
@@ -77,6 +78,14 @@ new_sandbox() {
     [ -n "$HUID" ] && echo "$HUID" >> "$T/uids"
     [ "$code" = 201 ]
 }
+# execute TOOL_USE_ID COMMAND: a bash call in session $SES; $code, $T/body, $T/headers
+execute() {
+    code=$(curl -s --max-time 60 -D "$T/headers" -o "$T/body" -w '%{http_code}' \
+        --unix-socket "$S" -X POST -H 'Content-Type: application/json' --data-binary \
+        "$(python3 -c 'import json, sys; print(json.dumps({"tool_use_id": sys.argv[1], "name": "bash", "input": {"command": sys.argv[2]}}))' "$1" "$2")" \
+        "http://glovebox/v1/sessions/$SES/execute")
+}
+text() { field "''.join(b.get('text', '') for b in j['content']).strip()" 2>/dev/null; }
 state_of() { req GET "/v1/sandboxes/$1"; field "j.get('state')" 2>/dev/null; }
 # range_procs UID: the processes that run as any uid of the sandbox whose root is UID
 range_procs() { ps -eo uid=,pid= | awk -v u="$1" '$1 >= u && $1 < u + 65536 { print $2 }'; }
