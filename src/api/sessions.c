@@ -231,21 +231,17 @@ static void reply_result(struct evhttp_request *req, json_t *result, int replaye
     gbx_http_reply_json(req, 200, json_incref(result));
 }
 
-static void finish(struct gbx_call *c)
+/* Answer every request waiting for c (its result, or err), and run the next call. */
+static void answer(struct gbx_call *c, const struct gbx_err *err)
 {
     struct gbx_session *ses = c->ses;
-    int64_t ms = (gbx_monotonic_ns() - c->t0) / 1000000;
-    json_t *data = json_deep_copy(c->result);
-    json_object_set_new(data, "duration_ms", json_integer(ms));
-    gbx_autoerr struct gbx_err *err = NULL;
-    if (gbx_session_log(ses, "tool.result", c->tool_use_id, data, &err) < 0)
-        gbx_log_error("session '%s': cannot record the result of '%s': %s", ses->id, c->tool_use_id,
-                      err->msg);
-    gbx_fault_point("session.result_recorded");
     while (c->waiters) {
         struct gbx_waiter *w = c->waiters;
         c->waiters = w->next;
-        reply_result(w->req, c->result, 0);
+        if (err)
+            gbx_http_reply_err(w->req, err);
+        else
+            reply_result(w->req, c->result, 0);
         free(w);
     }
     ses->queue = c->next;
@@ -254,6 +250,27 @@ static void finish(struct gbx_call *c)
     ses->busy = 0;
     call_free(c);
     run_next(ses);
+}
+
+/* A result is recorded before anyone is answered: one that cannot be is not answered as if
+ * it were (a retry would run the call again) */
+static void finish(struct gbx_call *c)
+{
+    struct gbx_session *ses = c->ses;
+    int64_t ms = (gbx_monotonic_ns() - c->t0) / 1000000;
+    json_t *data = json_deep_copy(c->result);
+    json_object_set_new(data, "duration_ms", json_integer(ms));
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (gbx_session_log(ses, "tool.result", c->tool_use_id, data, &err) < 0) {
+        gbx_log_error("session '%s': cannot record the result of '%s': %s", ses->id, c->tool_use_id,
+                      err->msg);
+        gbx_err_wrap(&err,
+                     "call '%s' ran, but its result could not be recorded (a retry runs it "
+                     "again)",
+                     c->tool_use_id);
+    }
+    gbx_fault_point("session.result_recorded");
+    answer(c, err);
 }
 
 static void after_ckpt(struct gbx_call *c)
@@ -321,9 +338,13 @@ static void run_next(struct gbx_session *ses)
     c->t0 = gbx_monotonic_ns();
     gbx_autoerr struct gbx_err *err = NULL;
     json_t *call = json_pack("{s:s,s:O}", "name", c->name, "input", c->input);
-    if (gbx_session_log(ses, "tool.call", c->tool_use_id, call, &err) < 0)
+    if (gbx_session_log(ses, "tool.call", c->tool_use_id, call, &err) < 0) {
+        /* a call is recorded before it runs: one that cannot be does not run */
         gbx_log_error("session '%s': cannot record call '%s': %s", ses->id, c->tool_use_id,
                       err->msg);
+        gbx_err_wrap(&err, "call '%s' was not run: it could not be recorded", c->tool_use_id);
+        return answer(c, err);
+    }
     gbx_fault_point("session.call_recorded");
     if (!c->parsed)
         return call_fail(c, c->parse_error);

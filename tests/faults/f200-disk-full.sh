@@ -1,0 +1,92 @@
+#!/bin/sh
+# The state directory's file system full (a 32 MiB tmpfs of the test's, filled up): creates,
+# snapshots, artifact publishes and session calls fail with a clear error that says so (or
+# succeed), nothing half-written remains (no row without its files, no files without their
+# row), the daemon stays up and answers /healthz; once space is freed the same operations
+# succeed and the invariants hold.
+NAME=fdisk
+. "$(dirname "$0")/../lib/daemon.sh"
+FS="$T/fs"
+mkdir -p "$FS"
+mount -t tmpfs -o size=32m,mode=0711 gbx-fdisk "$FS" ||
+    { echo "skip: cannot mount a tmpfs here"; exit 77; }
+STATE="$FS/state"
+OWN_MOUNT="$FS"
+. "$(dirname "$0")/lib.sh"
+cleanup_fs() {
+    [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+    DPID=
+    umount "$FS" 2>/dev/null || umount -l "$FS"
+    cleanup
+}
+trap cleanup_fs EXIT
+
+fill() { # the file system full: a filler file as large as it will go
+    dd if=/dev/zero of="$FS/filler" bs=64k 2>/dev/null
+    sync
+    [ "$(df --output=avail "$FS" | tail -n 1)" -lt 64 ]
+}
+unfill() { rm -f "$FS/filler"; }
+healthy() {
+    [ "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' --unix-socket "$S" http://glovebox/healthz)" = 200 ]
+}
+# said_full: the last answer is an error that says the disk is full (and is not a bare 500)
+said_full() {
+    grep -qiE 'no space|disk is full|full' "$T/body" &&
+        python3 -c "import json; j = json.load(open('$T/body')); assert j.get('error') or j.get('message')" 2>/dev/null
+}
+# full_or_ok LABEL OKCODE: the operation worked, or failed saying the disk is full
+full_or_ok() {
+    echo "# $1 with the disk full: $code $(head -c 300 "$T/body")"
+    if [ "$code" = "$2" ]; then ok "$1 with the disk full: done ($code)"; return; fi
+    check "$1 with the disk full: a clear error ($code), saying the disk is full" said_full
+}
+
+restart
+new_sandbox
+A=$SB
+sh_in "$A" 'echo kept > /home/user/f; head -c 2000000 /dev/urandom > /home/user/big; head -c 300000 /dev/urandom > /tmp/art'
+req POST "/v1/sandboxes/$A/snapshots" '{"name":"before"}'
+check "a snapshot before the disk fills (201)" [ "$code" = 201 ]
+req POST "/v1/sandboxes/$A/artifacts" '{"path":"/home/user/f","name":"before"}'
+check "an artifact before the disk fills (201)" [ "$code" = 201 ]
+req POST /v1/sessions '{}'
+SES=$(field "j['id']")
+execute tu-1 'echo one >> runs; wc -l < runs'
+check "a session call before the disk fills" eval "[ '$code' = 200 ] && [ \"\$(text)\" = 1 ]"
+
+check "the state dir's file system is full" fill
+req POST "/v1/sandboxes/$A/snapshots" '{"name":"full"}'
+full_or_ok "a snapshot" 201
+req POST "/v1/sandboxes/$A/artifacts" '{"path":"/tmp/art","name":"full"}'
+full_or_ok "an artifact publish" 201
+execute tu-2 'echo two >> runs; wc -l < runs'
+full_or_ok "a session call" 200
+SESSION_CALL=$code
+req POST /v1/sandboxes '{}'
+full_or_ok "a create" 201
+[ "$code" = 201 ] && echo "$(field "j['host_uid']")" >> "$T/uids"
+check "the daemon is up and answers /healthz" healthy
+invariants "disk full"
+
+unfill
+req POST "/v1/sandboxes/$A/snapshots" '{"name":"after"}'
+check "space freed: a snapshot works (201)" [ "$code" = 201 ]
+req POST "/v1/sandboxes/$A/artifacts" '{"path":"/tmp/art","name":"after"}'
+check "space freed: an artifact publish works (201)" [ "$code" = 201 ]
+execute tu-2 'echo two >> runs; wc -l < runs'
+check "space freed: the session call works (on its retry)" [ "$code" = 200 ]
+if [ "$SESSION_CALL" = 200 ]; then
+    check "and it had been recorded: it is replayed" grep -qi '^Glovebox-Replayed: true' "$T/headers"
+else
+    check "and it had not run while it could not be recorded (it ran once)" [ "$(text)" = 2 ]
+fi
+new_sandbox
+check "space freed: a create works (201)" [ "$code" = 201 ]
+req POST "/v1/sandboxes/$SB/exec" '{"cmd":["true"],"wait":true}'
+check "and the new sandbox works" [ "$code" = 200 ]
+req GET "/v1/sessions/$SES/verify"
+check "the session's log verifies" [ "$code" = 200 ]
+invariants "space freed"
+spec_check
+finish
