@@ -603,7 +603,9 @@ static void on_agent_close(void *arg, const char *why)
 {
     struct stream *st = arg;
     gbx_log_debug("sandbox '%s': exec stream lost its agent: %s", st->sandbox, why);
-    fail_stream(st, "the sandbox went away");
+    /* the sandbox may be gone, or only this connection (the process then runs on) */
+    gbx_autofree char *msg = gbx_asprintf("the connection to the sandbox was lost: %s", why);
+    fail_stream(st, msg);
 }
 
 static void start_timer(struct stream *st)

@@ -1,0 +1,67 @@
+#!/bin/sh
+# The daemon's side of a sandbox going wrong under a request: its connection to the sandbox's
+# init cut while an exec streams (agent.cut) ends the stream with a clear error, not a hang,
+# and the sandbox works for the next call (the process runs on and can be attached to); a
+# session call cut the same way is answered, and the next call works.
+NAME=fagent
+. "$(dirname "$0")/../lib/daemon.sh"
+. "$(dirname "$0")/lib.sh"
+
+# stream ID BODY OUT: an exec whose events are streamed to OUT (bounded); $PID_CURL
+stream() {
+    curl -s -N --max-time 30 --unix-socket "$S" -X POST -H 'Content-Type: application/json' \
+        --data-binary "$2" "http://glovebox/v1/sandboxes/$1/exec" > "$3" 2>/dev/null &
+    PID_CURL=$!
+}
+# ended_with_error OUT WORDS: the stream's last event is an error whose message matches WORDS
+ended_with_error() {
+    python3 - "$1" "$2" <<'PY'
+import json, re, sys
+lines = [l for l in open(sys.argv[1]).read().splitlines() if l.strip()]
+print('# last event: ' + (lines[-1][:200] if lines else '(none)'))
+e = json.loads(lines[-1])
+assert e['type'] == 'error' and re.search(sys.argv[2], e['message'], re.I), e
+PY
+}
+# waited PID: the client's request ended by itself (its curl exited before --max-time)
+waited() { wait "$1"; rc=$?; [ $rc -eq 0 ] || { echo "# curl exited with $rc"; return 1; }; }
+
+# ---- an exec's connection cut mid-stream ---------------------------------------------------
+fault_daemon agent.cut:fail
+new_sandbox
+A=$SB
+stream "$A" '{"shell":"for i in $(seq 40); do echo tick $i; sleep 0.05; done; echo done > /tmp/ran"}' "$T/cut"
+check "agent.cut: the stream ends by itself, not at curl's deadline" waited "$PID_CURL"
+check "agent.cut: the fault acted" grep -q "fault: 'agent.cut': fail" "$LOG"
+check "agent.cut: the stream's last event is a clear error" ended_with_error "$T/cut" 'cut|lost|connection'
+PROC=$(head -n 1 "$T/cut" | python3 -c "import json, sys; print(json.load(sys.stdin).get('process', ''))" 2>/dev/null)
+sh_in "$A" 'echo fine'
+check "agent.cut: the sandbox works for the next call" eval "[ '$code' = 200 ] && [ '$out' = fine ]"
+if [ -n "$PROC" ]; then
+    curl -s -N --max-time 30 --unix-socket "$S" "http://glovebox/v1/sandboxes/$A/processes/$PROC/stream" > "$T/attached"
+    check "agent.cut: the process it streamed ran on: attaching gets its exit" \
+        eval "[ \"\$(tail -n 1 '$T/attached')\" = '{\"type\":\"exit\",\"exit_code\":0}' ]"
+fi
+sh_in "$A" 'cat /tmp/ran'
+check "agent.cut: and it ran to its end" eval "[ '$out' = done ]"
+invariants agent.cut
+stop_daemon
+
+# ---- a session call's connection cut ---------------------------------------------------------
+fault_daemon agent.cut:fail
+req POST /v1/sessions '{}'
+SES=$(field "j['id']")
+execute c-1 'for i in 1 2 3; do echo line $i; sleep 0.05; done; echo x >> runs'
+echo "# the cut call: $code $(head -c 300 "$T/body")"
+check "agent.cut, session: the cut call is answered (200 with is_error, or a clear error)" \
+    eval "[ '$code' = 200 ] || grep -qiE 'cut|lost|connection' '$T/body'"
+execute c-2 'echo fine'
+check "agent.cut, session: the next call works" eval "[ '$code' = 200 ] && [ \"\$(text)\" = fine ]"
+req GET "/v1/sessions/$SES/verify"
+check "agent.cut, session: its log verifies" [ "$code" = 200 ]
+invariants "agent.cut, session"
+stop_daemon
+
+restart
+spec_check
+finish
