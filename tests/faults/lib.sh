@@ -271,12 +271,22 @@ invariants() {
     awk '{print $3}' "$T/listed" >> "$T/uids"
 }
 
+# Other daemons and tests run on this machine and may take a slot (and run processes in its
+# uid range) as soon as ours let it go: a process in another daemon's sandbox cgroups, or a
+# lock held by a process that is neither in this daemon's cgroups nor names the test's dir,
+# is someone else's, and said so.
+# foreign PID: the process belongs to another daemon's sandboxes or another test
+foreign() {
+    if grep -q "/glovebox/$SCOPE" "/proc/$1/cgroup" 2>/dev/null; then return 1; fi
+    if tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -qF "$T"; then return 1; fi
+    grep -q "/glovebox/" "/proc/$1/cgroup" 2>/dev/null && return 0
+    tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -q 'gloveboxd\|glovebox run\|/tests/'
+}
 # the uid slots of every uid seen are free (their OFD byte locks in /run/glovebox-uids.lock)
-slots_free() {
+held_slots() {
     sort -un "$T/uids" | python3 -c "
 import fcntl, os, sys
 fd = os.open('/run/glovebox-uids.lock', os.O_RDWR)
-bad = 0
 for line in sys.stdin:
     uid = int(line)
     if uid < 0x20000000:
@@ -286,13 +296,53 @@ for line in sys.stdin:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, slot)
         fcntl.lockf(fd, fcntl.LOCK_UN, 1, slot)
     except OSError:
-        print('# uid slot %d (uid %d) is still held' % (slot, uid)); bad = 1
-sys.exit(bad)"
+        print(slot)"
+}
+# slot_holders SLOT: the pids whose open lock file holds SLOT's byte
+slot_holders() {
+    python3 - "$1" <<'PY'
+import glob, os, sys
+slot, ino = int(sys.argv[1]), os.stat('/run/glovebox-uids.lock').st_ino
+for p in glob.glob('/proc/[0-9]*/fdinfo/*'):
+    try:
+        lines = open(p).read().splitlines()
+    except OSError:
+        continue
+    for l in lines:
+        f = l.split()
+        if f[:1] == ['lock:'] and len(f) >= 9 and f[6].split(':')[-1] == str(ino) and \
+                int(f[7]) <= slot <= (int(f[8]) if f[8] != 'EOF' else 1 << 62):
+            print(p.split('/')[2])
+PY
+}
+slots_free() {
+    for i in $(seq 20); do
+        [ -z "$(held_slots)" ] && return 0
+        sleep 0.1
+    done
+    rc=0
+    for slot in $(held_slots); do
+        for pid in $(slot_holders "$slot" | sort -u); do
+            if foreign "$pid"; then
+                echo "# uid slot $slot is taken again, by another's $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | cut -c1-100)"
+            else
+                echo "# uid slot $slot is still held by $pid: $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)"; rc=1
+            fi
+        done
+    done
+    return $rc
 }
 no_uid_procs() {
     rc=0
     for u in $(sort -un "$T/uids"); do
-        gone_uid "$u" || { echo "# processes of uid $u: $(range_procs "$u" | tr '\n' ' ')"; rc=1; }
+        gone_uid "$u" && continue
+        for pid in $(range_procs "$u"); do
+            if foreign "$pid"; then
+                echo "# uid $u runs again, in another's sandbox: $pid"
+            else
+                echo "# a process of uid $u is left: $pid $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null)"; rc=1
+            fi
+        done
     done
     return $rc
 }
