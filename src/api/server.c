@@ -41,8 +41,10 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/random.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1746,9 +1748,61 @@ void gbx_sandboxes_each(struct gbx_server *s, int (*fn)(void *arg, struct gbx_li
     free(v);
 }
 
+/* A sandbox whose init the reaper watches: one that has its processes, and not on a worker. */
+static int probed(const struct gbx_live *l)
+{
+    return !l->busy && !l->hibernated && l->sb && l->sb->pidfd >= 0;
+}
+
+/* Sandboxes whose init died under this daemon (killed from the host, or crashed) took their
+ * processes with it: remove what is left (init's zombie, cgroups, directory, uid range, row)
+ * and say so, as a restarted daemon does (sandbox.lost). One poll of every init's pidfd. */
+static void reap_dead(struct gbx_server *s)
+{
+    size_t n = 0, cap = 0;
+    struct pollfd *pf = NULL;
+    for (struct gbx_live *l = s->live; l; l = l->next) {
+        if (!probed(l))
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            pf = gbx_xrealloc(pf, cap * sizeof(*pf));
+        }
+        pf[n++] = (struct pollfd){.fd = l->sb->pidfd, .events = POLLIN};
+    }
+    if (n == 0 || poll(pf, n, 0) <= 0) {
+        free(pf);
+        return;
+    }
+    /* the same walk (nothing ran in between): the i-th probed sandbox has pf[i] */
+    size_t i = 0;
+    for (struct gbx_live *l = s->live, *next; l && i < n; l = next) {
+        next = l->next;
+        if (!probed(l) || !(pf[i++].revents & POLLIN))
+            continue;
+        char why[96] = "its init died";
+        siginfo_t si = {0};
+        /* our child: how it ended (WNOWAIT: the destroy below reaps it) */
+        if (waitid(P_PID, (id_t)l->sb->init_pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            si.si_pid == l->sb->init_pid)
+            snprintf(why, sizeof(why), "its init %s %d",
+                     si.si_code == CLD_EXITED ? "exited with status" : "was killed by signal",
+                     si.si_status);
+        gbx_autofree char *id = gbx_xstrdup(l->sb->id);
+        gbx_log_warn("sandbox '%s' is gone: %s; removed", id, why);
+        s->m.lost++;
+        struct gbx_err *err = NULL;
+        if (gbx_sandboxes_destroy(s, l, "sandbox.lost", json_pack("{s:s}", "reason", why), &err) <
+            0)
+            gbx_err_free(err);
+    }
+    free(pf);
+}
+
 static void reap_expired(evutil_socket_t fd, short what, void *arg)
 {
     struct gbx_server *s = arg;
+    reap_dead(s);
     int64_t now = gbx_realtime_ns();
     for (struct gbx_live *l = s->live, *next; l; l = next) {
         next = l->next;

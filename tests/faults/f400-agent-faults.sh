@@ -2,7 +2,8 @@
 # The daemon's side of a sandbox going wrong under a request: its connection to the sandbox's
 # init cut while an exec streams (agent.cut) ends the stream with a clear error, not a hang,
 # and the sandbox works for the next call (the process runs on and can be attached to); a
-# session call cut the same way is answered, and the next call works.
+# session call cut the same way is answered, and the next call works; a sandbox whose init is
+# SIGKILLed mid-exec ends the stream with a clear error, is reported gone, and leaves nothing.
 NAME=fagent
 . "$(dirname "$0")/../lib/daemon.sh"
 . "$(dirname "$0")/lib.sh"
@@ -62,6 +63,32 @@ check "agent.cut, session: its log verifies" [ "$code" = 200 ]
 invariants "agent.cut, session"
 stop_daemon
 
+# ---- the sandbox's init SIGKILLed mid-exec -------------------------------------------------
 restart
+new_sandbox
+B=$SB; BUID=$HUID
+new_sandbox
+C=$SB # a bystander
+stream "$B" '{"shell":"while :; do echo x; sleep 0.05; done"}' "$T/killed"
+for i in $(seq 50); do grep -q '"stdout"' "$T/killed" && break; sleep 0.1; done
+BINIT=$(q "print(c.execute(\"select init_pid from sandboxes where id = '$B'\").fetchone()[0])")
+check "init killed: its host pid is known ($BINIT), it runs as the sandbox's uid" \
+    [ "$(stat -c %u "/proc/$BINIT" 2>/dev/null)" = "$BUID" ]
+kill -9 "$BINIT"
+check "init killed: the stream ends by itself, not at curl's deadline" waited "$PID_CURL"
+check "init killed: the stream's last event is a clear error" ended_with_error "$T/killed" 'gone|died|lost|exit|killed|connection'
+for i in $(seq 50); do [ "$(curl -s --max-time 10 -o /dev/null -w '%{http_code}' --unix-socket "$S" "http://glovebox/v1/sandboxes/$B")" = 404 ] && break; sleep 0.1; done
+req GET "/v1/sandboxes/$B"
+check "init killed: the sandbox is reported gone (404)" [ "$code" = 404 ]
+check "init killed: the log says why" grep -q "sandbox '$B' is gone" "$LOG"
+check "init killed: and the audit log" \
+    [ "$(q "print(c.execute(\"select count(*) from audit where sandbox = '$B' and kind in ('sandbox.delete', 'sandbox.lost')\").fetchone()[0])")" -ge 1 ]
+check "init killed: nothing of it runs" gone_uid "$BUID"
+check "init killed: its runtime dir is gone" [ ! -e "$RUN/sandboxes/$B" ]
+sh_in "$C" 'echo fine'
+check "init killed: the daemon serves another sandbox" eval "[ '$code' = 200 ] && [ '$out' = fine ]"
+invariants "init killed"
+new_sandbox
+check "init killed: a new sandbox can be made" [ "$code" = 201 ]
 spec_check
 finish
