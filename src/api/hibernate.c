@@ -154,6 +154,7 @@ static void hib_done(void *arg)
         rm_work(j->dir);
     } else if (j->err && j->sb) {
         hib_restored(j, l);
+        rm_work(j->dir); /* the image of a dump that did not happen */
     } else if (j->err) {
         /* the sandbox was lost on the way (or dumped, but its uid range is taken) */
         (void)!gbx_sandbox_destroy(j->hold, NULL);
@@ -366,10 +367,13 @@ pid_t gbx_hibernate_woken_pid(struct gbx_server *s, const char *id)
     return pid > 1 && pid < INT32_MAX && kill((pid_t)pid, 0) == 0 ? (pid_t)pid : 0;
 }
 
-int gbx_hibernate_has_image(struct gbx_server *s, const char *id)
+int gbx_hibernate_remove_stale(struct gbx_server *s, const char *id)
 {
     gbx_autofree char *d = image_dir(s, id);
-    return access(d, F_OK) == 0;
+    if (access(d, F_OK) < 0)
+        return 0;
+    rm_work(d); /* now, not behind: a hibernate of id may start at once and make it again */
+    return 1;
 }
 
 void gbx_hibernate_discard(struct gbx_server *s, const char *id)

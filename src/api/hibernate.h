@@ -42,7 +42,8 @@ void gbx_hibernate_discard(struct gbx_server *s, const char *id);
  * the daemon that woke it died before taking it back (the image's restore.pid names a live
  * process), else 0. */
 pid_t gbx_hibernate_woken_pid(struct gbx_server *s, const char *id);
-/* Does id have an image directory? */
-int gbx_hibernate_has_image(struct gbx_server *s, const char *id);
+/* At a daemon's start: remove the image directory of id, which is not hibernated (a dump or a
+ * wake that did not finish); 1 if there was one. */
+int gbx_hibernate_remove_stale(struct gbx_server *s, const char *id);
 
 #endif

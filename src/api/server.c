@@ -2547,8 +2547,7 @@ static int adopt_all(struct gbx_server *s, struct gbx_err **err)
         gbx_server_audit(s, "sandbox.adopt", l->sb->id, NULL);
         /* the image of a hibernate or a wake that its daemon did not finish: of no use to a
          * sandbox that runs (its row is written again: it says hibernated after a wake) */
-        if (!l->hibernated && gbx_hibernate_has_image(s, l->sb->id)) {
-            gbx_hibernate_discard(s, l->sb->id);
+        if (!l->hibernated && gbx_hibernate_remove_stale(s, l->sb->id)) {
             if (!l->paused)
                 json_object_del(l->attrs, "stopped_ns");
             gbx_sandboxes_save(s, l);
@@ -2563,8 +2562,7 @@ static int adopt_all(struct gbx_server *s, struct gbx_err **err)
             gbx_err_free(rerr);
         }
         store_delete(s, g->id);
-        if (gbx_hibernate_has_image(s, g->id)) /* a dump its daemon died in */
-            gbx_hibernate_discard(s, g->id);
+        (void)gbx_hibernate_remove_stale(s, g->id); /* of a dump its daemon died in */
         gbx_log_warn("sandbox '%s' did not survive: %s; removed", g->id, g->why);
         s->m.lost++;
         gbx_server_audit(s, "sandbox.lost", g->id, json_pack("{s:s}", "reason", g->why));

@@ -32,7 +32,7 @@ healthy() {
 }
 # said_full: the last answer is an error that says the disk is full (and is not a bare 500)
 said_full() {
-    grep -qiE 'no space|disk is full|full' "$T/body" &&
+    grep -qiE 'no space|disk is full|needs about [0-9]+ MiB in .*free' "$T/body" &&
         python3 -c "import json; j = json.load(open('$T/body')); assert j.get('error') or j.get('message')" 2>/dev/null
 }
 # full_or_ok LABEL OKCODE: the operation worked, or failed saying the disk is full
@@ -43,6 +43,7 @@ full_or_ok() {
 }
 
 restart
+hibernate_capability
 new_sandbox
 A=$SB
 sh_in "$A" 'echo kept > /home/user/f; head -c 2000000 /dev/urandom > /home/user/big; head -c 300000 /dev/urandom > /tmp/art'
@@ -63,6 +64,13 @@ full_or_ok "an artifact publish" 201
 execute tu-2 'echo two >> runs; wc -l < runs'
 full_or_ok "a session call" 200
 SESSION_CALL=$code
+if [ "$CRIU_OK" = 1 ]; then
+    req POST "/v1/sandboxes/$A/hibernate" '{}'
+    full_or_ok "a hibernate" 200
+    [ "$code" = 200 ] && req POST "/v1/sandboxes/$A/resume" '{}'
+    sh_in "$A" 'cat /home/user/f'
+    check "the sandbox runs on" eval "[ '$code' = 200 ] && [ '$out' = kept ]"
+fi
 req POST /v1/sandboxes '{}'
 full_or_ok "a create" 201
 [ "$code" = 201 ] && echo "$(field "j['host_uid']")" >> "$T/uids"
@@ -80,6 +88,13 @@ if [ "$SESSION_CALL" = 200 ]; then
     check "and it had been recorded: it is replayed" grep -qi '^Glovebox-Replayed: true' "$T/headers"
 else
     check "and it had not run while it could not be recorded (it ran once)" [ "$(text)" = 2 ]
+fi
+if [ "$CRIU_OK" = 1 ]; then
+    req POST "/v1/sandboxes/$A/hibernate" '{}'
+    check "space freed: a hibernate works" [ "$code" = 200 ]
+    req POST "/v1/sandboxes/$A/resume" '{}'
+    sh_in "$A" 'cat /home/user/f'
+    check "and the sandbox wakes" eval "[ '$code' = 200 ] && [ '$out' = kept ]"
 fi
 new_sandbox
 check "space freed: a create works (201)" [ "$code" = 201 ]

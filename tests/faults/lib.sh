@@ -255,6 +255,20 @@ sys.exit(bad)
 PY
 }
 
+# every hibernate image is of a listed sandbox that is hibernated (or on its way there or back)
+images_listed() {
+    rc=0
+    for d in "$STATE"/hibernate/*; do
+        [ -e "$d" ] || continue
+        st=$(awk -v id="$(basename "$d")" '$1 == id { print $2 }' "$T/listed")
+        case "$st" in
+            hibernated|hibernating|waking) ;;
+            *) echo "# a hibernate image of a sandbox that is ${st:-not listed}: $d"; rc=1 ;;
+        esac
+    done
+    return $rc
+}
+
 invariants() {
     lbl=$1
     listed
@@ -268,6 +282,7 @@ invariants() {
     check "$lbl: the database's integrity check is ok" db_ok
     check "$lbl: every listed snapshot is whole, every snapshot directory has its row" snapshots_whole
     check "$lbl: every artifact has its blob (sha256 matches), no blob or temp file is stray" artifacts_whole
+    check "$lbl: every hibernate image is of a hibernated sandbox" images_listed
     awk '{print $3}' "$T/listed" >> "$T/uids"
 }
 
