@@ -289,7 +289,8 @@ static int probe_run(struct gbx_runtime *rt, const char *criu, char *why, size_t
         add(&a, dumpv[i] ? dumpv[i] : i == 2 ? spid : dir);
     int ok = 0;
     char how[96];
-    usleep(20000); /* let it reach its exec */
+    gbx_autofree char *text = NULL; /* before the first goto: it is freed at out */
+    usleep(20000);                  /* let it reach its exec */
     int st = run(a.v, NULL, 0, -1, PROBE_TIMEOUT_MS, NULL);
     args_free(&a);
     (void)kill(pid, SIGKILL); /* dumped: gone already; otherwise now */
@@ -315,7 +316,6 @@ static int probe_run(struct gbx_runtime *rt, const char *criu, char *why, size_t
         add(&a, restorev[i] ? restorev[i] : i == 2 ? dir : pidfile);
     st = run(a.v, NULL, 0, -1, PROBE_TIMEOUT_MS, NULL);
     args_free(&a);
-    gbx_autofree char *text = NULL;
     if (gbx_read_file(pidfile, 64, &text, NULL) == 0 && atoi(text) > 1) {
         pid_t rp = atoi(text);
         (void)kill(rp, SIGKILL);
@@ -343,8 +343,8 @@ static int probe_now(struct gbx_runtime *rt, char *why, size_t whysz)
     pthread_mutex_lock(&criu_mu);
     int r = criu_find(&criu, &err);
     pthread_mutex_unlock(&criu_mu);
-    if (r < 0) {
-        snprintf(why, whysz, "%s", err->msg);
+    if (r < 0 || criu == NULL) {
+        snprintf(why, whysz, "%s", err ? err->msg : "criu not found");
         gbx_err_free(err);
         return 0;
     }
