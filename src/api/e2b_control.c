@@ -608,6 +608,8 @@ static void e2b_created_ready(void *arg, struct gbx_live *l, const struct gbx_er
         return;
     if (err)
         return reply_gbx_err(req, err);
+    if (l == NULL)
+        return gbx_e2b_error(req, 503, "the sandbox went away while it was made");
     gbx_e2b_reply_json(req, 201, sandbox_obj(l));
 }
 
@@ -641,6 +643,8 @@ static void e2b_created(void *arg, struct gbx_live *l, int existed, const struct
         return gbx_e2b_error(req, 400, "template not found");
     if (err)
         return reply_gbx_err(req, err);
+    if (l == NULL)
+        return gbx_e2b_error(req, 503, "the sandbox went away while it was made");
     gbx_e2b_reply_json(req, 201, sandbox_obj(l));
 }
 

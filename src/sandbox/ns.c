@@ -233,7 +233,8 @@ static int kill_and_wait(struct gbx_sandbox *sb)
     if (sb->pidfd >= 0) {
         /* readable once init has exited, our child or not (re-adopted after a restart) */
         struct pollfd pfd = {sb->pidfd, POLLIN, 0};
-        gone = GBX_RETRY(poll(&pfd, 1, KILL_WAIT_MS)) > 0;
+        long pr = GBX_RETRY(poll(&pfd, 1, KILL_WAIT_MS)); /* (cppcheck: not in one expression) */
+        gone = pr > 0;
     } else {
         for (int i = 0; i < KILL_WAIT_MS && !gone; i++) {
             gone = kill(sb->init_pid, 0) < 0 && errno == ESRCH;
