@@ -307,8 +307,8 @@ static int blob_write(struct pub *p, const void *b, size_t n)
     int r = gbx_write_all(p->out, b, n);
     if (r < 0) {
         p->werr = -r;
-        pub_fail(p, r == -ENOSPC ? 507 : 500, GBX_ERR_INTERNAL, "writing the artifact: %s",
-                 strerror(-r));
+        pub_fail(p, r == -ENOSPC ? 507 : 500, r == -ENOSPC ? GBX_ERR_STORAGE : GBX_ERR_INTERNAL,
+                 "writing the artifact: %s", strerror(-r));
         return -1;
     }
     p->size += n;

@@ -30,6 +30,8 @@ int gbx_http_status_for(enum gbx_err_kind kind)
         return 503;
     case GBX_ERR_LIMIT:
         return 429;
+    case GBX_ERR_STORAGE:
+        return 507;
     case GBX_ERR_INTERNAL:
     default:
         return 500;

@@ -464,6 +464,7 @@ static void take_done(void *arg)
             (void)!gbx_rm_rf(t->dir);
     }
     if (t->err) {
+        (void)gbx_err_state_disk(&t->err); /* the copy goes to the state dir */
         t->done(t->arg, req, NULL, t->err);
         gbx_err_free(t->err);
         snap_free(t->snap);

@@ -242,6 +242,7 @@ static void build_work(void *arg)
         b->body = NULL;
     }
     b->failed = r < 0;
+    (void)gbx_err_state_disk(&err); /* a build writes into the state dir */
     b->err = err;
 }
 

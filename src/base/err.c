@@ -52,7 +52,7 @@ const char *gbx_err_kind_name(enum gbx_err_kind kind)
         [GBX_ERR_INTERNAL] = "internal",     [GBX_ERR_NOT_FOUND] = "not_found",
         [GBX_ERR_CONFLICT] = "conflict",     [GBX_ERR_INVALID] = "invalid",
         [GBX_ERR_PERMISSION] = "permission", [GBX_ERR_UNAVAILABLE] = "unavailable",
-        [GBX_ERR_LIMIT] = "limit",
+        [GBX_ERR_LIMIT] = "limit",           [GBX_ERR_STORAGE] = "storage",
     };
     if ((unsigned)kind >= GBX_ARRAY_SIZE(names))
         return "internal";
@@ -118,4 +118,11 @@ void gbx_err_free(struct gbx_err *err)
         return;
     free(err->msg);
     free(err);
+}
+
+int gbx_err_state_disk(struct gbx_err **err)
+{
+    if (err && *err && ((*err)->errnum == ENOSPC || (*err)->errnum == EDQUOT))
+        (*err)->kind = GBX_ERR_STORAGE;
+    return -1;
 }

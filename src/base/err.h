@@ -14,6 +14,7 @@ enum gbx_err_kind {
     GBX_ERR_PERMISSION,
     GBX_ERR_UNAVAILABLE,
     GBX_ERR_LIMIT,
+    GBX_ERR_STORAGE, /* the daemon's own disk (its state dir) is full: nothing was done */
 };
 
 struct gbx_err {
@@ -24,6 +25,9 @@ struct gbx_err {
 
 /* Map an errno to the kind an API layer would report. */
 enum gbx_err_kind gbx_err_kind_from_errno(int errnum);
+/* An error met writing the daemon's own files (its state dir): ENOSPC and EDQUOT there are
+ * STORAGE, not a sandbox's LIMIT. Returns -1 with *err updated (NULL-safe). */
+int gbx_err_state_disk(struct gbx_err **err);
 const char *gbx_err_kind_name(enum gbx_err_kind kind);
 
 /* Set *err (if err is non-NULL and *err is NULL) and return -1. errnum is a positive

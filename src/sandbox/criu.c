@@ -836,7 +836,7 @@ static int room_for(struct gbx_sandbox *sb, const char *dir, int layer_fd, struc
         return gbx_err_sys(err, errno, "cannot examine '%s'", dir);
     uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
     if (avail < need)
-        return gbx_err_set(err, ENOSPC, GBX_ERR_LIMIT,
+        return gbx_err_set(err, ENOSPC, GBX_ERR_STORAGE,
                            "cannot hibernate: it needs about %llu MiB in '%s', %llu MiB are free",
                            (unsigned long long)(need >> 20), dir,
                            (unsigned long long)(avail >> 20));

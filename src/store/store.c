@@ -138,6 +138,14 @@ int gbx_store_schema_latest(void)
 
 int gbx_store_db_err(struct gbx_store *s, struct gbx_err **err, const char *what)
 {
+    int code = sqlite3_errcode(s->db) & 0xff;
+    if (code == SQLITE_FULL) /* the state dir's file system: nothing was written */
+        return gbx_err_set(err, ENOSPC, GBX_ERR_STORAGE, "%s: %s (the state directory is full)",
+                           what, sqlite3_errmsg(s->db));
+    if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
+        return gbx_err_set(err, EBUSY, GBX_ERR_UNAVAILABLE,
+                           "%s: %s (another connection holds the database; try again)", what,
+                           sqlite3_errmsg(s->db));
     return gbx_err_set(err, 0, GBX_ERR_INTERNAL, "%s: %s", what, sqlite3_errmsg(s->db));
 }
 
@@ -587,6 +595,10 @@ void gbx_store_relax(struct gbx_store *s)
 {
     if (exec_sql(s, "PRAGMA synchronous = NORMAL", NULL) == 0)
         s->relaxed = 1;
+    /* the event loop's connection: a database held by someone else (a backup, an operator's
+     * sqlite3 holding a transaction) stalls the loop for at most a second per write, which
+     * then fails with a clear error; the writer's own batches take milliseconds */
+    sqlite3_busy_timeout(s->db, 1000);
 }
 
 /* API keys stay durable through a power loss even on a relaxed connection: a revoked key

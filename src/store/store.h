@@ -28,7 +28,8 @@ int gbx_store_schema_version(struct gbx_store *s);
 /* Commit with synchronous = NORMAL on this connection (WAL): a commit survives the process
  * being killed, not a power loss of the host. For the daemon's sandbox rows: a host that
  * loses power loses its sandboxes too, and the next daemon cleans up whatever a row says.
- * API key changes stay fully durable. */
+ * API key changes stay fully durable. And wait at most 1 s (not 5) for a database another
+ * connection holds: this is the event loop's connection. */
 void gbx_store_relax(struct gbx_store *s);
 /* The newest schema version this build knows. */
 int gbx_store_schema_latest(void);

@@ -40,6 +40,8 @@ full_or_ok() {
     echo "# $1 with the disk full: $code $(head -c 300 "$T/body")"
     if [ "$code" = "$2" ]; then ok "$1 with the disk full: done ($code)"; return; fi
     check "$1 with the disk full: a clear error ($code), saying the disk is full" said_full
+    check "$1 with the disk full: 507, kind storage (not a limit a client retries, not a 500)" \
+        eval "[ '$code' = 507 ] && grep -q '\"kind\":\"storage\"' '$T/body'"
 }
 
 restart
