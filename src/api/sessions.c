@@ -424,7 +424,8 @@ static int store_session(struct gbx_session *ses, struct gbx_err **err)
 }
 
 /* A new sandbox for the session, from its create request; recorded. */
-static int create_sandbox(struct gbx_session *ses, struct gbx_err **err)
+/* The create body of a session's sandbox: its spec, labelled with the session. */
+static json_t *sandbox_body(const struct gbx_session *ses)
 {
     json_t *body = json_deep_copy(ses->spec);
     json_object_del(body, "workdir");
@@ -434,6 +435,23 @@ static int create_sandbox(struct gbx_session *ses, struct gbx_err **err)
         json_object_set_new(body, "labels", labels);
     }
     json_object_set_new(labels, "glovebox-session", json_string(ses->id + 4)); /* hex part */
+    return body;
+}
+
+/* The session has its sandbox l: recorded in its row and its log. */
+static int sandbox_taken(struct gbx_session *ses, struct gbx_live *l, struct gbx_err **err)
+{
+    free(ses->sandbox_id);
+    ses->sandbox_id = gbx_xstrdup(l->sb->id);
+    if (store_session(ses, err) < 0)
+        return -1;
+    return gbx_session_log(ses, "sandbox.started", NULL,
+                           json_pack("{s:s}", "sandbox", ses->sandbox_id), err);
+}
+
+static int create_sandbox(struct gbx_session *ses, struct gbx_err **err)
+{
+    json_t *body = sandbox_body(ses);
     struct gbx_live *l = NULL;
     /* made for the session's owner, whoever's request is being handled when a queued call
      * finds its sandbox gone (the actor goes back afterwards) */
@@ -445,12 +463,7 @@ static int create_sandbox(struct gbx_session *ses, struct gbx_err **err)
     json_decref(body);
     if (r < 0)
         return -1;
-    free(ses->sandbox_id);
-    ses->sandbox_id = gbx_xstrdup(l->sb->id);
-    if (store_session(ses, err) < 0)
-        return -1;
-    return gbx_session_log(ses, "sandbox.started", NULL,
-                           json_pack("{s:s}", "sandbox", ses->sandbox_id), err);
+    return sandbox_taken(ses, l, err);
 }
 
 static void session_unlink(struct gbx_session *ses)
@@ -510,31 +523,100 @@ static struct gbx_session *session_new(struct gbx_sessions *all, const char *id,
     return ses;
 }
 
-struct mkdir_ctx {
+/* A session create on its way: its sandbox is made off the loop, then its workdir. */
+struct create_ctx {
     struct gbx_sessions *all;
-    struct evhttp_request *req;
+    struct gbx_http_later *later;
     char *id;
 };
 
-static void created_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
+/* by id alone: the request was checked when it came, and the actor now may be anyone */
+static struct gbx_session *find_by_id(struct gbx_sessions *all, const char *id)
 {
-    struct mkdir_ctx *m = arg;
-    if (!final)
-        return;
-    /* by id alone: the request was checked when it came, and the actor now may be anyone */
-    struct gbx_session *ses = NULL;
-    for (struct gbx_session *x = m->all->list; x && ses == NULL; x = x->next)
-        if (strcmp(x->id, m->id) == 0)
-            ses = x;
-    if (ses == NULL)
-        gbx_http_reply_error(m->req, GBX_ERR_UNAVAILABLE, "the session was deleted");
-    else if (h == NULL || h->type != GBX_MSG_OK)
-        gbx_http_reply_error(m->req, GBX_ERR_INTERNAL, "cannot create the workdir '%s'",
-                             ses->workdir);
-    else
-        gbx_http_reply_json(m->req, 201, session_json(ses));
+    for (struct gbx_session *x = all->list; x; x = x->next)
+        if (strcmp(x->id, id) == 0)
+            return x;
+    return NULL;
+}
+
+static void create_ctx_free(struct create_ctx *m)
+{
     free(m->id);
     free(m);
+}
+
+static void created_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
+{
+    struct create_ctx *m = arg;
+    if (!final)
+        return;
+    struct gbx_session *ses = find_by_id(m->all, m->id);
+    struct evhttp_request *req = gbx_http_later_take(m->later);
+    if (req == NULL)
+        ; /* the client left: the session is there for a list to find */
+    else if (ses == NULL)
+        gbx_http_reply_error(req, GBX_ERR_UNAVAILABLE, "the session was deleted");
+    else if (h == NULL || h->type != GBX_MSG_OK)
+        gbx_http_reply_error(req, GBX_ERR_INTERNAL, "cannot create the workdir '%s'", ses->workdir);
+    else
+        gbx_http_reply_json(req, 201, session_json(ses));
+    create_ctx_free(m);
+}
+
+/* A session that could not be set up goes again (its sandbox too, if it got one). */
+static void create_undo(struct gbx_session *ses)
+{
+    if (ses->sandbox_id) {
+        struct gbx_live *l = live_of(ses);
+        if (l)
+            (void)gbx_sandboxes_destroy(ses->all->srv, l, "sandbox.delete", NULL, NULL);
+    }
+    (void)!gbx_store_session_delete(store_of(ses), ses->id, NULL);
+    session_unlink(ses);
+    session_free(ses);
+}
+
+static void sandbox_made(void *arg, struct gbx_live *l, int existed, const struct gbx_err *cerr)
+{
+    (void)existed;
+    struct create_ctx *m = arg;
+    struct gbx_sessions *all = m->all;
+    struct gbx_session *ses = find_by_id(all, m->id);
+    struct gbx_err *err = NULL;
+    if (ses == NULL) { /* deleted while its sandbox was made: that goes too */
+        if (l)
+            (void)gbx_sandboxes_destroy(all->srv, l, "sandbox.delete", NULL, NULL);
+        struct evhttp_request *req = gbx_http_later_take(m->later);
+        if (req)
+            gbx_http_reply_error(req, GBX_ERR_UNAVAILABLE, "the session was deleted");
+        return create_ctx_free(m);
+    }
+    if (l == NULL || sandbox_taken(ses, l, &err) < 0) {
+        if (l && ses->sandbox_id == NULL)
+            (void)gbx_sandboxes_destroy(all->srv, l, "sandbox.delete", NULL, NULL);
+        struct evhttp_request *req = gbx_http_later_take(m->later);
+        if (req)
+            gbx_http_reply_err(req, err ? err : cerr);
+        gbx_err_free(err);
+        create_undo(ses);
+        return create_ctx_free(m);
+    }
+    gbx_server_audit_as(all->srv, ses->owner[0] ? ses->owner : "admin", "session.create",
+                        ses->sandbox_id, json_pack("{s:s}", "session", ses->id));
+    /* the workdir exists before the first call */
+    struct gbx_aconn *ac = gbx_session_agent(ses, &err);
+    if (ac == NULL) {
+        struct evhttp_request *req = gbx_http_later_take(m->later);
+        if (req)
+            gbx_http_reply_err(req, err);
+        gbx_err_free(err);
+        return create_ctx_free(m);
+    }
+    struct gbx_msg *msg = gbx_aconn_begin(ac, GBX_MSG_MKDIR);
+    gbx_msg_put_str(msg, GBX_A_PATH, ses->workdir);
+    gbx_msg_put_u32(msg, GBX_A_PARENTS, 1);
+    if (gbx_aconn_send(ac, created_reply, m) < 0)
+        created_reply(m, NULL, NULL, 1);
 }
 
 static int workdir_valid(const char *w)
@@ -562,38 +644,21 @@ static void handle_create(struct gbx_sessions *all, struct evhttp_request *req)
         session_new(all, id, gbx_server_owner(all->srv), workdir, body, gbx_realtime_ns());
     struct gbx_err *err = NULL;
     if (store_session(ses, &err) < 0 ||
-        gbx_session_log(ses, "session.created", NULL, json_pack("{s:O}", "spec", body), &err) < 0 ||
-        create_sandbox(ses, &err) < 0) {
+        gbx_session_log(ses, "session.created", NULL, json_pack("{s:O}", "spec", body), &err) < 0) {
         gbx_http_reply_err(req, err);
         gbx_err_free(err);
-        if (ses->sandbox_id) {
-            struct gbx_live *l = live_of(ses);
-            if (l)
-                (void)gbx_sandboxes_destroy(all->srv, l, "sandbox.delete", NULL, NULL);
-        }
-        (void)!gbx_store_session_delete(store_of(ses), ses->id, NULL);
-        session_unlink(ses);
-        session_free(ses);
+        create_undo(ses);
         return;
     }
-    gbx_server_audit(all->srv, "session.create", ses->sandbox_id,
-                     json_pack("{s:s}", "session", ses->id));
-    /* the workdir exists before the first call */
-    struct gbx_aconn *ac = gbx_session_agent(ses, &err);
-    if (ac == NULL) {
-        gbx_http_reply_err(req, err);
-        gbx_err_free(err);
-        return;
-    }
-    struct gbx_msg *m = gbx_aconn_begin(ac, GBX_MSG_MKDIR);
-    gbx_msg_put_str(m, GBX_A_PATH, ses->workdir);
-    gbx_msg_put_u32(m, GBX_A_PARENTS, 1);
-    struct mkdir_ctx *mc = gbx_xcalloc(1, sizeof(*mc));
-    mc->all = all;
-    mc->req = req;
-    mc->id = gbx_xstrdup(ses->id);
-    if (gbx_aconn_send(ac, created_reply, mc) < 0)
-        created_reply(mc, NULL, NULL, 1);
+    /* its sandbox is made off the loop (as the session's owner: the caller); the reply
+     * comes once it and the workdir are there */
+    struct create_ctx *m = gbx_xcalloc(1, sizeof(*m));
+    m->all = all;
+    m->later = gbx_http_later_new(req);
+    m->id = gbx_xstrdup(ses->id);
+    json_t *sbody = sandbox_body(ses);
+    gbx_sandboxes_create_async(all->srv, sbody, sandbox_made, m);
+    json_decref(sbody);
 }
 
 static void handle_list(struct gbx_sessions *all, struct evhttp_request *req)
