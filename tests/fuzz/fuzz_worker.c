@@ -11,6 +11,11 @@
  *   - the text/event-stream framing (worker.c), fed the input whole, one byte at a time and
  *     in pseudo-random pieces: the same events each time, each with a name of under 128 bytes
  *     without CR or LF and NUL-terminated data without CR; with a small line limit too;
+ *   - the protocol decisions on what the API server sends: each event's data that is JSON
+ *     goes through the event, heartbeat, work item and result functions, and all of them
+ *     through reconcile. A call is only ever run when it is an owned tool with an id whose
+ *     permission is absent, "allow", or "ask" with a confirmation (fail closed), and reconcile
+ *     runs each id once, never an answered one, and holds only "ask" calls with no verdict;
  *   - the work item secret and webhook key decoders, on the input as a string: what they
  *     accept keeps the promises of worker.h. */
 #include <openssl/evp.h>
@@ -137,7 +142,141 @@ static void fuzz_hook(const uint8_t *data, size_t size, const struct gbx_worker_
 struct events {
     uint64_t hash;
     size_t count;
+    json_t *json; /* the events whose data is JSON, when not NULL */
 };
+
+/* What execute_body promises about a call it lets run */
+static void check_execute(json_t *ev, json_t *body, int confirmed)
+{
+    if (body == NULL)
+        return;
+    const char *perm = json_string_value(json_object_get(ev, "evaluated_permission"));
+    json_t *p = json_object_get(ev, "evaluated_permission");
+    CHECK(p == NULL || json_is_null(p) ||
+          (perm && (strcmp(perm, "allow") == 0 || (confirmed && strcmp(perm, "ask") == 0))));
+    CHECK(strcmp(json_string_value(json_object_get(ev, "type")), "agent.tool_use") == 0);
+    const char *id = json_string_value(json_object_get(body, "tool_use_id"));
+    const char *name = json_string_value(json_object_get(body, "name"));
+    CHECK(id && *id && gbx_worker_tool_owned(name));
+    CHECK(json_is_object(json_object_get(body, "input")) && json_object_size(body) == 3);
+}
+
+static void fuzz_decisions(const char *name, json_t *ev)
+{
+    enum gbx_worker_event k = gbx_worker_event_kind(name, ev);
+    CHECK(k >= GBX_WORKER_EV_OTHER && k <= GBX_WORKER_EV_ERROR);
+    CHECK(gbx_worker_event_kind(NULL, ev) <= GBX_WORKER_EV_ERROR);
+    for (int confirmed = 0; confirmed < 2; confirmed++) {
+        json_t *body = gbx_worker_execute_body(ev, confirmed);
+        check_execute(ev, body, confirmed);
+        if (body)
+            CHECK(k == GBX_WORKER_EV_TOOL_USE);
+        json_decref(body);
+    }
+    if (gbx_worker_tool_held(ev)) {
+        json_t *body = gbx_worker_execute_body(ev, 0);
+        CHECK(body == NULL); /* held: never run unconfirmed */
+    }
+    const char *tid = NULL;
+    int v = gbx_worker_confirmation(ev, &tid);
+    CHECK(v == -1 || ((v == 0 || v == 1) && tid && *tid));
+
+    char *last = NULL;
+    long ttl = -1;
+    int status = 200 + (int)(json_object_size(ev) % 3) * 100; /* 200, 300, 400 */
+    enum gbx_worker_beat b = gbx_worker_beat_verdict(status, ev, &last, &ttl);
+    CHECK(b == GBX_WORKER_BEAT_OK ? last && *last && ttl >= 0 && ttl < 86400
+                                  : last == NULL && ttl == 0);
+    free(last);
+
+    struct gbx_worker_item it;
+    if (gbx_worker_item_parse(ev, &it) == 0) {
+        CHECK(gbx_worker_id_valid(it.id));
+        CHECK(!it.session_id || gbx_worker_id_valid(it.session_id));
+        CHECK(!it.secret || *it.secret);
+    } else {
+        CHECK(it.id == NULL && it.session_id == NULL && it.secret == NULL);
+    }
+    gbx_worker_item_release(&it);
+    gbx_worker_item_release(&it);
+
+    size_t skills = 0;
+    const char *why = gbx_worker_session_unsupported(ev, &skills);
+    CHECK(why == NULL || *why);
+
+    json_t *res = gbx_worker_result_event("toolu_1", ev, k == GBX_WORKER_EV_ERROR ? "" : NULL);
+    json_t *r0 = json_array_get(json_object_get(res, "events"), 0);
+    json_t *content = json_object_get(r0, "content");
+    CHECK(json_array_size(content) >= 1);
+    size_t i;
+    json_t *blk;
+    json_array_foreach(content, i, blk)
+    {
+        const char *bt = json_string_value(json_object_get(blk, "type"));
+        CHECK(bt != NULL);
+        if (strcmp(bt, "text") == 0)
+            CHECK(json_string_length(json_object_get(blk, "text")) > 0);
+    }
+    json_decref(res);
+}
+
+/* reconcile over every JSON event of the stream */
+static void fuzz_reconcile(json_t *events)
+{
+    json_t *held = NULL;
+    json_t *run = gbx_worker_reconcile(events, &held);
+    CHECK(json_is_array(run) && json_is_object(held));
+    json_t *seen = json_object();
+    size_t i;
+    json_t *ev;
+    json_array_foreach(run, i, ev)
+    {
+        const char *id = json_string_value(json_object_get(ev, "id"));
+        CHECK(id && json_object_get(seen, id) == NULL); /* each call once */
+        json_object_set_new(seen, id, json_true());
+        /* confirmed only by an allowing confirmation, the last one for the id */
+        int confirmed = 0, answered = 0;
+        size_t j;
+        json_t *e;
+        json_array_foreach(events, j, e)
+        {
+            const char *tid = NULL;
+            int v = gbx_worker_confirmation(e, &tid);
+            if (v >= 0 && strcmp(tid, id) == 0)
+                confirmed = v;
+            const char *type = json_string_value(json_object_get(e, "type"));
+            const char *rid = json_string_value(json_object_get(e, "tool_use_id"));
+            if (v < 0 && type && rid && strcmp(type, "user.tool_result") == 0 &&
+                strcmp(rid, id) == 0)
+                answered = 1;
+        }
+        CHECK(!answered);
+        json_t *body = gbx_worker_execute_body(ev, confirmed);
+        CHECK(body != NULL);
+        check_execute(ev, body, confirmed);
+        json_decref(body);
+    }
+    /* held: "ask" calls with no verdict (an id listed twice may also run: the caller drops
+     * the held one then) */
+    const char *id;
+    json_object_foreach(held, id, ev)
+    {
+        CHECK(gbx_worker_tool_held(ev));
+        size_t j;
+        json_t *e;
+        json_array_foreach(events, j, e)
+        {
+            const char *tid = NULL;
+            CHECK(gbx_worker_confirmation(e, &tid) < 0 || strcmp(tid, id) != 0);
+        }
+    }
+    json_t *again = gbx_worker_reconcile(events, NULL); /* the same without held */
+    CHECK(json_array_size(again) == json_array_size(run));
+    json_decref(again);
+    json_decref(seen);
+    json_decref(held);
+    json_decref(run);
+}
 
 static void on_event(void *arg, const char *name, const char *d, size_t len)
 {
@@ -153,12 +292,22 @@ static void on_event(void *arg, const char *name, const char *d, size_t len)
         h = (h ^ (uint8_t)d[i]) * 0x100000001b3ULL;
     e->hash = (h ^ len) * 0x100000001b3ULL;
     e->count++;
+    if (e->json == NULL)
+        return;
+    json_t *ev = json_loadb(d, len, JSON_REJECT_DUPLICATES, NULL);
+    if (ev == NULL)
+        return;
+    fuzz_decisions(name, ev);
+    if (json_array_size(e->json) < 64)
+        json_array_append(e->json, ev);
+    json_decref(ev);
 }
 
 /* 0: whole, 1: one byte at a time, 2: pseudo-random pieces */
-static struct events sse_run(const uint8_t *data, size_t size, size_t max_line, int how)
+static struct events sse_run(const uint8_t *data, size_t size, size_t max_line, int how,
+                             json_t *json)
 {
-    struct events e = {0};
+    struct events e = {.json = json};
     struct gbx_worker_sse s = {.on_event = on_event, .arg = &e, .max_line = max_line};
     for (size_t pos = 0; pos < size;) {
         size_t k = how == 0 ? size - pos : how == 1 ? 1 : 1 + rng() % 97;
@@ -176,11 +325,16 @@ static void fuzz_sse(const uint8_t *data, size_t size)
 {
     size_t limits[2] = {0, 1 + size % 40};
     for (int l = 0; l < 2; l++) {
-        struct events a = sse_run(data, size, limits[l], 0);
-        struct events b = sse_run(data, size, limits[l], 1);
-        struct events c = sse_run(data, size, limits[l], 2);
+        json_t *json = l == 0 ? json_array() : NULL;
+        struct events a = sse_run(data, size, limits[l], 0, json);
+        struct events b = sse_run(data, size, limits[l], 1, NULL);
+        struct events c = sse_run(data, size, limits[l], 2, NULL);
         CHECK(a.count == b.count && a.hash == b.hash);
         CHECK(a.count == c.count && a.hash == c.hash);
+        if (json) {
+            fuzz_reconcile(json);
+            json_decref(json);
+        }
     }
 }
 
