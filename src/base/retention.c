@@ -74,9 +74,14 @@ void gbx_retention_format(const struct gbx_retention_rule *r, char *buf, size_t 
 {
     size_t off = 0;
     buf[0] = '\0';
-    if (r->max_age_ms)
+    /* whole seconds as such; anything finer in ms, so the text parses back to the same rule
+     * (age=1500ms is not 1s, and age=500ms not 0s, which parse rejects) */
+    if (r->max_age_ms % 1000 == 0 && r->max_age_ms)
         off += (size_t)snprintf(buf + off, bufsz - off, "age=%llus",
                                 (unsigned long long)(r->max_age_ms / 1000));
+    else if (r->max_age_ms)
+        off += (size_t)snprintf(buf + off, bufsz - off, "age=%llums",
+                                (unsigned long long)r->max_age_ms);
     if (r->max_count && off < bufsz)
         off += (size_t)snprintf(buf + off, bufsz - off, "%scount=%llu", off ? "," : "",
                                 (unsigned long long)r->max_count);

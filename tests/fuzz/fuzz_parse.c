@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer target for the value parsers (src/base/parse.c): every parser gets a
- * NUL-terminated copy of the input, and what they accept must satisfy their contracts
- * (ranges, and printing the value back parses to the same value). */
+/* libFuzzer target for the value parsers (src/base/parse.c) and the retention rules of the
+ * daemon's configuration (src/base/retention.c): every parser gets a NUL-terminated copy of
+ * the input, and what they accept must satisfy their contracts (ranges, and printing the
+ * value back parses to the same value). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "base/parse.h"
+#include "base/retention.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -93,6 +95,25 @@ static void check_all(const char *s)
             CHECK(ms == v * 1000);
     } else {
         CHECK(v == 0x5a5a);
+    }
+
+    /* a retention rule formats to text that parses back to the same rule (in the buffer
+     * size the daemon's status uses), and a failure says why */
+    for (int sized = 0; sized < 2; sized++) {
+        struct gbx_retention_rule rule, back_rule;
+        char why[160] = "", text[96];
+        r = gbx_retention_parse(s, sized, &rule, why, sizeof(why));
+        CHECK(r == 0 || r == -1);
+        if (r < 0) {
+            CHECK(why[0] != '\0');
+            continue;
+        }
+        CHECK(sized || rule.max_bytes == 0);
+        gbx_retention_format(&rule, text, sizeof(text));
+        CHECK(strlen(text) < sizeof(text) - 1); /* not truncated */
+        CHECK(gbx_retention_parse(text, sized, &back_rule, why, sizeof(why)) == 0);
+        CHECK(back_rule.max_age_ms == rule.max_age_ms && back_rule.max_count == rule.max_count &&
+              back_rule.max_bytes == rule.max_bytes);
     }
 
     r = gbx_env_valid(s);

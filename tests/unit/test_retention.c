@@ -40,6 +40,17 @@ static void parse_rules(void **state)
     gbx_retention_parse("age=2h,size=1M", 1, &r, err, sizeof(err));
     gbx_retention_format(&r, buf, sizeof(buf));
     assert_string_equal(buf, "age=7200s,size=1048576");
+    /* an age finer than a second formats in ms, and parses back to the same rule (found by
+     * fuzz_parse: it was "age=1s" and "age=0s", which parse rejects) */
+    gbx_retention_parse("age=1500ms,count=2", 0, &r, err, sizeof(err));
+    gbx_retention_format(&r, buf, sizeof(buf));
+    assert_string_equal(buf, "age=1500ms,count=2");
+    gbx_retention_parse("age=500ms", 0, &r, err, sizeof(err));
+    gbx_retention_format(&r, buf, sizeof(buf));
+    assert_string_equal(buf, "age=500ms");
+    struct gbx_retention_rule back;
+    assert_int_equal(gbx_retention_parse(buf, 0, &back, err, sizeof(err)), 0);
+    assert_int_equal(back.max_age_ms, 500);
 }
 
 static void by_age(void **state)
