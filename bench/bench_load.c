@@ -6,7 +6,10 @@
  * client, bench/load_e2b.mjs, at the same time.) Afterwards, once every sandbox is gone, the
  * daemon's RSS and open descriptors are compared with those before.
  *
- *   bench_load SOCK DAEMON_PID [--clients N] [--seconds S] [--idle-seconds S]
+ *   bench_load SOCK DAEMON_PID [--clients N] [--seconds S] [--idle-seconds S] [--reuse 1]
+ *
+ * --reuse 1: each client makes one sandbox and then only execs, uploads and downloads in it
+ * (the same calls without a create and a delete per cycle).
  *
  * Prints per call p50/p99 and counts, the throughput, /healthz p99 idle and under load with
  * the ratio (target <= 2x), RSS and fds before/after, and the errors by status. Exit 1 on
@@ -58,6 +61,7 @@ static struct samples S[NOPS];
 static atomic_int errors_limit, errors_other;
 static atomic_long cycles;
 static atomic_int stop;
+static int reuse; /* --reuse: each client keeps one sandbox (exec, upload, download only) */
 static const char *sock;
 static char first_error[512];
 static pthread_mutex_t err_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -117,12 +121,14 @@ static void *worker(void *arg)
     memset(data, 'x', 4096);
     data[4096] = '\0';
     char id[64], path[256];
+    int have = 0;
     while (!atomic_load(&stop)) {
-        if (timed(&c, OP_CREATE, "POST", "/v1/sandboxes", "{}", 201) < 0 ||
-            reply_id(&c, id, sizeof(id)) < 0) {
+        if (!have && (timed(&c, OP_CREATE, "POST", "/v1/sandboxes", "{}", 201) < 0 ||
+                      reply_id(&c, id, sizeof(id)) < 0)) {
             usleep(10000);
             continue;
         }
+        have = reuse;
         snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", id);
         (void)timed(&c, OP_EXEC, "POST", path,
                     "{\"cmd\":[\"sh\",\"-c\",\"echo hi\"],\"wait\":true}", 200);
@@ -130,8 +136,14 @@ static void *worker(void *arg)
         (void)timed(&c, OP_PUT, "PUT", path, data, 201);
         (void)timed(&c, OP_GET, "GET", path, NULL, 200);
         snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
-        if (timed(&c, OP_DELETE, "DELETE", path, NULL, 204) == 0)
+        if (reuse)
             atomic_fetch_add(&cycles, 1);
+        else if (timed(&c, OP_DELETE, "DELETE", path, NULL, 204) == 0)
+            atomic_fetch_add(&cycles, 1);
+    }
+    if (have) {
+        snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+        (void)timed(&c, OP_DELETE, "DELETE", path, NULL, 204);
     }
     client_release(&c);
     return NULL;
@@ -233,6 +245,8 @@ int main(int argc, char **argv)
             seconds = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--idle-seconds") == 0)
             idle = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--reuse") == 0)
+            reuse = atoi(argv[i + 1]);
     }
     if (clients < 1 || clients > MAX_CLIENTS || seconds < 1 || seconds > 3600 || idle < 1)
         die("--clients 1..%d, --seconds 1..3600, --idle-seconds >= 1", MAX_CLIENTS);

@@ -99,11 +99,9 @@ static int remove_one(struct gbx_gc *gc, const char *kind, const char *id, const
         struct gbx_live *l = gbx_sandboxes_find_any(s, id);
         if (l == NULL || !l->paused || l->busy)
             return 0;
-        r = gbx_sandboxes_destroy(s, l, "sandbox.delete",
-                                  json_pack("{s:s,s:s}", "reason", "retention", "rule", why),
-                                  &err) < 0
-                ? -1
-                : 1;
+        gbx_sandboxes_destroy_bg(s, l, "sandbox.delete",
+                                 json_pack("{s:s,s:s}", "reason", "retention", "rule", why));
+        r = 1;
     }
     if (r < 0) {
         gbx_log_warn("retention: cannot remove %s '%s': %s", kind, id,

@@ -4,12 +4,15 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/sched.h"
 #include "base/util.h"
 
 /* The pool grows when a job finds every thread busy (a hung helper holds one until its
@@ -25,35 +28,49 @@ struct job {
     void *arg;
 };
 
+/* The loop never waits for a worker: jobs are announced with a semaphore (sem_post never
+ * blocks, where glibc's pthread_cond_signal can wait for woken waiters under CPU pressure),
+ * and the mutex guards a few pointer moves only, no system call. */
 struct gbx_offload {
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv;             /* gbx_offload_free waits on it for the last thread */
+    sem_t work;                    /* one post per queued job (and per thread, when stopping) */
     struct job *todo, **todo_tail; /* FIFO */
     struct job *finished;          /* LIFO; reversed when drained */
     int stopping;
     int efd;
     struct event *ev;
-    unsigned nthreads, idle, min_threads;
+    unsigned nthreads, min_threads;
+    atomic_uint idle; /* threads waiting for a job */
 };
 
 static void *worker(void *p)
 {
     struct gbx_offload *o = p;
-    pthread_mutex_lock(&o->mu);
+    gbx_sched_unboost_self(); /* blocking work runs at the process's priority, below the loop */
     for (;;) {
-        while (o->todo == NULL && !o->stopping) {
-            o->idle++;
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_sec += IDLE_S;
-            int r = pthread_cond_timedwait(&o->cv, &o->mu, &until);
-            o->idle--;
-            if (r == ETIMEDOUT && o->todo == NULL && o->nthreads > o->min_threads)
-                goto leave;
+        atomic_fetch_add(&o->idle, 1);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += IDLE_S;
+        int r;
+        while ((r = sem_timedwait(&o->work, &until)) < 0 && errno == EINTR)
+            ;
+        atomic_fetch_sub(&o->idle, 1);
+        pthread_mutex_lock(&o->mu);
+        if (r < 0) { /* idle that long: end, unless it is one of the kept ones */
+            if (o->nthreads > o->min_threads || o->stopping)
+                break;
+            pthread_mutex_unlock(&o->mu);
+            continue;
         }
         struct job *j = o->todo;
-        if (j == NULL)
-            break;
+        if (j == NULL) { /* the post of a stop */
+            if (o->stopping)
+                break;
+            pthread_mutex_unlock(&o->mu);
+            continue;
+        }
         o->todo = j->next;
         if (o->todo == NULL)
             o->todo_tail = &o->todo;
@@ -62,17 +79,18 @@ static void *worker(void *p)
         pthread_mutex_lock(&o->mu);
         j->next = o->finished;
         o->finished = j;
+        pthread_mutex_unlock(&o->mu);
         uint64_t one = 1;
         (void)!write(o->efd, &one, sizeof(one));
     }
-leave:
     o->nthreads--;
     pthread_cond_broadcast(&o->cv); /* gbx_offload_free waits for the last one */
     pthread_mutex_unlock(&o->mu);
     return NULL;
 }
 
-/* One more worker (detached: the count, not a join, says when all are gone). mu held. */
+/* One more worker (detached: the count, not a join, says when all are gone), already
+ * counted in nthreads by the caller. */
 static int spawn(struct gbx_offload *o)
 {
     pthread_attr_t at;
@@ -81,10 +99,7 @@ static int spawn(struct gbx_offload *o)
     pthread_t t;
     int r = pthread_create(&t, &at, worker, o);
     pthread_attr_destroy(&at);
-    if (r != 0)
-        return -r;
-    o->nthreads++;
-    return 0;
+    return -r;
 }
 
 static void drain_finished(struct gbx_offload *o)
@@ -123,6 +138,7 @@ int gbx_offload_new(struct event_base *base, unsigned threads, struct gbx_offloa
         return -ENOMEM;
     pthread_mutex_init(&o->mu, NULL);
     pthread_cond_init(&o->cv, NULL);
+    sem_init(&o->work, 0, 0);
     o->todo_tail = &o->todo;
     o->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (o->efd < 0 ||
@@ -141,11 +157,17 @@ int gbx_offload_new(struct event_base *base, unsigned threads, struct gbx_offloa
     if (threads > MAX_THREADS)
         threads = MAX_THREADS;
     o->min_threads = threads;
-    pthread_mutex_lock(&o->mu);
-    for (unsigned i = 0; i < threads; i++)
-        if (spawn(o) < 0)
+    for (unsigned i = 0; i < threads; i++) {
+        pthread_mutex_lock(&o->mu);
+        o->nthreads++;
+        pthread_mutex_unlock(&o->mu);
+        if (spawn(o) < 0) {
+            pthread_mutex_lock(&o->mu);
+            o->nthreads--;
+            pthread_mutex_unlock(&o->mu);
             break;
-    pthread_mutex_unlock(&o->mu);
+        }
+    }
     if (o->nthreads == 0) {
         gbx_offload_free(o);
         return -EAGAIN;
@@ -171,11 +193,21 @@ int gbx_offload_submit(struct gbx_offload *o, gbx_offload_work_fn work, gbx_offl
     }
     *o->todo_tail = j;
     o->todo_tail = &j->next;
-    /* nobody free to take it: one more thread (the job waits for a free one at the cap) */
-    if (o->idle == 0 && o->nthreads < MAX_THREADS)
-        (void)spawn(o);
-    pthread_cond_signal(&o->cv);
+    /* more jobs waiting than threads free to take them: one more thread (at the cap, the
+     * job waits for one to be free) */
+    unsigned queued = 0;
+    for (struct job *q = o->todo; q; q = q->next)
+        queued++;
+    int more = queued > atomic_load(&o->idle) && o->nthreads < MAX_THREADS;
+    if (more)
+        o->nthreads++; /* counted now: the thread is started outside the lock */
     pthread_mutex_unlock(&o->mu);
+    sem_post(&o->work);
+    if (more && spawn(o) < 0) {
+        pthread_mutex_lock(&o->mu);
+        o->nthreads--;
+        pthread_mutex_unlock(&o->mu);
+    }
     return 0;
 }
 
@@ -185,13 +217,18 @@ void gbx_offload_free(struct gbx_offload *o)
         return;
     pthread_mutex_lock(&o->mu);
     o->stopping = 1;
-    pthread_cond_broadcast(&o->cv);
+    unsigned n = o->nthreads;
+    pthread_mutex_unlock(&o->mu);
+    for (unsigned i = 0; i < n; i++) /* each thread ends once it finds nothing left to do */
+        sem_post(&o->work);
+    pthread_mutex_lock(&o->mu);
     while (o->nthreads > 0)
         pthread_cond_wait(&o->cv, &o->mu);
     pthread_mutex_unlock(&o->mu);
     drain_finished(o);
     event_free(o->ev);
     close(o->efd);
+    sem_destroy(&o->work);
     pthread_cond_destroy(&o->cv);
     pthread_mutex_destroy(&o->mu);
     free(o);

@@ -92,6 +92,10 @@ int gbx_sandboxes_destroy(struct gbx_server *s, struct gbx_live *l, const char *
 typedef void (*gbx_sandboxes_gone_fn)(void *arg, const struct gbx_err *err);
 void gbx_sandboxes_destroy_later(struct gbx_server *s, struct gbx_live *l, const char *kind,
                                  json_t *detail, gbx_sandboxes_gone_fn done, void *arg);
+/* The same when nobody waits for the answer (a timeout, the collector, a session's end):
+ * what could not be cleaned up is logged. */
+void gbx_sandboxes_destroy_bg(struct gbx_server *s, struct gbx_live *l, const char *kind,
+                              json_t *detail);
 /* The job that held it has ended (its result applied): it is idle again, and the deletes
  * that waited run now. l may be freed by this call. */
 void gbx_sandboxes_idle(struct gbx_server *s, struct gbx_live *l);

@@ -1477,6 +1477,18 @@ void gbx_sandboxes_destroy_later(struct gbx_server *s, struct gbx_live *l, const
         gbx_log_info("sandbox '%s': its hibernate is stopped for a delete", l->sb->id);
 }
 
+static void gone_quietly(void *arg, const struct gbx_err *err)
+{
+    (void)arg;
+    (void)err; /* logged by destroy_done */
+}
+
+void gbx_sandboxes_destroy_bg(struct gbx_server *s, struct gbx_live *l, const char *kind,
+                              json_t *detail)
+{
+    gbx_sandboxes_destroy_later(s, l, kind, detail, gone_quietly, NULL);
+}
+
 void gbx_sandboxes_idle(struct gbx_server *s, struct gbx_live *l)
 {
     l->busy = 0;
@@ -1821,10 +1833,11 @@ static void reap_expired(evutil_socket_t fd, short what, void *arg)
             }
             continue;
         }
+        if (l->busy == GBX_BUSY_WORKER)
+            continue; /* its hibernate or wake ends first; the next turn takes it */
         s->m.expired++;
-        if (gbx_sandboxes_destroy(s, l, "sandbox.expire", json_pack("{s:s}", "reason", "timeout"),
-                                  &err) < 0)
-            gbx_err_free(err);
+        gbx_server_act_as(s, l->owner);
+        gbx_sandboxes_destroy_bg(s, l, "sandbox.expire", json_pack("{s:s}", "reason", "timeout"));
     }
 }
 

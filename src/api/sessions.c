@@ -680,9 +680,9 @@ static void delete_session(struct gbx_sessions *all, struct gbx_session *ses, co
     struct gbx_live *l = live_of(ses);
     ses->deleting = 1;
     gbx_session_drop_agent(ses);
-    if (l)
-        (void)gbx_sandboxes_destroy(all->srv, l, "sandbox.delete",
-                                    json_pack("{s:s}", "session", ses->id), NULL);
+    if (l) /* torn down off the loop */
+        gbx_sandboxes_destroy_bg(all->srv, l, "sandbox.delete",
+                                 json_pack("{s:s}", "session", ses->id));
     struct gbx_err *err = NULL;
     if (gbx_store_session_delete(store_of(ses), ses->id, &err) < 0) {
         gbx_log_error("session '%s': %s", ses->id, err->msg);

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "base/clock.h"
+#include "base/sched.h"
 
 #define SLICE_MS 50
 #define REAP_GRACE_MS 10000LL
@@ -17,6 +18,7 @@
 void gbx_child_prepare(void)
 {
     (void)setpgid(0, 0);
+    gbx_sched_unboost_self();
     /* a helper does not outlive the daemon (the forking thread, strictly: the daemon's
      * workers live as long as it does): a criu left running would go on dumping */
     (void)prctl(PR_SET_PDEATHSIG, SIGKILL);

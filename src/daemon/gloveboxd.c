@@ -23,6 +23,7 @@
 #include "base/fileutil.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "base/sched.h"
 
 #define GBX_DEFAULT_CONFIG "/etc/glovebox/gloveboxd.conf"
 
@@ -60,6 +61,9 @@ static const char usage[] =
     "                         is stopped and the hibernate or wake fails cleanly (default 2m)\n"
     "  --helper-timeout DURATION      the same for other helpers: tar of a writable layer,\n"
     "                         debootstrap (default 30m)\n"
+    "  --loop-priority N      run the event loop N nice levels above everything it starts\n"
+    "                         (sandboxes, workers, helpers), so that it answers while they\n"
+    "                         saturate the CPUs (default 10; 0 for the same priority)\n"
     "  -h, --help\n";
 
 /* Every live sandbox holds descriptors (its agent connection, pidfd, cgroup); a thousand of
@@ -101,6 +105,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 struct settings {
     struct gbx_server_config cfg;
     int kill_on_exit;
+    int loop_nice;   /* how much higher the loop's priority is than the process's */
     char *owned[16]; /* strings read from the configuration file */
     size_t nowned;
 };
@@ -237,6 +242,13 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
             st->cfg.criu_timeout_ms = (int64_t)ms;
         else
             st->cfg.helper_timeout_ms = (int64_t)ms;
+    } else if (strcmp(key, "loop-priority") == 0) {
+        uint64_t n;
+        if (gbx_parse_u64(value, 0, 19, &n) < 0) {
+            snprintf(err, errsz, "loop-priority must be a number from 0 to 19");
+            return -1;
+        }
+        st->loop_nice = (int)n;
     } else if (strcmp(key, "kill-on-exit") == 0) {
         if (parse_bool(value, &st->kill_on_exit) < 0) {
             snprintf(err, errsz, "kill-on-exit must be true or false");
@@ -313,10 +325,11 @@ int main(int argc, char **argv)
         {"gc-interval", required_argument, NULL, 0},
         {"hibernate-timeout", required_argument, NULL, 0},
         {"helper-timeout", required_argument, NULL, 0},
+        {"loop-priority", required_argument, NULL, 0},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct settings st = {0};
+    struct settings st = {.loop_nice = 10};
     int c, idx;
     gbx_log_set_level(GBX_LOG_INFO);
     /* the file first, so that flags override it */
@@ -354,6 +367,7 @@ int main(int argc, char **argv)
     }
     struct gbx_server_config cfg = st.cfg;
     int kill_on_exit = st.kill_on_exit;
+    int loop_nice = st.loop_nice;
     signal(SIGPIPE, SIG_IGN);
     raise_nofile();
     /* Per-connection buffers are a few hundred KiB: keep them mmap'ed, so that freeing one
@@ -375,6 +389,11 @@ int main(int argc, char **argv)
         event_base_free(base);
         return 1;
     }
+    /* the loop answers first: sandboxes that saturate the CPUs must not slow its replies
+     * (worker threads, helpers and sandboxes run at the process's own priority) */
+    if (loop_nice > 0 && gbx_sched_boost_self(loop_nice) < 0)
+        gbx_log_warn("cannot raise the event loop's priority (CAP_SYS_NICE?): it runs at the "
+                     "same priority as the sandboxes");
     struct stopping stopping = {.base = base, .srv = srv};
     struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, &stopping);
     struct event *sigint = evsignal_new(base, SIGINT, on_signal, &stopping);

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/sched.h"
 #include "base/util.h"
 #include "egress/netns.h"
 #include "sandbox/backend.h"
@@ -250,6 +251,7 @@ static pthread_once_t closer_once = PTHREAD_ONCE_INIT;
 
 static void *closer_main(void *arg)
 {
+    gbx_sched_unboost_self();
     int rd = (int)(intptr_t)arg;
     int fd;
     while (GBX_RETRY(read(rd, &fd, sizeof(fd))) == (ssize_t)sizeof(fd))

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/sched.h"
 #include "base/fileutil.h"
 #include "agent/proto.h"
 #include "sandbox/ns.h"
@@ -88,6 +89,7 @@ static int place_fd(int fd, int target)
 
 __attribute__((noreturn)) static void child_main(const struct gbx_child_plan *p)
 {
+    gbx_sched_unboost_self(); /* a sandbox runs at the process's priority, not the loop's */
     int sync_fd = p->sync_fd;
     int tmpl_fd = -1, usr_fd = -1, r;
     int layer_fds[GBX_MAX_LAYERS], nlayer = 0;

@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #include "store/writer.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/eventfd.h>
@@ -39,11 +44,15 @@ struct job {
 
 struct gbx_store_writer {
     struct gbx_store *store; /* used by the writer thread only, once started */
+    char *wal_path;          /* <db>-wal: synced after each batch, outside the write lock */
+    int wal_fd;              /* the writer thread's; -1 until the first batch */
+    dev_t wal_dev;
+    ino_t wal_ino;
     pthread_t thread;
     bool started;
     int efd;
     pthread_mutex_t mu;
-    pthread_cond_t work; /* the thread waits on it for jobs */
+    sem_t wake;          /* posted for each queued job (and the stop): the thread waits on it */
     pthread_cond_t idle; /* flush waits on it for finished jobs */
     /* under mu: */
     struct job *queue, **queue_tail;
@@ -104,6 +113,25 @@ static void batch_fail(struct gbx_store_writer *w, struct job *batch, const char
             job_fail(j, msg);
 }
 
+/* fdatasync the WAL through a descriptor of our own (opened again if the file was replaced).
+ * 0, or -1 with errno. */
+static int wal_sync(struct gbx_store_writer *w)
+{
+    struct stat st;
+    if (stat(w->wal_path, &st) < 0) /* no WAL: a checkpoint moved it all, and synced it */
+        return errno == ENOENT ? 0 : -1;
+    if (w->wal_fd < 0 || st.st_dev != w->wal_dev || st.st_ino != w->wal_ino) {
+        if (w->wal_fd >= 0)
+            close(w->wal_fd);
+        w->wal_fd = open(w->wal_path, O_RDONLY | O_CLOEXEC);
+        if (w->wal_fd < 0)
+            return -1;
+        w->wal_dev = st.st_dev;
+        w->wal_ino = st.st_ino;
+    }
+    return fdatasync(w->wal_fd);
+}
+
 /* One transaction for the whole batch: one fsync. Each job runs under its own savepoint, so
  * a job that fails is undone alone and the others still commit. */
 static void batch_run(struct gbx_store_writer *w, struct job *batch)
@@ -141,6 +169,16 @@ static void batch_run(struct gbx_store_writer *w, struct job *batch)
     }
     if (gbx_store_exec(w->store, "COMMIT", &err) < 0)
         goto fatal;
+    /* committed with synchronous = NORMAL, so the write lock is free again before the disk
+     * has the batch: the WAL is synced now, and only then are the jobs completed (acknowledged
+     * records are durable, as with FULL, and the loop's own writes never wait for an fsync) */
+    if (wal_sync(w) < 0) {
+        gbx_err_set(&err, errno, GBX_ERR_INTERNAL, "store writer: cannot sync '%s': %s",
+                    w->wal_path, strerror(errno));
+        for (struct job *j = batch; j; j = j->next)
+            if (j->status == 0)
+                job_fail(j, err->msg);
+    }
     return;
 
 fatal:
@@ -152,8 +190,13 @@ static void *writer_main(void *arg)
     struct gbx_store_writer *w = arg;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (w->queue == NULL && !w->stop)
-            pthread_cond_wait(&w->work, &w->mu);
+        while (w->queue == NULL && !w->stop) {
+            /* a semaphore, not a condition variable: the loop's post never waits */
+            pthread_mutex_unlock(&w->mu);
+            while (sem_wait(&w->wake) < 0 && errno == EINTR)
+                ;
+            pthread_mutex_lock(&w->mu);
+        }
         if (w->queue == NULL)
             break;
         struct job *batch = w->queue, *last = batch;
@@ -175,9 +218,11 @@ static void *writer_main(void *arg)
         w->done_tail = &last->next;
         w->finished += n;
         pthread_cond_broadcast(&w->idle);
+        pthread_mutex_unlock(&w->mu);
         uint64_t one = 1;
         /* cannot fail short of a counter overflow; a readable fd is all that matters */
         (void)!write(w->efd, &one, sizeof(one));
+        pthread_mutex_lock(&w->mu);
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
@@ -188,11 +233,19 @@ int gbx_store_writer_new(const char *db_path, struct gbx_store_writer **out, str
     struct gbx_store_writer *w = gbx_xcalloc(1, sizeof(*w));
     w->efd = -1;
     pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->work, NULL);
+    sem_init(&w->wake, 0, 0);
     pthread_cond_init(&w->idle, NULL);
     w->queue_tail = &w->queue;
     w->done_tail = &w->done;
+    w->wal_fd = -1;
+    w->wal_path = gbx_asprintf("%s-wal", db_path);
     if (gbx_store_open(db_path, &w->store, err) < 0) {
+        gbx_err_wrap(err, "store writer");
+        gbx_store_writer_free(w);
+        return -1;
+    }
+    /* durability comes from wal_sync after each commit, not from the commit itself */
+    if (gbx_store_exec(w->store, "PRAGMA synchronous = NORMAL", err) < 0) {
         gbx_err_wrap(err, "store writer");
         gbx_store_writer_free(w);
         return -1;
@@ -236,16 +289,19 @@ void gbx_store_writer_free(struct gbx_store_writer *w)
         }
         pthread_mutex_lock(&w->mu);
         w->stop = true;
-        pthread_cond_signal(&w->work);
         pthread_mutex_unlock(&w->mu);
+        sem_post(&w->wake);
         pthread_join(w->thread, NULL);
     }
     GBX_BUG_ON(w->queue != NULL || w->done != NULL);
     gbx_store_close(w->store);
+    if (w->wal_fd >= 0)
+        close(w->wal_fd);
+    free(w->wal_path);
     if (w->efd >= 0)
         close(w->efd);
     pthread_cond_destroy(&w->idle);
-    pthread_cond_destroy(&w->work);
+    sem_destroy(&w->wake);
     pthread_mutex_destroy(&w->mu);
     free(w);
 }
@@ -259,8 +315,8 @@ static void enqueue(struct gbx_store_writer *w, struct job *j, gbx_store_done_fn
     *w->queue_tail = j;
     w->queue_tail = &j->next;
     w->queued++;
-    pthread_cond_signal(&w->work);
     pthread_mutex_unlock(&w->mu);
+    sem_post(&w->wake);
 }
 
 void gbx_store_writer_sandbox_put(struct gbx_store_writer *w, const struct gbx_store_sandbox *row,
