@@ -45,6 +45,10 @@ struct gbx_runtime {
      * is killed with its process group and its step fails cleanly */
     int64_t criu_timeout_ms;   /* one criu dump or restore */
     int64_t helper_timeout_ms; /* tar of a writable layer, debootstrap, and the like */
+    /* the spawner (spawner.c): its socket, pid, and whether creates may use it */
+    int spawner_fd;
+    pid_t spawner_pid;
+    int spawner_ok; /* atomic */
 };
 
 #define GBX_DEFAULT_CRIU_TIMEOUT_MS (120 * 1000)

@@ -70,7 +70,8 @@ static void cg_scope(struct gbx_runtime *rt)
 int gbx_runtime_init(struct gbx_runtime *rt, const struct gbx_runtime_opts *o, struct gbx_err **err)
 {
     memset(rt, 0, sizeof(*rt));
-    rt->init_fd = rt->slot_lock_fd = -1;
+    rt->init_fd = rt->slot_lock_fd = rt->spawner_fd = -1;
+    rt->spawner_pid = -1;
     rt->state_dir =
         gbx_xstrdup(env_or(o ? o->state_dir : NULL, "GLOVEBOX_STATE_DIR", GBX_DEFAULT_STATE_DIR));
     rt->runtime_dir = gbx_xstrdup(
@@ -146,6 +147,9 @@ int gbx_runtime_init(struct gbx_runtime *rt, const struct gbx_runtime_opts *o, s
         gbx_err_sys(err, -rt->init_fd, "cannot prepare the glovebox-init image");
         goto fail;
     }
+    if ((r = gbx_spawner_start(rt)) < 0 && r != -ENOSYS)
+        gbx_log_warn("cannot start the sandbox spawner (%s): sandboxes are cloned by the daemon",
+                     strerror(-r));
     return 0;
 fail:
     gbx_err_wrap(err, "initialise sandbox runtime");
@@ -155,6 +159,7 @@ fail:
 
 void gbx_runtime_release(struct gbx_runtime *rt)
 {
+    gbx_spawner_stop(rt);
     free(rt->state_dir);
     free(rt->runtime_dir);
     free(rt->staging_dir);
@@ -166,7 +171,8 @@ void gbx_runtime_release(struct gbx_runtime *rt)
     if (rt->slot_lock_fd >= 0)
         close(rt->slot_lock_fd);
     memset(rt, 0, sizeof(*rt));
-    rt->init_fd = rt->slot_lock_fd = -1;
+    rt->init_fd = rt->slot_lock_fd = rt->spawner_fd = -1;
+    rt->spawner_pid = -1;
 }
 
 int gbx_ns_ctl_listen(struct gbx_sandbox *sb, int restoring, struct gbx_err **err)

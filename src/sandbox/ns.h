@@ -66,9 +66,23 @@ int gbx_ns_netns_drop_tables(pid_t pid, const char *prefix);
 /* caps.c: reduce the bounding set to gbx_caps_keep, clear ambient and inheritable. */
 int gbx_ns_caps_drop(void);
 
-/* spawn.c */
+/* spawn.c: clone3 a child into every namespace that runs the plan (its sync, conn, ctl and
+ * init fds) until it execs glovebox-init; close_fd is closed in the child. extra_flags:
+ * CLONE_PARENT from the spawner. 0 with *pid and *pidfd, or -errno. */
+int gbx_ns_clone_child(const struct gbx_child_plan *p, int v2fd, uint64_t extra_flags,
+                       int close_fd, pid_t *pid, int *pidfd);
 int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gbx_child_plan *p,
                  const char *tmpl_rootfs, const char *const *layers, size_t nlayers,
                  const struct gbx_cg_limits *limits, struct gbx_err **err);
+
+/* spawner.c: the process that clones sandboxes for the daemon (see there). start: forked
+ * now, from the calling thread (the daemon's main thread: it outlives every worker);
+ * -errno when there is none, and creates clone from their own thread. */
+int gbx_spawner_start(struct gbx_runtime *rt);
+void gbx_spawner_stop(struct gbx_runtime *rt);
+/* Clone p's child through the spawner, as a child of this process. The reply is read from
+ * sync_parent, the other end of p->sync_fd. -ENOSYS: no spawner now, clone yourself. */
+int gbx_spawner_clone(struct gbx_runtime *rt, const struct gbx_child_plan *p, int v2fd,
+                      int sync_parent, pid_t *pid, int *pidfd);
 
 #endif

@@ -10,7 +10,11 @@
  *                                             unshare(CGROUP); mounts; pivot_root; hostname;
  *                                             lo up; drop caps; seccomp; execveat(init)
  *   EOF on the sync socket (CLOEXEC) <------- or {errno, message} and exit
+ *
+ * The clone itself is the spawner's (spawner.c), so that the daemon's address space is not
+ * forked; without one, the calling thread clones.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <poll.h>
@@ -202,6 +206,31 @@ static int send_go(int sync_fd, int tmpl_fd, int usr_fd, const int *layer_fds, s
     return 0;
 }
 
+int gbx_ns_clone_child(const struct gbx_child_plan *p, int v2fd, uint64_t extra_flags,
+                       int close_fd, pid_t *pid_out, int *pidfd)
+{
+    struct clone_args ca;
+    memset(&ca, 0, sizeof(ca));
+    ca.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
+               CLONE_NEWNET | CLONE_NEWTIME | CLONE_PIDFD | extra_flags;
+    ca.pidfd = (uint64_t)(uintptr_t)pidfd;
+    ca.exit_signal = (extra_flags & CLONE_PARENT) ? 0 : SIGCHLD; /* CLONE_PARENT: the spawner's */
+    if (v2fd >= 0) {
+        ca.flags |= CLONE_INTO_CGROUP;
+        ca.cgroup = (uint64_t)v2fd;
+    }
+    pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        if (close_fd >= 0)
+            close(close_fd);
+        child_main(p);
+    }
+    *pid_out = pid;
+    return 0;
+}
+
 int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gbx_child_plan *p,
                  const char *tmpl_rootfs, const char *const *layers, size_t nlayers,
                  const struct gbx_cg_limits *limits, struct gbx_err **err)
@@ -216,33 +245,29 @@ int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gb
     struct gbx_child_plan plan = *p;
     plan.sync_fd = sv[1];
 
+    pid_t pid;
     int pidfd = -1;
-    struct clone_args ca;
-    memset(&ca, 0, sizeof(ca));
-    ca.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWUTS | CLONE_NEWIPC |
-               CLONE_NEWNET | CLONE_NEWTIME | CLONE_PIDFD;
-    ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
-    ca.exit_signal = SIGCHLD;
-    if (sb->cg.v2fd >= 0) {
-        ca.flags |= CLONE_INTO_CGROUP;
-        ca.cgroup = (uint64_t)sb->cg.v2fd;
-    }
-    pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-    if (pid < 0) {
-        int e = errno;
+    int r = gbx_spawner_clone(rt, &plan, sb->cg.v2fd, sv[0], &pid, &pidfd);
+    if (r == -ETIMEDOUT) { /* a child the spawner made meanwhile holds this pair: a new one */
         close(sv[0]);
         close(sv[1]);
-        return gbx_err_sys(err, e, "clone3");
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+            return gbx_err_sys(err, errno, "cannot create sync socket");
+        plan.sync_fd = sv[1];
+        r = -ENOSYS;
     }
-    if (pid == 0) {
+    if (r == -ENOSYS) /* no spawner (it failed, or never started): clone from here */
+        r = gbx_ns_clone_child(&plan, sb->cg.v2fd, 0, sv[0], &pid, &pidfd);
+    if (r < 0) {
         close(sv[0]);
-        child_main(&plan);
+        close(sv[1]);
+        return gbx_err_sys(err, -r, "clone3");
     }
     close(sv[1]);
     sb->init_pid = pid;
     sb->pidfd = pidfd;
 
-    int r, tmpl_fd = -1, usr_fd = -1, ufd = -1, have_err = 0;
+    int tmpl_fd = -1, usr_fd = -1, ufd = -1, have_err = 0;
     const char *step = "write uid map";
     if ((r = gbx_ns_write_idmap(pid, sb->host_uid, GBX_UID_RANGE)) < 0)
         goto fail;
