@@ -69,8 +69,8 @@ int gbx_ns_caps_drop(void);
 /* spawn.c: clone3 a child into every namespace that runs the plan (its sync, conn, ctl and
  * init fds) until it execs glovebox-init; close_fd is closed in the child. extra_flags:
  * CLONE_PARENT from the spawner. 0 with *pid and *pidfd, or -errno. */
-int gbx_ns_clone_child(const struct gbx_child_plan *p, int v2fd, uint64_t extra_flags,
-                       int close_fd, pid_t *pid, int *pidfd);
+int gbx_ns_clone_child(const struct gbx_child_plan *p, int v2fd, uint64_t extra_flags, int close_fd,
+                       pid_t *pid, int *pidfd);
 int gbx_ns_spawn(struct gbx_runtime *rt, struct gbx_sandbox *sb, const struct gbx_child_plan *p,
                  const char *tmpl_rootfs, const char *const *layers, size_t nlayers,
                  const struct gbx_cg_limits *limits, struct gbx_err **err);

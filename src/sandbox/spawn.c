@@ -206,8 +206,8 @@ static int send_go(int sync_fd, int tmpl_fd, int usr_fd, const int *layer_fds, s
     return 0;
 }
 
-int gbx_ns_clone_child(const struct gbx_child_plan *p, int v2fd, uint64_t extra_flags,
-                       int close_fd, pid_t *pid_out, int *pidfd)
+int gbx_ns_clone_child(const struct gbx_child_plan *p, int v2fd, uint64_t extra_flags, int close_fd,
+                       pid_t *pid_out, int *pidfd)
 {
     struct clone_args ca;
     memset(&ca, 0, sizeof(ca));
