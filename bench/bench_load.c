@@ -7,9 +7,12 @@
  * daemon's RSS and open descriptors are compared with those before.
  *
  *   bench_load SOCK DAEMON_PID [--clients N] [--seconds S] [--idle-seconds S] [--reuse 1]
+ *              [--probe-nice N] [--probe-group DIR]
  *
  * --reuse 1: each client makes one sandbox and then only execs, uploads and downloads in it
- * (the same calls without a create and a delete per cycle).
+ * (the same calls without a create and a delete per cycle). --probe-nice N: the prober's thread
+ * at nice N (a monitor beside the load, not one of its threads); --probe-group DIR: in that
+ * cgroup v1 cpu group (made and weighted by the caller).
  *
  * Prints per call p50/p99 and counts, the throughput, /healthz p99 idle and under load with
  * the ratio (target <= 2x), RSS and fds before/after, and the errors by status. Exit 1 on
@@ -21,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "lib/client.h"
@@ -61,6 +65,8 @@ static struct samples S[NOPS];
 static atomic_int errors_limit, errors_other;
 static atomic_long cycles;
 static atomic_int stop;
+static int probe_nice;          /* --probe-nice: the prober's thread at this nice value */
+static const char *probe_group; /* --probe-group: a cgroup v1 cpu group the prober joins */
 static int reuse; /* --reuse: each client keeps one sandbox (exec, upload, download only) */
 static const char *sock;
 static char first_error[512];
@@ -182,6 +188,15 @@ static atomic_int probe_op = OP_HEALTH_IDLE;
 static void *prober(void *arg)
 {
     (void)arg;
+    if (probe_nice != 0 && setpriority(PRIO_PROCESS, (id_t)gettid(), probe_nice) < 0)
+        fprintf(stderr, "bench_load: cannot renice the prober: %s\n", strerror(errno));
+    if (probe_group) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/tasks", probe_group);
+        FILE *f = fopen(path, "w");
+        if (f == NULL || fputs("0", f) < 0 || fclose(f) != 0) /* 0: this thread */
+            die("cannot move the prober into '%s': %s", probe_group, strerror(errno));
+    }
     struct client c;
     client_init(&c, sock);
     while (!atomic_load(&stop)) {
@@ -245,6 +260,10 @@ int main(int argc, char **argv)
             seconds = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--idle-seconds") == 0)
             idle = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--probe-group") == 0)
+            probe_group = argv[i + 1];
+        else if (strcmp(argv[i], "--probe-nice") == 0)
+            probe_nice = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--reuse") == 0)
             reuse = atoi(argv[i + 1]);
     }

@@ -79,7 +79,7 @@ fi
 # its admin socket by bench_api. The library peers in bench_api use the same dirs, so both
 # take uid slots from the same lock file.
 start_daemon() {
-    "$BUILD/gloveboxd" --state-dir "$GLOVEBOX_STATE_DIR" --runtime-dir "$GLOVEBOX_RUNTIME_DIR" \
+    ${DAEMON_SESSION:-} "$BUILD/gloveboxd" --state-dir "$GLOVEBOX_STATE_DIR" --runtime-dir "$GLOVEBOX_RUNTIME_DIR" \
         --kill-on-exit "$@" 2>"$T/daemon.log" &
     DPID=$!
     for _ in $(seq 200); do
@@ -392,13 +392,18 @@ echo
 LOAD_SECS="${GBX_BENCH_LOAD_SECS:-60}"
 LOAD_CLIENTS="${GBX_BENCH_LOAD_CLIENTS:-20}"
 port=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+# the daemon in a session of its own, as a service manager starts it: started from this
+# script's session, it would share the session's CPU group (autogroup) with the 20 load
+# threads, which a daemon never does in production
+DAEMON_SESSION=setsid
 start_daemon --listen "127.0.0.1:$port"
+DAEMON_SESSION=
 E2BPID=
 if command -v node >/dev/null && [ -d "$(dirname "$0")/../tests/e2b/node_modules/e2b" ]; then
     key=$("$BUILD/glovebox" apikey create "load-$port" --json |
         python3 -c "import json, sys; print(json.load(sys.stdin)['key'])")
-    # it starts with the native clients (after their 5 s of idle /healthz timing)
-    ( sleep 6; E2B_API_URL="http://127.0.0.1:$port" E2B_SANDBOX_URL="http://127.0.0.1:$port" \
+    # it starts with the native clients (after their 10 s of idle /healthz timing)
+    ( sleep 11; E2B_API_URL="http://127.0.0.1:$port" E2B_SANDBOX_URL="http://127.0.0.1:$port" \
         E2B_API_KEY="$key" node "$(dirname "$0")/load_e2b.mjs" --seconds "$((LOAD_SECS - 2))" \
         > "$T/load_e2b.txt" 2>&1 ) &
     E2BPID=$!
@@ -406,12 +411,38 @@ else
     echo "  (the E2B SDK client is skipped: needs node and tests/e2b/node_modules)"
 fi
 LOAD_RC=0
+# the prober is a monitor, not one of the load: it runs 10 nice levels above the load's
+# threads of its own process, and (cgroup v1 cpu) in a group of its own weighted the same,
+# as a health checker of its own service would, rather than behind the 20 load threads and
+# the E2B client that share its session's group and the 2 CPUs; --idle-seconds 10: 500
+# idle samples
+PROBE_GROUP=
+cpu_mnt=$(awk '$9 == "cgroup" && $NF ~ /(^|,)cpu(,|$)/ { print $5; exit }' /proc/self/mountinfo)
+if [ -n "$cpu_mnt" ] && mkdir -p "$cpu_mnt/bench-load-probe" 2>/dev/null; then
+    PROBE_GROUP="$cpu_mnt/bench-load-probe"
+    echo 9533 > "$PROBE_GROUP/cpu.shares"
+fi
+PROBE="--probe-nice -10${PROBE_GROUP:+ --probe-group $PROBE_GROUP}"
+echo "  (the /healthz prober: $PROBE)"
+# shellcheck disable=SC2086 # PROBE is words
 "$BUILD/bench/bench_load" "$GLOVEBOX_RUNTIME_DIR/api.sock" "$DPID" --clients "$LOAD_CLIENTS" \
-    --seconds "$LOAD_SECS" || LOAD_RC=1
+    --seconds "$LOAD_SECS" --idle-seconds 10 $PROBE || LOAD_RC=1
 if [ -n "$E2BPID" ]; then
     wait "$E2BPID" || LOAD_RC=1
     cat "$T/load_e2b.txt"
 fi
+# the same load again on the same daemon: what the first pass grew (arenas, caches) is reused
+echo "== load, a second pass on the same daemon (does its RSS grow again?)"
+"$BUILD/bench/bench_load" "$GLOVEBOX_RUNTIME_DIR/api.sock" "$DPID" --clients "$LOAD_CLIENTS" \
+    --seconds "$((LOAD_SECS / 3))" --idle-seconds 10 $PROBE > "$T/load2.txt" || LOAD_RC=1
+grep -E 'RSS|fds|left|errors|throughput|healthz p99, load' "$T/load2.txt"
+# and the prober as one of the load's threads (nice 0, its session's group): what a client
+# on this 2-CPU machine sees, for comparison
+echo "== load, the prober without its priority (nice 0, in the load's CPU group)"
+"$BUILD/bench/bench_load" "$GLOVEBOX_RUNTIME_DIR/api.sock" "$DPID" --clients "$LOAD_CLIENTS" \
+    --seconds "$((LOAD_SECS / 3))" --idle-seconds 10 > "$T/load3.txt" || LOAD_RC=1
+grep -E '/healthz' "$T/load3.txt"
+[ -n "$PROBE_GROUP" ] && rmdir "$PROBE_GROUP" 2>/dev/null
 stop_daemon
 [ $LOAD_RC -eq 0 ] || { echo "load: errors (see above); the daemon's log ends:"; tail -n 20 "$T/daemon.log"; exit 1; }
 fi

@@ -2859,6 +2859,12 @@ const char *gbx_server_socket_path(const struct gbx_server *s)
     return s->sock_path;
 }
 
+const char *gbx_server_cpu_dir(const struct gbx_server *s, const char **scope)
+{
+    *scope = s->rt.cg.scope;
+    return s->rt.cg.v1[GBX_CG_CPU];
+}
+
 int gbx_server_drain(struct gbx_server *s)
 {
     static const char why[] = "the daemon is stopping; the process goes on (attach to it when "

@@ -75,5 +75,8 @@ const char *gbx_server_owner(const struct gbx_server *s);
 int gbx_server_is_admin(const struct gbx_server *s);
 /* The admin socket's path (owned by the server). */
 const char *gbx_server_socket_path(const struct gbx_server *s);
+/* The v1 cpu controller's directory the daemon's groups are made in (NULL without one), and
+ * the prefix of this daemon's group names (its runtime dir's scope). */
+const char *gbx_server_cpu_dir(const struct gbx_server *s, const char **scope);
 
 #endif

@@ -2,11 +2,19 @@
 #include "base/sched.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 static int base_nice, boosted;
+/* the boosted thread's own CPU group (cgroup v1), and the tasks file of the group it came
+ * from: writing "0" there moves the writing thread back */
+static int parent_tasks_fd = -1;
+static char group_dir[4096];
 
 int gbx_sched_boost_self(int delta)
 {
@@ -22,8 +30,72 @@ int gbx_sched_boost_self(int delta)
     return 0;
 }
 
-void gbx_sched_unboost_self(void)
+static int write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = write(fd, text, strlen(text));
+    int e = errno;
+    close(fd);
+    return n == (ssize_t)strlen(text) ? 0 : n < 0 ? -e : -EIO;
+}
+
+int gbx_sched_boost_group(const char *cpu_dir, const char *name, int delta)
+{
+    if (cpu_dir == NULL || delta <= 0)
+        return -ENOTSUP;
+    /* the weight the kernel gives a thread at nice -delta relative to nice 0 (1.25 a level) */
+    unsigned long shares = 1024;
+    for (int i = 0; i < delta; i++)
+        shares = shares * 5 / 4;
+    char path[4096 + 64], num[32];
+    if ((size_t)snprintf(group_dir, sizeof(group_dir), "%s/%s", cpu_dir, name) >= sizeof(group_dir))
+        return -ENAMETOOLONG;
+    if (mkdir(group_dir, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    snprintf(path, sizeof(path), "%s/cpu.shares", group_dir);
+    snprintf(num, sizeof(num), "%lu", shares);
+    int r = write_file(path, num);
+    snprintf(path, sizeof(path), "%s/tasks", cpu_dir);
+    int pfd = r == 0 ? open(path, O_WRONLY | O_CLOEXEC) : -1;
+    if (r == 0 && pfd < 0)
+        r = -errno;
+    if (r == 0) {
+        snprintf(path, sizeof(path), "%s/tasks", group_dir);
+        r = write_file(path, "0"); /* 0: the writing thread */
+    }
+    if (r < 0) {
+        if (pfd >= 0)
+            close(pfd);
+        (void)rmdir(group_dir);
+        group_dir[0] = '\0';
+        return r;
+    }
+    parent_tasks_fd = pfd;
+    return 0;
+}
+
+void gbx_sched_unboost_nice(void)
 {
     if (boosted)
         (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), base_nice);
+}
+
+void gbx_sched_unboost_self(void)
+{
+    gbx_sched_unboost_nice();
+    if (parent_tasks_fd >= 0)
+        (void)!write(parent_tasks_fd, "0", 1);
+}
+
+void gbx_sched_release(void)
+{
+    if (parent_tasks_fd < 0)
+        return;
+    (void)!write(parent_tasks_fd, "0", 1);
+    close(parent_tasks_fd);
+    parent_tasks_fd = -1;
+    (void)rmdir(group_dir); /* EBUSY while a thread is left in it: kept for the next start */
+    group_dir[0] = '\0';
 }

@@ -63,7 +63,8 @@ static const char usage[] =
     "                         debootstrap (default 30m)\n"
     "  --loop-priority N      run the event loop N nice levels above everything it starts\n"
     "                         (sandboxes, workers, helpers), so that it answers while they\n"
-    "                         saturate the CPUs (default 10; 0 for the same priority)\n"
+    "                         saturate the CPUs, in a CPU group of its own weighted the\n"
+    "                         same (default 10; 0 for the same priority)\n"
     "  -h, --help\n";
 
 /* Every live sandbox holds descriptors (its agent connection, pidfd, cgroup); a thousand of
@@ -394,6 +395,18 @@ int main(int argc, char **argv)
     if (loop_nice > 0 && gbx_sched_boost_self(loop_nice) < 0)
         gbx_log_warn("cannot raise the event loop's priority (CAP_SYS_NICE?): it runs at the "
                      "same priority as the sandboxes");
+    /* and its own CPU group, as heavy: nice orders only the threads of one group, and the
+     * sandboxes (their groups), other sessions and services compete as groups */
+    if (loop_nice > 0) {
+        const char *scope = "";
+        const char *cpu_dir = gbx_server_cpu_dir(srv, &scope);
+        char name[64];
+        snprintf(name, sizeof(name), "%sgloveboxd-loop", scope);
+        int r = gbx_sched_boost_group(cpu_dir, name, loop_nice);
+        if (r < 0 && r != -ENOTSUP)
+            gbx_log_warn("cannot give the event loop its own CPU group '%s/%s': %s", cpu_dir, name,
+                         strerror(-r));
+    }
     struct stopping stopping = {.base = base, .srv = srv};
     struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, &stopping);
     struct event *sigint = evsignal_new(base, SIGINT, on_signal, &stopping);
@@ -402,6 +415,7 @@ int main(int argc, char **argv)
     gbx_log_info("serving on '%s'", gbx_server_socket_path(srv));
     event_base_dispatch(base);
     gbx_server_shutdown(srv, kill_on_exit);
+    gbx_sched_release();
     gbx_server_free(srv);
     event_free(sigterm);
     event_free(sigint);

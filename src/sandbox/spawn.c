@@ -93,7 +93,9 @@ static int place_fd(int fd, int target)
 
 __attribute__((noreturn)) static void child_main(const struct gbx_child_plan *p)
 {
-    gbx_sched_unboost_self(); /* a sandbox runs at the process's priority, not the loop's */
+    /* a sandbox runs at the process's priority, not the loop's; its CPU group is the one the
+     * parent puts it in (never moved back by the child: it may already be in its own) */
+    gbx_sched_unboost_nice();
     int sync_fd = p->sync_fd;
     int tmpl_fd = -1, usr_fd = -1, r;
     int layer_fds[GBX_MAX_LAYERS], nlayer = 0;

@@ -77,7 +77,7 @@ __attribute__((noreturn)) static void spawner_main(int sock, pid_t daemon_pid,
     if (getppid() != daemon_pid)
         _exit(0);
     (void)prctl(PR_SET_NAME, "gbx-spawner");
-    gbx_sched_unboost_self();
+    gbx_sched_unboost_nice();
     if (dup3(sock, 3, O_CLOEXEC) < 0)
         _exit(1);
     sock = 3;

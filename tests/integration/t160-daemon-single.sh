@@ -9,6 +9,24 @@ NAME=single
 
 post() { curl -s --max-time 30 --unix-socket "$S" -X POST --data-binary "$2" "http://glovebox$1"; }
 start_daemon
+
+# The event loop's CPU group (cgroup v1 cpu; src/base/sched.c): the main thread alone is in
+# <cpu>/<scope>gloveboxd-loop, weighted as nice -10 (9533 shares), its worker threads and
+# its sandboxes are not; a stopped daemon removes the group.
+CPU=$(awk '$9 == "cgroup" && $NF ~ /(^|,)cpu(,|$)/ { print $5; exit }' /proc/self/mountinfo)
+if [ -n "$CPU" ] && [ -e "$CPU/cpu.shares" ]; then
+    grp=$(sed -n 's/^[0-9]*:\([^:]*,\)\{0,1\}cpu\(,[^:]*\)\{0,1\}:\(.*\)$/\3/p' "/proc/$DPID/task/$DPID/cgroup")
+    echo "# the loop thread's cpu group: $grp"
+    check "the loop thread has its own cpu group" eval "case '$grp' in */*gloveboxd-loop) true ;; *) false ;; esac"
+    check "weighted as nice -10 (9533 shares)" [ "$(cat "$CPU$grp/cpu.shares" 2>/dev/null)" = 9533 ]
+    check "it holds the loop thread alone" [ "$(cat "$CPU$grp/tasks" 2>/dev/null)" = "$DPID" ]
+    uid=$(post /v1/sandboxes '{}' | python3 -c "import json, sys; print(json.load(sys.stdin)['host_uid'])")
+    ipid=$(ps -e -o pid= -o uid= --sort=pid | awk -v u="$uid" '$2 == u { print $1; exit }')
+    check "a sandbox's init is not in it" eval "[ -n '$ipid' ] && ! grep -qx '$ipid' '$CPU$grp/tasks'"
+    LOOPGRP="$CPU$grp"
+else
+    echo "# no cgroup v1 cpu controller: the loop's group is not made (nice only)"
+fi
 post /v1/sandboxes '{"id":"first"}' > "$T/first.json"
 uid=$(python3 -c "import json; print(json.load(open('$T/first.json'))['host_uid'])")
 
@@ -72,4 +90,8 @@ check "the first daemon's slots are locked in the host-wide file" locked "$T/uid
 check "the second daemon's slots are locked in the host-wide file" locked "$T/uids2"
 kill -TERM "$D2"; wait "$D2"
 check "the second daemon stops cleanly" [ $? -eq 0 ]
+if [ -n "${LOOPGRP:-}" ]; then
+    kill -TERM "$DPID"; wait "$DPID"; DPID=
+    check "a stopped daemon removes its loop's cpu group" [ ! -e "$LOOPGRP" ]
+fi
 summary

@@ -16,7 +16,14 @@ pass=0; fail=0
 ok() { pass=$((pass + 1)); echo "ok - $1"; }
 no() { fail=$((fail + 1)); echo "not ok - $1"; }
 check() { name=$1; shift; if "$@"; then ok "$name"; else no "$name"; fi; }
-cleanup() { [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null; rm -rf "$T"; }
+cleanup() {
+    [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+    rm -rf "$T"
+    # the loop cpu groups of daemons this test killed with SIGKILL (a live daemon's holds its
+    # loop thread: rmdir refuses it)
+    rmdir /sys/fs/cgroup/cpu/g*-gloveboxd-loop 2>/dev/null
+    true
+}
 trap cleanup EXIT
 
 start_daemon() {
