@@ -517,21 +517,21 @@ static void handle_contexts(struct gbx_server *s, struct event_base *base,
 void gbx_e2b_interp(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
                     struct gbx_live *l, const char *path)
 {
-    if (strcmp(path, "/execute") == 0) {
-        if (evhttp_request_get_command(req) != EVHTTP_REQ_POST)
-            return gbx_e2b_error(req, 405, "method not allowed");
-        if (!gbx_e2b_token_ok(req, l))
-            return gbx_e2b_error(req, 401,
-                                 "unauthorized access, please provide a valid access "
-                                 "token");
-        return handle_execute(s, base, req, l);
-    }
-    if (strncmp(path, "/contexts", 9) == 0 && (path[9] == '\0' || path[9] == '/'))
-        return handle_contexts(s, base, req, l, path + 9);
     if (strcmp(path, "/health") == 0) {
         evhttp_send_reply(req, 204, "No Content", NULL);
         return;
     }
+    /* every other route runs code or reaches a kernel in the sandbox: the sandbox's access
+     * token first (contexts start a Python process with a caller-chosen cwd) */
+    if (!gbx_e2b_token_ok(req, l))
+        return gbx_e2b_error(req, 401, "unauthorized access, please provide a valid access token");
+    if (strcmp(path, "/execute") == 0) {
+        if (evhttp_request_get_command(req) != EVHTTP_REQ_POST)
+            return gbx_e2b_error(req, 405, "method not allowed");
+        return handle_execute(s, base, req, l);
+    }
+    if (strncmp(path, "/contexts", 9) == 0 && (path[9] == '\0' || path[9] == '/'))
+        return handle_contexts(s, base, req, l, path + 9);
     gbx_e2b_error(req, 404, "no code interpreter route '%s'", path);
 }
 

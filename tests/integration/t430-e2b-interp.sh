@@ -106,6 +106,28 @@ check "8 MB of output through a slow reader" [ "$(texts stdout | wc -c)" = 80000
 code=$(curl -s -o "$T/out" -w '%{http_code}' -H "E2b-Sandbox-Id: py" -H "E2b-Sandbox-Port: 49999" \
     -X POST -d '{"code":"1"}' "$U/execute")
 check "execute without the token is 401" [ "$code" = 401 ]
+# every context route needs the token too (issue 14 #2): none starts, lists, restarts or
+# removes a kernel without it, or with another sandbox's
+req POST /v1/sandboxes '{"id":"py2"}'
+TOK2=$(q "print(c.execute(\"select token from sandboxes where id = 'py2'\").fetchone()[0])")
+ci GET /contexts
+ctx_before=$(cat "$T/out")
+for tok in "" "$TOK2" "wrong"; do
+    for mr in "POST /contexts" "GET /contexts" "POST /contexts/default/restart" "DELETE /contexts/default" \
+        "POST /execute"; do
+        set -- $mr
+        code=$(curl -s --max-time 30 -o "$T/out" -w '%{http_code}' -X "$1" -H "E2b-Sandbox-Id: py" \
+            -H "E2b-Sandbox-Port: 49999" ${tok:+-H "X-Access-Token: $tok"} \
+            --data-binary '{"cwd":"/tmp","code":"1"}' "$U$2")
+        case "$tok" in "") who="no token" ;; "$TOK2") who="another sandbox's token" ;; *) who="a junk token" ;; esac
+        check "$mr with $who is 401" [ "$code" = 401 ]
+    done
+done
+ci GET /contexts
+check "and the contexts are as they were" [ "$(cat "$T/out")" = "$ctx_before" ]
+code=$(curl -s --max-time 30 -o /dev/null -w '%{http_code}' -H "E2b-Sandbox-Id: py" \
+    -H "E2b-Sandbox-Port: 49999" "$U/health")
+check "the interpreter's /health needs no token (204)" [ "$code" = 204 ]
 ci POST /execute '{"cod":"1"}'
 check "a body without code is 400" [ "$code" = 400 ]
 ci POST /execute '{"code":"1","context_id":"nope"}'
