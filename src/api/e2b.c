@@ -240,11 +240,22 @@ char *gbx_e2b_path(const char *user, const char *path)
     return gbx_asprintf("%s/%s", home, path);
 }
 
-int gbx_e2b_token_ok(struct evhttp_request *req, const struct gbx_live *l)
+static int header_is_token(struct evhttp_request *req, const char *header, const struct gbx_live *l)
 {
-    const char *t = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Access-Token");
+    const char *t = evhttp_find_header(evhttp_request_get_input_headers(req), header);
     size_t n = strlen(l->token);
     return t && strlen(t) == n && CRYPTO_memcmp(t, l->token, n) == 0;
+}
+
+int gbx_e2b_token_ok(struct evhttp_request *req, const struct gbx_live *l)
+{
+    return header_is_token(req, "X-Access-Token", l);
+}
+
+int gbx_e2b_traffic_token_ok(struct evhttp_request *req, const struct gbx_live *l)
+{
+    return header_is_token(req, "X-Access-Token", l) ||
+           header_is_token(req, "E2B-Traffic-Access-Token", l);
 }
 
 /* ---- the data plane ------------------------------------------------------------------------- */

@@ -113,5 +113,8 @@ char *gbx_e2b_path(const char *user, const char *path);
 
 /* Does the request carry the sandbox's access token (X-Access-Token)? */
 int gbx_e2b_token_ok(struct evhttp_request *req, const struct gbx_live *l);
+/* The same secret as X-Access-Token or as E2B-Traffic-Access-Token (the code interpreter's
+ * routes: create and connect return it as trafficAccessToken). */
+int gbx_e2b_traffic_token_ok(struct evhttp_request *req, const struct gbx_live *l);
 
 #endif

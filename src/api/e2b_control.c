@@ -384,9 +384,10 @@ static int rate_take(const char *key, unsigned *retry)
 /* Sandbox: what create and connect return. */
 static json_t *sandbox_obj(const struct gbx_live *l)
 {
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:n,s:n}", "sandboxID", l->sb->id, "templateID",
+    /* the traffic token is the same secret: the code interpreter sends only it on /contexts */
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:n}", "sandboxID", l->sb->id, "templateID",
                      client_template(l), "clientID", CLIENT_ID, "envdVersion", GBX_E2B_ENVD_VERSION,
-                     "envdAccessToken", l->token, "trafficAccessToken", "domain");
+                     "envdAccessToken", l->token, "trafficAccessToken", l->token, "domain");
 }
 
 /* ListedSandbox. */

@@ -522,8 +522,9 @@ void gbx_e2b_interp(struct gbx_server *s, struct event_base *base, struct evhttp
         return;
     }
     /* every other route runs code or reaches a kernel in the sandbox: the sandbox's access
-     * token first (contexts start a Python process with a caller-chosen cwd) */
-    if (!gbx_e2b_token_ok(req, l))
+     * token first (contexts start a Python process with a caller-chosen cwd). The SDK sends
+     * it as X-Access-Token on /execute, and only as E2B-Traffic-Access-Token on /contexts */
+    if (!gbx_e2b_traffic_token_ok(req, l))
         return gbx_e2b_error(req, 401, "unauthorized access, please provide a valid access token");
     if (strcmp(path, "/execute") == 0) {
         if (evhttp_request_get_command(req) != EVHTTP_REQ_POST)

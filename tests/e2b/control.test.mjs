@@ -70,7 +70,8 @@ describe('create and getInfo', () => {
         assert.equal(r.json.envdVersion, '0.6.4');
         assert.match(r.json.envdAccessToken, /^[0-9a-f]{64}$/);
         assert.notEqual(r.json.envdAccessToken, sbx.envdAccessToken, 'tokens are per sandbox');
-        assert.equal(r.json.trafficAccessToken, null);
+        // the same secret: the code interpreter sends only it on /contexts
+        assert.equal(r.json.trafficAccessToken, r.json.envdAccessToken);
         assert.equal(r.json.domain, null);
         assert.equal(await Sandbox.kill(r.json.sandboxID), true);
     });

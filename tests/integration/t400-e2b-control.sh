@@ -43,7 +43,7 @@ check "a wrong key: 401 with a numeric code" is_err 401
 # ---- create -----------------------------------------------------------------------------------
 e2b "$A" POST /v2/sandboxes '{"templateID":"base","metadata":{"purpose":"demo"},"envVars":{"FOO":"bar"},"timeout":120}'
 check "create (chunked body): 201" [ "$code" = 201 ]
-check "create: the Sandbox fields" [ "$(j "(sorted(j), j['templateID'], j['clientID'], j['envdVersion'], j['trafficAccessToken'], j['domain'], len(j['envdAccessToken']))")" = "(['clientID', 'domain', 'envdAccessToken', 'envdVersion', 'sandboxID', 'templateID', 'trafficAccessToken'], 'base', 'glovebox', '0.6.4', None, None, 64)" ]
+check "create: the Sandbox fields" [ "$(j "(sorted(j), j['templateID'], j['clientID'], j['envdVersion'], j['trafficAccessToken'] == j['envdAccessToken'], j['domain'], len(j['envdAccessToken']))")" = "(['clientID', 'domain', 'envdAccessToken', 'envdVersion', 'sandboxID', 'templateID', 'trafficAccessToken'], 'base', 'glovebox', '0.6.4', True, None, 64)" ]
 S1=$(j "j['sandboxID']")
 T1=$(j "j['envdAccessToken']")
 e2b "$A" POST /v2/sandboxes ''

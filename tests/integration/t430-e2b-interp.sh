@@ -125,6 +125,13 @@ for tok in "" "$TOK2" "wrong"; do
 done
 ci GET /contexts
 check "and the contexts are as they were" [ "$(cat "$T/out")" = "$ctx_before" ]
+# the code interpreter SDK sends the token on /contexts only as E2B-Traffic-Access-Token
+code=$(curl -s --max-time 30 -o "$T/out" -w '%{http_code}' -H "E2b-Sandbox-Id: py" \
+    -H "E2b-Sandbox-Port: 49999" -H "E2B-Traffic-Access-Token: $TOK" "$U/contexts")
+check "GET /contexts with the token as E2B-Traffic-Access-Token is 200" [ "$code" = 200 ]
+code=$(curl -s --max-time 30 -o "$T/out" -w '%{http_code}' -H "E2b-Sandbox-Id: py" \
+    -H "E2b-Sandbox-Port: 49999" -H "E2B-Traffic-Access-Token: $TOK2" "$U/contexts")
+check "and with another sandbox's as it, 401" [ "$code" = 401 ]
 code=$(curl -s --max-time 30 -o /dev/null -w '%{http_code}' -H "E2b-Sandbox-Id: py" \
     -H "E2b-Sandbox-Port: 49999" "$U/health")
 check "the interpreter's /health needs no token (204)" [ "$code" = 204 ]
