@@ -1867,20 +1867,34 @@ static json_t *health_json(const struct gbx_server *s)
 }
 
 /* GET /metrics: Prometheus text exposition format. */
+static int metrics_visible(const struct gbx_live *l, int admin, const char *me)
+{
+    return admin || strcmp(l->owner, me) == 0;
+}
+static void metrics_daemon(struct gbx_server *s, struct evbuffer *b);
+static void sandbox_gauges(struct gbx_server *s, struct evbuffer *b, size_t n, int admin,
+                           const char *me);
+
 static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
 {
     struct evbuffer *b = evbuffer_new();
     GBX_BUG_ON(b == NULL);
+    /* an API key sees its own sandboxes' series and the host's capabilities; the daemon's
+     * own counters and histograms (every tenant's activity) are the admin's */
+    int admin = s->admin;
+    const char *me = s->key_name;
     size_t running = 0, paused = 0;
     for (struct gbx_live *l = s->live; l; l = l->next)
-        running++, paused += l->paused;
+        if (metrics_visible(l, admin, me))
+            running++, paused += l->paused;
     evbuffer_add_printf(b,
                         "# HELP glovebox_sandboxes Sandboxes by state.\n"
                         "# TYPE glovebox_sandboxes gauge\n"
                         "glovebox_sandboxes{state=\"running\"} %zu\n"
-                        "glovebox_sandboxes{state=\"paused\"} %zu\n"
-                        "glovebox_sandboxes{state=\"pooled\"} %zu\n",
-                        running - paused, paused, s->pool_len);
+                        "glovebox_sandboxes{state=\"paused\"} %zu\n",
+                        running - paused, paused);
+    if (admin)
+        evbuffer_add_printf(b, "glovebox_sandboxes{state=\"pooled\"} %zu\n", s->pool_len);
     int criu = gbx_criu_probe_result(NULL);
     evbuffer_add_printf(b,
                         "# HELP glovebox_capability_available Host capabilities a sandbox path "
@@ -1889,6 +1903,20 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
                         "glovebox_capability_available{capability=\"hibernate\"} %d\n"
                         "glovebox_capability_available{capability=\"pause\"} %d\n",
                         criu, s->rt.cg.v2_freeze || s->rt.cg.v1[GBX_CG_FREEZER] != NULL);
+    if (admin)
+        metrics_daemon(s, b);
+    sandbox_gauges(s, b, running, admin, me);
+    if (admin)
+        gbx_reqmetrics_render(b);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "text/plain; version=0.0.4");
+    evhttp_send_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
+/* The daemon's own counters and histograms (admin only). */
+static void metrics_daemon(struct gbx_server *s, struct evbuffer *b)
+{
     evbuffer_add_printf(b, "# HELP glovebox_sandbox_create_seconds Time from a create request "
                            "to the sandbox's agent answering.\n"
                            "# TYPE glovebox_sandbox_create_seconds histogram\n");
@@ -1947,34 +1975,39 @@ static void handle_metrics(struct gbx_server *s, struct evhttp_request *req)
         s->writes_pending, (unsigned long long)s->m.execs, (unsigned long long)s->m.exec_out_bytes,
         (unsigned long long)s->m.exec_err_bytes);
     gbx_egress_metrics(s->egress, b);
+}
+
+/* Memory, CPU, pids and OOM kills of each sandbox the caller may see (n of them). */
+static void sandbox_gauges(struct gbx_server *s, struct evbuffer *b, size_t n, int admin,
+                           const char *me)
+{
     static const char *const gauges[][2] = {
         {"glovebox_sandbox_memory_bytes", "Memory charged to the sandbox's cgroup."},
         {"glovebox_sandbox_cpu_seconds_total", "CPU time used by the sandbox."},
         {"glovebox_sandbox_pids", "Processes in the sandbox."},
         {"glovebox_sandbox_oom_kills_total", "Processes the OOM killer killed in the sandbox."},
     };
-    struct gbx_cg_usage *u = gbx_xcalloc(running ? running : 1, sizeof(*u));
+    struct gbx_cg_usage *u = gbx_xcalloc(n ? n : 1, sizeof(*u));
     size_t i = 0;
-    for (struct gbx_live *l = s->live; l; l = l->next, i++)
-        (void)!l->sb->ops->usage(l->sb, &u[i], NULL);
+    for (struct gbx_live *l = s->live; l && i < n; l = l->next)
+        if (metrics_visible(l, admin, me))
+            (void)!l->sb->ops->usage(l->sb, &u[i++], NULL);
     for (size_t g = 0; g < GBX_ARRAY_SIZE(gauges); g++) {
         evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", gauges[g][0], gauges[g][1],
                             gauges[g][0], g == 1 || g == 3 ? "counter" : "gauge");
         i = 0;
-        for (struct gbx_live *l = s->live; l; l = l->next, i++) {
+        for (struct gbx_live *l = s->live; l && i < n; l = l->next) {
+            if (!metrics_visible(l, admin, me))
+                continue;
             double v = g == 0   ? (double)u[i].memory_bytes
                        : g == 1 ? (double)u[i].cpu_usage_ns / 1e9
                        : g == 2 ? (double)u[i].pids
                                 : (double)u[i].oom_kills;
             evbuffer_add_printf(b, "%s{sandbox=\"%s\"} %.9g\n", gauges[g][0], l->sb->id, v);
+            i++;
         }
     }
     free(u);
-    gbx_reqmetrics_render(b);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      "text/plain; version=0.0.4");
-    evhttp_send_reply(req, 200, "OK", b);
-    evbuffer_free(b);
 }
 
 static void method_not_allowed(struct evhttp_request *req, const char *allow)

@@ -69,6 +69,17 @@ tcp "$a" POST /v1/sandboxes '{"id":"of-b"}'
 check "A cannot take B's id either" [ "$code" = 409 ]
 tcp "$a" POST /v1/sandboxes/of-a/exec '{"shell":"echo mine"}'
 check "A execs in its own" eval '[ "$code" = 200 ] && grep -q '\''"exit_code":0'\'' "$T/body"'
+# /metrics per key (issue 14 #7): a key sees its own sandboxes' series, none of another
+# key's, and none of the daemon's own counters; the admin sees everything
+tcp "$a" GET /metrics
+check "A's /metrics: 200" [ "$code" = 200 ]
+check "A's /metrics has its own sandbox's series" grep -q 'glovebox_sandbox_pids{sandbox="of-a"}' "$T/body"
+check "A's /metrics has none of B's" sh -c "! grep -q 'of-b' '$T/body'"
+check "A's /metrics counts its own sandboxes only" grep -qx 'glovebox_sandboxes{state="running"} 1' "$T/body"
+check "A's /metrics has no daemon-wide counters" sh -c "! grep -qE '^glovebox_(execs_total|sandbox_create_seconds|http_|pool_|egress_)' '$T/body'"
+curl -s --max-time 30 --unix-socket "$S" http://glovebox/metrics > "$T/admin.metrics"
+check "the admin's /metrics has both sandboxes and the daemon's counters" sh -c \
+    "grep -q 'sandbox=\"of-a\"' '$T/admin.metrics' && grep -q 'sandbox=\"of-b\"' '$T/admin.metrics' && grep -q '^glovebox_execs_total' '$T/admin.metrics'"
 tcp "$a" POST /v1/apikeys '{"name":"sneaky"}'
 check "keys cannot manage keys" [ "$code" = 403 ]
 check "the admin sees both" [ "$("$GB" ls --json | python3 -c "import json, sys; print(sorted(s['id'] for s in json.load(sys.stdin)))")" = "['of-a', 'of-b']" ]
