@@ -2892,6 +2892,11 @@ const char *gbx_server_socket_path(const struct gbx_server *s)
     return s->sock_path;
 }
 
+int gbx_server_writer_tid(const struct gbx_server *s)
+{
+    return gbx_store_writer_tid(s->writer);
+}
+
 const char *gbx_server_cpu_dir(const struct gbx_server *s, const char **scope)
 {
     *scope = s->rt.cg.scope;

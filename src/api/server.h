@@ -78,5 +78,7 @@ const char *gbx_server_socket_path(const struct gbx_server *s);
 /* The v1 cpu controller's directory the daemon's groups are made in (NULL without one), and
  * the prefix of this daemon's group names (its runtime dir's scope). */
 const char *gbx_server_cpu_dir(const struct gbx_server *s, const char **scope);
+/* The store writer thread's id (0 if it has not started). */
+int gbx_server_writer_tid(const struct gbx_server *s);
 
 #endif

@@ -76,6 +76,24 @@ int gbx_sched_boost_group(const char *cpu_dir, const char *name, int delta)
     return 0;
 }
 
+int gbx_sched_boost_thread(int tid)
+{
+    if (!boosted || tid <= 0)
+        return -EINVAL;
+    errno = 0;
+    int mine = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    if (mine == -1 && errno != 0)
+        return -errno;
+    if (setpriority(PRIO_PROCESS, (id_t)tid, mine) < 0)
+        return -errno;
+    if (group_dir[0] == '\0')
+        return 0;
+    char path[4096 + 16], num[16];
+    snprintf(path, sizeof(path), "%s/tasks", group_dir);
+    snprintf(num, sizeof(num), "%d", tid);
+    return write_file(path, num);
+}
+
 void gbx_sched_unboost_nice(void)
 {
     if (boosted)

@@ -14,6 +14,9 @@ int gbx_sched_boost_self(int delta);
  * cgroup), while sandboxes and other sessions compete as groups. 0, or -errno (-ENOTSUP
  * without a v1 cpu controller); nothing is left on failure. */
 int gbx_sched_boost_group(const char *cpu_dir, const char *name, int delta);
+/* Give thread tid (of this process) the boosted thread's priority and CPU group: a thread
+ * whose lock the boosted one waits for (the store writer). 0, or -errno. */
+int gbx_sched_boost_thread(int tid);
 /* The calling thread (or a child just forked from a boosted thread) back to the priority the
  * process had before any boost, and to the process's CPU group. A no-op when nothing was
  * boosted. Async-signal-safe. */

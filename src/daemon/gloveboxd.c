@@ -406,6 +406,11 @@ int main(int argc, char **argv)
         if (r < 0 && r != -ENOTSUP)
             gbx_log_warn("cannot give the event loop its own CPU group '%s/%s': %s", cpu_dir, name,
                          strerror(-r));
+        /* the store writer too: the loop's own writes wait for the write lock it holds, and
+         * a writer preempted by the sandboxes mid-transaction would hold the loop up */
+        int wt = gbx_server_writer_tid(srv);
+        if (wt > 0 && (r = gbx_sched_boost_thread(wt)) < 0)
+            gbx_log_warn("cannot raise the store writer's priority: %s", strerror(-r));
     }
     struct stopping stopping = {.base = base, .srv = srv};
     struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, &stopping);
@@ -415,8 +420,8 @@ int main(int argc, char **argv)
     gbx_log_info("serving on '%s'", gbx_server_socket_path(srv));
     event_base_dispatch(base);
     gbx_server_shutdown(srv, kill_on_exit);
+    gbx_server_free(srv); /* the store writer's thread ends with it */
     gbx_sched_release();
-    gbx_server_free(srv);
     event_free(sigterm);
     event_free(sigint);
     event_base_free(base);

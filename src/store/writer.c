@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <semaphore.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,7 +17,7 @@
 
 /* A batch holds at most this many jobs, so that the write lock (which a synchronous write on
  * the loop's connection waits for) is never held for long. */
-#define BATCH_MAX 512
+#define BATCH_MAX 64
 /* BEGIN IMMEDIATE waits for the write lock up to the busy timeout (5 s) each time. */
 #define BEGIN_TRIES 3
 
@@ -44,6 +45,7 @@ struct job {
 
 struct gbx_store_writer {
     struct gbx_store *store; /* used by the writer thread only, once started */
+    int tid;                 /* the writer thread's id (atomic; 0 until it runs) */
     char *wal_path;          /* <db>-wal: synced after each batch, outside the write lock */
     int wal_fd;              /* the writer thread's; -1 until the first batch */
     dev_t wal_dev;
@@ -188,6 +190,7 @@ fatal:
 static void *writer_main(void *arg)
 {
     struct gbx_store_writer *w = arg;
+    __atomic_store_n(&w->tid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (w->queue == NULL && !w->stop) {
@@ -374,6 +377,11 @@ void gbx_store_writer_audit(struct gbx_store_writer *w, const struct gbx_audit_e
     j->audit.sandbox = j->strs[2] = dup_or_null(e->sandbox);
     j->audit.detail = j->strs[3] = dup_or_null(e->detail);
     enqueue(w, j, done, arg);
+}
+
+int gbx_store_writer_tid(const struct gbx_store_writer *w)
+{
+    return __atomic_load_n(&w->tid, __ATOMIC_ACQUIRE);
 }
 
 int gbx_store_writer_fd(const struct gbx_store_writer *w)

@@ -50,6 +50,9 @@ void gbx_store_writer_audit(struct gbx_store_writer *w, const struct gbx_audit_e
 /* A descriptor (eventfd, non-blocking, close-on-exec) that is readable while completions
  * wait; the loop watches it. Owned by the writer. */
 int gbx_store_writer_fd(const struct gbx_store_writer *w);
+/* The writer thread's id (0 until it has started), to raise its priority with the loop's:
+ * the loop's own writes wait for the write lock the writer holds. */
+int gbx_store_writer_tid(const struct gbx_store_writer *w);
 /* Run the waiting completions (in queue order) and reset the fd. */
 void gbx_store_writer_complete(struct gbx_store_writer *w);
 /* Block until everything queued so far is durable (for shutdown and tests); then

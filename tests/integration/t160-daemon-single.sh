@@ -10,16 +10,20 @@ NAME=single
 post() { curl -s --max-time 30 --unix-socket "$S" -X POST --data-binary "$2" "http://glovebox$1"; }
 start_daemon
 
-# The event loop's CPU group (cgroup v1 cpu; src/base/sched.c): the main thread alone is in
-# <cpu>/<scope>gloveboxd-loop, weighted as nice -10 (9533 shares), its worker threads and
-# its sandboxes are not; a stopped daemon removes the group.
+# The event loop's CPU group (cgroup v1 cpu; src/base/sched.c): the main thread and the store
+# writer are in <cpu>/<scope>gloveboxd-loop, weighted as nice -10 (9533 shares), the worker
+# threads and the sandboxes are not; a stopped daemon removes the group.
 CPU=$(awk '$9 == "cgroup" && $NF ~ /(^|,)cpu(,|$)/ { print $5; exit }' /proc/self/mountinfo)
 if [ -n "$CPU" ] && [ -e "$CPU/cpu.shares" ]; then
     grp=$(sed -n 's/^[0-9]*:\([^:]*,\)\{0,1\}cpu\(,[^:]*\)\{0,1\}:\(.*\)$/\3/p' "/proc/$DPID/task/$DPID/cgroup")
     echo "# the loop thread's cpu group: $grp"
     check "the loop thread has its own cpu group" eval "case '$grp' in */*gloveboxd-loop) true ;; *) false ;; esac"
     check "weighted as nice -10 (9533 shares)" [ "$(cat "$CPU$grp/cpu.shares" 2>/dev/null)" = 9533 ]
-    check "it holds the loop thread alone" [ "$(cat "$CPU$grp/tasks" 2>/dev/null)" = "$DPID" ]
+    # the loop thread and the store writer's (whose write lock the loop waits for), no other
+    check "it holds the loop thread and the store writer only" eval \
+        "[ \"\$(wc -l < '$CPU$grp/tasks')\" = 2 ] && grep -qx '$DPID' '$CPU$grp/tasks'"
+    check "the store writer runs at the loop's priority" eval \
+        "[ \"\$(ps -L -o tid=,nice= -p $DPID | awk -v t=\"\$(grep -vx $DPID '$CPU$grp/tasks')\" '\$1 == t { print \$2 }')\" = -10 ]"
     uid=$(post /v1/sandboxes '{}' | python3 -c "import json, sys; print(json.load(sys.stdin)['host_uid'])")
     ipid=$(ps -e -o pid= -o uid= --sort=pid | awk -v u="$uid" '$2 == u { print $1; exit }')
     check "a sandbox's init is not in it" eval "[ -n '$ipid' ] && ! grep -qx '$ipid' '$CPU$grp/tasks'"
