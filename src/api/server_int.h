@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/* The server's insides, shared by the files it is split into: server.c (listeners, routing,
+ * the live sandboxes, lifecycle), sandbox_create.c (parsing and making a sandbox, the warm
+ * pool), adopt.c (the reaper and re-adoption at start), metrics.c (/healthz and /metrics).
+ * Nothing outside src/api/server*.c, sandbox_create.c, adopt.c and metrics.c includes it. */
+#ifndef GBX_API_SERVER_INT_H
+#define GBX_API_SERVER_INT_H
+
+#include <event2/http.h>
+#include <event2/util.h>
+#include <jansson.h>
+#include <stdint.h>
+
+#include "api/sandboxes.h"
+#include "api/server.h"
+#include "sandbox/backend.h"
+
+#define GBX_DEFAULT_MAX_BODY (1u << 20)
+#define GBX_DEFAULT_MAX_UPLOAD (64u << 20)
+#define GBX_MAX_HEADERS (64u << 10)
+
+struct create_job;
+struct reserved_id {
+    struct reserved_id *next;
+    char *id;
+};
+
+/* A fresh sandbox of the default template, waiting in the warm pool. */
+struct pooled {
+    struct pooled *next;
+    struct gbx_sandbox *sb;
+    struct gbx_egress_sb *egress;
+};
+
+struct gbx_server {
+    struct event_base *base;
+    struct pooled *pool;
+    size_t pool_len, pool_target;
+    size_t pool_inflight;  /* created, row not yet durable */
+    struct event *pool_ev; /* refills the pool, one sandbox per turn of the loop */
+    int pool_backoff;      /* the last refill failed: wait before the next */
+    struct evhttp *http;
+    struct evconnlistener *unix_listener;
+    char *sock_path;
+    struct gbx_runtime rt;
+    int rt_ready;
+    int lock_fds[2]; /* <state>/gloveboxd.lock and <runtime>/gloveboxd.lock: one daemon each */
+    struct gbx_store *store;         /* the loop's connection: reads, and rows that must be
+                                        durable before a reply */
+    struct gbx_store_writer *writer; /* everything else: audit, deletes, expiries (group commit) */
+    struct event *writer_ev;
+    size_t writes_pending;
+    struct gbx_live *live;
+    struct create_job *creating; /* creates on worker threads (their ids are taken) */
+    struct reserved_id *going;   /* ids of sandboxes being taken down on worker threads */
+    struct gbx_egress *egress;   /* DNS, proxy, policy and credentials of every sandbox */
+    struct gbx_sessions *sessions;
+    struct gbx_snapshots *snapshots;
+    struct gbx_gc *gc;           /* retention */
+    struct gbx_offload *offload; /* blocking work (copies, hashing, checkpoints) */
+    struct event *reaper;        /* destroys sandboxes whose timeout passed */
+    struct evhttp *http_tcp;     /* --listen: every request needs an API key */
+    struct evhttp_bound_socket *unix_bound, *tcp_bound;
+    size_t max_upload; /* the largest upload body (--max-upload) */
+    const char *actor; /* the request being handled: "admin" or a key's name */
+    int admin;
+    char key_name[128];
+    struct metrics {
+        uint64_t create_buckets[12]; /* cumulative counts per bound in create_bounds */
+        double create_sum;
+        uint64_t create_count, create_failed;
+        uint64_t execs, exec_out_bytes, exec_err_bytes;
+        uint64_t exec_buckets[12]; /* start latency, same bounds as create */
+        double exec_sum;
+        uint64_t expired, lost, timeout_paused;
+        uint64_t pool_hits, pool_misses, pool_failed;
+    } m;
+};
+
+/* Upper bounds of the create-latency histogram, in seconds (server.c). */
+extern const double gbx_create_bounds[12];
+
+/* Shared between the files of the server (prefixed gbx_srv_). */
+struct gbx_egress_sb;
+int gbx_srv_agent_hello(struct gbx_sandbox *sb, struct gbx_err **err);
+struct gbx_live *gbx_srv_live_find_any(struct gbx_server *s, const char *id);
+void gbx_srv_observe_create(struct gbx_server *s, double secs);
+json_t *gbx_srv_sandbox_json(const struct gbx_live *l);
+void gbx_srv_write_done(void *arg, int status, const char *msg);
+void gbx_srv_env_add_trust(struct gbx_live *l);
+int gbx_srv_json_size(json_t *v, uint64_t *out);
+void gbx_srv_live_set_extras(struct gbx_live *l, json_t *spec);
+void gbx_srv_new_token(char out[65]);
+void gbx_srv_pool_drain(struct gbx_server *s);
+void gbx_srv_pool_push(struct gbx_server *s, struct gbx_sandbox *sb, struct gbx_egress_sb *egress);
+void gbx_srv_store_delete(struct gbx_server *s, const char *id);
+void gbx_srv_pool_kick(struct gbx_server *s);
+int gbx_srv_stack_template(struct gbx_server *s, const char *tmpl, char ***layers, size_t *n,
+                           char **base, struct gbx_err **err);
+int gbx_srv_json_timeout_ms(json_t *v, uint64_t *out);
+void gbx_srv_handle_create(struct gbx_server *s, struct evhttp_request *req);
+void gbx_srv_handle_metrics(struct gbx_server *s, struct evhttp_request *req);
+json_t *gbx_srv_health_json(const struct gbx_server *s);
+int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err);
+void gbx_srv_pool_fill_one(evutil_socket_t fd, short what, void *arg);
+void gbx_srv_live_free(struct gbx_live *l);
+void gbx_srv_reap_expired(evutil_socket_t fd, short what, void *arg);
+
+#endif
