@@ -2,7 +2,9 @@
 #include "base/fileutil.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -275,4 +277,30 @@ int gbx_path_unsearchable(const char *path, char *out, size_t outsz)
         buf[i] = c;
     }
     return 0;
+}
+
+int gbx_send_fds(int sock, const struct sockaddr *addr, socklen_t addrlen, const struct iovec *iov,
+                 size_t niov, const int *fds, size_t nfd)
+{
+    if (nfd > GBX_SEND_FDS_MAX)
+        return -EINVAL;
+    union {
+        char buf[CMSG_SPACE(GBX_SEND_FDS_MAX * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof(u));
+    struct msghdr msg = {.msg_name = (void *)(uintptr_t)addr,
+                         .msg_namelen = addr ? addrlen : 0,
+                         .msg_iov = (struct iovec *)(uintptr_t)iov,
+                         .msg_iovlen = niov};
+    if (nfd > 0) {
+        msg.msg_control = u.buf;
+        msg.msg_controllen = CMSG_SPACE(nfd * sizeof(int));
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(nfd * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, nfd * sizeof(int));
+    }
+    return GBX_RETRY(sendmsg(sock, &msg, MSG_NOSIGNAL)) < 0 ? -errno : 0;
 }

@@ -4,7 +4,9 @@
 #define GBX_BASE_FILEUTIL_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include "base/util.h"
 
@@ -42,5 +44,12 @@ int gbx_pidfile_lock(const char *path, pid_t *holder) GBX_WUR;
  * unprivileged uids) cannot search, into out; 0 when there is none, 1 when out names one,
  * -errno when a directory cannot be examined. */
 int gbx_path_unsearchable(const char *path, char *out, size_t outsz) GBX_WUR;
+
+/* Send iov with nfd descriptors (SCM_RIGHTS; at most GBX_SEND_FDS_MAX, 0 for none) on sock,
+ * to addr (NULL on a connected socket), MSG_NOSIGNAL, retried on EINTR. No allocation:
+ * usable between fork and exec. 0, or -errno. */
+#define GBX_SEND_FDS_MAX 64
+int gbx_send_fds(int sock, const struct sockaddr *addr, socklen_t addrlen, const struct iovec *iov,
+                 size_t niov, const int *fds, size_t nfd) GBX_WUR;
 
 #endif

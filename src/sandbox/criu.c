@@ -760,26 +760,11 @@ static int rescue_init(struct gbx_sandbox *sb, int layer_fd, struct gbx_err **er
     }
     int fds[2] = {lfd, layer_fd};
     size_t nfds = layer_fd >= 0 ? 2 : 1;
-    union {
-        char buf[CMSG_SPACE(2 * sizeof(int))];
-        struct cmsghdr align;
-    } cb;
-    memset(&cb, 0, sizeof(cb));
     char data[] = "GBXRESCUE";
     struct iovec iov = {.iov_base = data, .iov_len = 9};
-    struct msghdr mh = {.msg_name = &sa,
-                        .msg_namelen = sizeof(sa),
-                        .msg_iov = &iov,
-                        .msg_iovlen = 1,
-                        .msg_control = cb.buf,
-                        .msg_controllen = CMSG_SPACE(nfds * sizeof(int))};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-    memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
-    if (GBX_RETRY(sendmsg(tx, &mh, MSG_NOSIGNAL)) < 0) {
-        r = gbx_err_sys(err, errno, "cannot send init its listener");
+    int sr = gbx_send_fds(tx, (const struct sockaddr *)&sa, sizeof(sa), &iov, 1, fds, nfds);
+    if (sr < 0) {
+        r = gbx_err_sys(err, -sr, "cannot send init its listener");
         goto out;
     }
     /* init takes them on its next turn: a connection answers once it has */

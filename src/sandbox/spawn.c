@@ -188,24 +188,7 @@ static int send_go(int sync_fd, int tmpl_fd, int usr_fd, const int *layer_fds, s
     int fds[2 + GBX_MAX_LAYERS] = {tmpl_fd, usr_fd >= 0 ? usr_fd : sync_fd};
     for (size_t i = 0; i < nlayer; i++)
         fds[2 + i] = layer_fds[i];
-    size_t nfd = 2 + nlayer;
-    union {
-        char buf[CMSG_SPACE((2 + GBX_MAX_LAYERS) * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof(u));
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = u.buf,
-                         .msg_controllen = CMSG_SPACE(nfd * sizeof(int))};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(nfd * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, nfd * sizeof(int));
-    if (GBX_RETRY(sendmsg(sync_fd, &msg, MSG_NOSIGNAL)) < 0)
-        return -errno;
-    return 0;
+    return gbx_send_fds(sync_fd, NULL, 0, &iov, 1, fds, 2 + nlayer);
 }
 
 int gbx_ns_clone_child(const struct gbx_child_plan *p, int v2fd, uint64_t extra_flags, int close_fd,

@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/fileutil.h"
 #include "base/log.h"
 #include "base/sched.h"
 #include "sandbox/ns.h"
@@ -50,22 +51,7 @@ static void reply(int sync_fd, pid_t pid, int errnum, int pidfd)
 {
     struct spawn_reply rep = {.pid = pid, .errnum = errnum};
     struct iovec iov = {&rep, sizeof(rep)};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof(u));
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (pidfd >= 0) {
-        msg.msg_control = u.buf;
-        msg.msg_controllen = sizeof(u.buf);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &pidfd, sizeof(int));
-    }
-    (void)GBX_RETRY(sendmsg(sync_fd, &msg, MSG_NOSIGNAL));
+    (void)!gbx_send_fds(sync_fd, NULL, 0, &iov, 1, &pidfd, pidfd >= 0 ? 1 : 0);
 }
 
 /* The spawner's life: only system calls and copies (it was forked from a process with
@@ -214,22 +200,9 @@ int gbx_spawner_clone(struct gbx_runtime *rt, const struct gbx_child_plan *p, in
         fds[nfd++] = p->ctl_fd;
     if (hdr.have_cg)
         fds[nfd++] = v2fd;
-    union {
-        char buf[CMSG_SPACE(SPAWNER_NFD * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    memset(&u, 0, sizeof(u));
-    struct msghdr msg = {.msg_iov = iov,
-                         .msg_iovlen = 2,
-                         .msg_control = u.buf,
-                         .msg_controllen = CMSG_SPACE(nfd * sizeof(int))};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(nfd * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, nfd * sizeof(int));
-    if (GBX_RETRY(sendmsg(rt->spawner_fd, &msg, MSG_NOSIGNAL)) < 0) {
-        spawner_down(rt, errno == EAGAIN ? "did not take a request in time" : "is gone");
+    int sr = gbx_send_fds(rt->spawner_fd, NULL, 0, iov, 2, fds, nfd);
+    if (sr < 0) {
+        spawner_down(rt, sr == -EAGAIN ? "did not take a request in time" : "is gone");
         return -ENOSYS;
     }
 
