@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "base/sched.h"
+#include "base/fileutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,17 +31,6 @@ int gbx_sched_boost_self(int delta)
     return 0;
 }
 
-static int write_file(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    ssize_t n = write(fd, text, strlen(text));
-    int e = errno;
-    close(fd);
-    return n == (ssize_t)strlen(text) ? 0 : n < 0 ? -e : -EIO;
-}
-
 int gbx_sched_boost_group(const char *cpu_dir, const char *name, int delta)
 {
     if (cpu_dir == NULL || delta <= 0)
@@ -56,14 +46,14 @@ int gbx_sched_boost_group(const char *cpu_dir, const char *name, int delta)
         return -errno;
     snprintf(path, sizeof(path), "%s/cpu.shares", group_dir);
     snprintf(num, sizeof(num), "%lu", shares);
-    int r = write_file(path, num);
+    int r = gbx_write_file(path, num, strlen(num));
     snprintf(path, sizeof(path), "%s/tasks", cpu_dir);
     int pfd = r == 0 ? open(path, O_WRONLY | O_CLOEXEC) : -1;
     if (r == 0 && pfd < 0)
         r = -errno;
     if (r == 0) {
         snprintf(path, sizeof(path), "%s/tasks", group_dir);
-        r = write_file(path, "0"); /* 0: the writing thread */
+        r = gbx_write_file(path, "0", 1); /* 0: the writing thread */
     }
     if (r < 0) {
         if (pfd >= 0)
@@ -91,7 +81,7 @@ int gbx_sched_boost_thread(int tid)
     char path[4096 + 16], num[16];
     snprintf(path, sizeof(path), "%s/tasks", group_dir);
     snprintf(num, sizeof(num), "%d", tid);
-    return write_file(path, num);
+    return gbx_write_file(path, num, strlen(num));
 }
 
 void gbx_sched_unboost_nice(void)

@@ -37,8 +37,12 @@
 #define SPAWNER_BUF (4 * 1024 * 1024) /* a few requests in flight (each ~170 KiB) */
 #define SPAWNER_NFD 5                 /* sync, conn, init, ctl, cgroup */
 
-struct spawn_req {
+struct spawn_hdr {
     int32_t have_ctl, have_cg;
+};
+
+struct spawn_req {
+    struct spawn_hdr h;
     struct gbx_child_plan plan;
 };
 
@@ -96,7 +100,7 @@ __attribute__((noreturn)) static void spawner_main(int sock, pid_t daemon_pid,
                 nfd = SPAWNER_NFD;
             memcpy(fds, CMSG_DATA(c), nfd * sizeof(int));
         }
-        size_t want = 3 + (req->have_ctl ? 1 : 0) + (req->have_cg ? 1 : 0);
+        size_t want = 3 + (req->h.have_ctl ? 1 : 0) + (req->h.have_cg ? 1 : 0);
         if (nfd >= 1 && (n != (ssize_t)sizeof(*req) || nfd != want ||
                          (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))) {
             reply(fds[0], 0, EPROTO, -1);
@@ -105,8 +109,8 @@ __attribute__((noreturn)) static void spawner_main(int sock, pid_t daemon_pid,
             req->plan.sync_fd = fds[0];
             req->plan.conn_fd = fds[k++];
             req->plan.init_fd = fds[k++];
-            req->plan.ctl_fd = req->have_ctl ? fds[k++] : -1;
-            int v2fd = req->have_cg ? fds[k++] : -1;
+            req->plan.ctl_fd = req->h.have_ctl ? fds[k++] : -1;
+            int v2fd = req->h.have_cg ? fds[k++] : -1;
             req->plan.seccomp = seccomp;
             pid_t pid = 0;
             int pidfd = -1;
@@ -190,8 +194,8 @@ int gbx_spawner_clone(struct gbx_runtime *rt, const struct gbx_child_plan *p, in
 {
     if (!__atomic_load_n(&rt->spawner_ok, __ATOMIC_ACQUIRE))
         return -ENOSYS;
-    struct spawn_req hdr = {.have_ctl = p->ctl_fd >= 0, .have_cg = v2fd >= 0};
-    /* the header's plan is not sent: the caller's follows it */
+    struct spawn_hdr hdr = {.have_ctl = p->ctl_fd >= 0, .have_cg = v2fd >= 0};
+    /* one datagram: the header, then the caller's plan */
     struct iovec iov[2] = {{&hdr, offsetof(struct spawn_req, plan)},
                            {(void *)(uintptr_t)p, sizeof(*p)}};
     int fds[SPAWNER_NFD] = {p->sync_fd, p->conn_fd, p->init_fd};
