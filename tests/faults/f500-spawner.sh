@@ -2,7 +2,8 @@
 # The sandbox spawner (src/sandbox/spawner.c) failing: sandboxes are the daemon's own children
 # whichever way they were cloned; with the spawner killed, creates go on (the daemon clones
 # them itself, and says so once); with the spawner stopped, a create waits for its deadline
-# (10 s) and then succeeds the same way. Each sandbox works and is deleted cleanly.
+# (10 s) and then succeeds the same way. Each sandbox works and is deleted cleanly. A daemon
+# killed with SIGKILL takes its spawner with it.
 # test-timeout: 180
 NAME=fspawn
 . "$(dirname "$0")/../lib/daemon.sh"
@@ -53,4 +54,13 @@ check "spawner stopped: that sandbox works" works "$C"
 check "spawner stopped: it is put down (no spawner left)" eval "[ -z \"\$(spawner_of)\" ] || ! kill -0 $SP 2>/dev/null || ps -o stat= -p $SP | grep -q Z"
 check "spawner stopped: deletes" gone "$C"
 invariants "spawner stopped"
+stop_daemon
+
+# the spawner dies with its daemon (PR_SET_PDEATHSIG), even one killed with SIGKILL
+restart
+SP=$(spawner_of)
+kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
+for i in $(seq 50); do kill -0 "$SP" 2>/dev/null || break; sleep 0.1; done
+check "daemon killed: its spawner is gone too" eval "[ -n '$SP' ] && ! kill -0 $SP 2>/dev/null"
+restart
 finish
