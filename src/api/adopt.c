@@ -104,8 +104,8 @@ static void reap_dead(struct gbx_server *s)
         gbx_log_warn("sandbox '%s' is gone: %s; removed", id, why);
         s->m.lost++;
         struct gbx_err *err = NULL;
-        if (gbx_sandboxes_destroy(s, l, "sandbox.lost", json_pack("{s:s}", "reason", why), &err) <
-            0)
+        if (gbx_sandboxes_destroy(s, &gbx_actor_system, l, "sandbox.lost",
+                                  json_pack("{s:s}", "reason", why), &err) < 0)
             gbx_err_free(err);
     }
     free(pf);
@@ -124,8 +124,7 @@ void gbx_srv_reap_expired(evutil_socket_t fd, short what, void *arg)
         struct gbx_err *err = NULL;
         if (l->on_timeout_pause) {
             /* kept, frozen: resumed by a resume (with a new timeout) or destroyed */
-            gbx_server_act_as(s, l->owner);
-            if (gbx_sandboxes_pause(s, l, 1, &err) < 0) {
+            if (gbx_sandboxes_pause(s, &gbx_actor_system, l, 1, &err) < 0) {
                 gbx_log_error("%s", err->msg);
                 gbx_err_free(err);
             } else {
@@ -136,8 +135,8 @@ void gbx_srv_reap_expired(evutil_socket_t fd, short what, void *arg)
         if (l->busy == GBX_BUSY_WORKER)
             continue; /* its hibernate or wake ends first; the next turn takes it */
         s->m.expired++;
-        gbx_server_act_as(s, l->owner);
-        gbx_sandboxes_destroy_bg(s, l, "sandbox.expire", json_pack("{s:s}", "reason", "timeout"));
+        gbx_sandboxes_destroy_bg(s, &gbx_actor_system, l, "sandbox.expire",
+                                 json_pack("{s:s}", "reason", "timeout"));
     }
 }
 
@@ -368,7 +367,7 @@ static void reap_orphans(struct gbx_server *s)
         gbx_log_warn("removed sandbox '%s': it had no record (its creator died before writing "
                      "one)",
                      ids[i]);
-        gbx_server_audit(s, "sandbox.orphan", ids[i], NULL);
+        gbx_server_audit(s, &gbx_actor_system, "sandbox.orphan", ids[i], NULL);
         free(ids[i]);
     }
 }
@@ -402,7 +401,7 @@ int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err)
     /* (audit records are written after the walk: it holds a read statement) */
     for (struct gbx_live *l = s->live; l; l = l->next) {
         gbx_log_info("adopted sandbox '%s'", l->sb->id);
-        gbx_server_audit(s, "sandbox.adopt", l->sb->id, NULL);
+        gbx_server_audit(s, &gbx_actor_system, "sandbox.adopt", l->sb->id, NULL);
         /* the image of a hibernate or a wake that its daemon did not finish: of no use to a
          * sandbox that runs (its row is written again: it says hibernated after a wake) */
         if (!l->hibernated && gbx_hibernate_remove_stale(s, l->sb->id)) {
@@ -423,7 +422,8 @@ int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err)
         (void)gbx_hibernate_remove_stale(s, g->id); /* of a dump its daemon died in */
         gbx_log_warn("sandbox '%s' did not survive: %s; removed", g->id, g->why);
         s->m.lost++;
-        gbx_server_audit(s, "sandbox.lost", g->id, json_pack("{s:s}", "reason", g->why));
+        gbx_server_audit(s, &gbx_actor_system, "sandbox.lost", g->id,
+                         json_pack("{s:s}", "reason", g->why));
         free(g->id);
         free(g->why);
         free(g);

@@ -880,14 +880,9 @@ static void not_allowed(struct evhttp_request *req, const char *allow)
     gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID, "method not allowed (use %s)", allow);
 }
 
-/* Can the current actor see a row of this owner? */
-static int visible(struct gbx_server *s, const char *owner)
-{
-    return gbx_server_is_admin(s) || strcmp(owner, gbx_server_owner(s)) == 0;
-}
-
 /* The session named by a request, checked: 0 ok, -1 replied. */
-static int check_session(struct gbx_server *s, struct evhttp_request *req, const char *id)
+static int check_session(struct gbx_server *s, const struct gbx_actor *who,
+                         struct evhttp_request *req, const char *id)
 {
     char owner[256];
     int r = strlen(id) < 128
@@ -897,19 +892,20 @@ static int check_session(struct gbx_server *s, struct evhttp_request *req, const
         gbx_http_reply_error(req, GBX_ERR_INTERNAL, "cannot read session '%s'", id);
         return -1;
     }
-    if (r == 0 || !visible(s, owner)) {
+    if (r == 0 || !gbx_actor_sees(who, owner)) {
         gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "session '%s' not found", id);
         return -1;
     }
     return 0;
 }
 
-void gbx_api_sandbox_artifacts(struct gbx_server *s, struct evhttp_request *req, const char *id)
+void gbx_api_sandbox_artifacts(struct gbx_server *s, const struct gbx_actor *who,
+                               struct evhttp_request *req, const char *id)
 {
     sweep_once(s);
     if (evhttp_request_get_command(req) != EVHTTP_REQ_POST)
         return not_allowed(req, "POST");
-    struct gbx_live *l = gbx_sandbox_id_valid(id) == 0 ? gbx_sandboxes_find(s, id) : NULL;
+    struct gbx_live *l = gbx_sandbox_id_valid(id) == 0 ? gbx_sandboxes_find(s, who, id) : NULL;
     if (l == NULL)
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
     json_t *body = gbx_http_body_object(req);
@@ -955,7 +951,7 @@ void gbx_api_sandbox_artifacts(struct gbx_server *s, struct evhttp_request *req,
         max_bytes = (uint64_t)json_integer_value(jmax);
     }
     const char *session = json_string_value(jses);
-    if (session && check_session(s, req, session) < 0)
+    if (session && check_session(s, who, req, session) < 0)
         goto out;
     char proot[64];
     snprintf(proot, sizeof(proot), "/proc/%d/root", (int)l->sb->init_pid);
@@ -977,8 +973,8 @@ void gbx_api_sandbox_artifacts(struct gbx_server *s, struct evhttp_request *req,
     p->name = gbx_xstrdup(jname ? json_string_value(jname) : *base ? base : path);
     p->session = session ? gbx_xstrdup(session) : NULL;
     p->sandbox = gbx_xstrdup(l->sb->id);
-    p->owner = gbx_xstrdup(gbx_server_owner(s));
-    p->actor = gbx_xstrdup(gbx_server_actor(s));
+    p->owner = gbx_xstrdup(who->owner);
+    p->actor = gbx_xstrdup(who->name);
     p->metadata = json_is_object(jmeta) ? json_dumps(jmeta, JSON_COMPACT | JSON_SORT_KEYS)
                                         : gbx_xstrdup("{}");
     p->dir = art_dir(s);
@@ -1031,8 +1027,8 @@ static int copy_row(void *arg, const struct gbx_store_artifact *a)
 }
 
 /* The row of id if the actor may see it: 1, or 0 after replying 404 (or 500). */
-static int find_row(struct gbx_server *s, struct evhttp_request *req, const char *id,
-                    struct row_copy *row)
+static int find_row(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req,
+                    const char *id, struct row_copy *row)
 {
     memset(row, 0, sizeof(*row));
     struct gbx_err *err = NULL;
@@ -1043,7 +1039,7 @@ static int find_row(struct gbx_server *s, struct evhttp_request *req, const char
         gbx_err_free(err);
         return 0;
     }
-    if (r == 0 || !visible(s, row->owner)) {
+    if (r == 0 || !gbx_actor_sees(who, row->owner)) {
         json_decref(row->json);
         row->json = NULL;
         gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "artifact '%s' not found", id);
@@ -1052,7 +1048,8 @@ static int find_row(struct gbx_server *s, struct evhttp_request *req, const char
     return 1;
 }
 
-static void handle_list(struct gbx_server *s, struct evhttp_request *req)
+static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
+                        struct evhttp_request *req)
 {
     const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
     struct evkeyvalq q;
@@ -1062,8 +1059,8 @@ static void handle_list(struct gbx_server *s, struct evhttp_request *req)
         return;
     }
     struct gbx_store_artifact_filter f = {.limit = ART_LIST_DEFAULT};
-    if (!gbx_server_is_admin(s))
-        f.owner = gbx_server_owner(s);
+    if (!who->admin)
+        f.owner = who->owner;
     uint64_t limit = ART_LIST_DEFAULT;
     struct evkeyval *kv;
     TAILQ_FOREACH(kv, &q, next)
@@ -1098,7 +1095,7 @@ static void handle_list(struct gbx_server *s, struct evhttp_request *req)
                     : 0;
         json_decref(row.json);
         gbx_err_free(err);
-        if (r != 1 || !visible(s, row.owner)) {
+        if (r != 1 || !gbx_actor_sees(who, row.owner)) {
             gbx_http_reply_error(req, GBX_ERR_INVALID,
                                  "'after' must be an artifact id (use next_after)");
             goto out;
@@ -1125,10 +1122,11 @@ out:
     evhttp_clear_headers(&q);
 }
 
-static void handle_delete(struct gbx_server *s, struct evhttp_request *req, const char *id)
+static void handle_delete(struct gbx_server *s, const struct gbx_actor *who,
+                          struct evhttp_request *req, const char *id)
 {
     struct row_copy row;
-    if (!find_row(s, req, id, &row))
+    if (!find_row(s, who, req, id, &row))
         return;
     json_decref(row.json);
     struct gbx_err *err = NULL;
@@ -1141,7 +1139,7 @@ static void handle_delete(struct gbx_server *s, struct evhttp_request *req, cons
     if (r == 0)
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "artifact '%s' not found", id);
     gbx_server_audit(
-        s, "artifact.delete", NULL,
+        s, who, "artifact.delete", NULL,
         json_pack("{s:s,s:s,s:I}", "id", id, "sha256", row.sha, "size", (json_int_t)row.size));
     evhttp_send_reply(req, 204, "No Content", NULL);
 }
@@ -1227,13 +1225,14 @@ static void dl_pump(struct dl *d)
         dl_free(d);
 }
 
-static void handle_content(struct gbx_server *s, struct evhttp_request *req, const char *id)
+static void handle_content(struct gbx_server *s, const struct gbx_actor *who,
+                           struct evhttp_request *req, const char *id)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD)
         return not_allowed(req, "GET, HEAD");
     struct row_copy row;
-    if (!find_row(s, req, id, &row))
+    if (!find_row(s, who, req, id, &row))
         return;
     json_decref(row.json);
     char *dir = art_dir(s);
@@ -1300,14 +1299,15 @@ static void handle_content(struct gbx_server *s, struct evhttp_request *req, con
     dl_pump(d);
 }
 
-void gbx_api_artifacts(struct gbx_server *s, struct evhttp_request *req, const char *path)
+void gbx_api_artifacts(struct gbx_server *s, const struct gbx_actor *who,
+                       struct evhttp_request *req, const char *path)
 {
     sweep_once(s);
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     if (strcmp(path, "/v1/artifacts") == 0) {
         if (m != EVHTTP_REQ_GET)
             return not_allowed(req, "GET");
-        return handle_list(s, req);
+        return handle_list(s, who, req);
     }
     const char *rest = path + strlen("/v1/artifacts/");
     const char *slash = strchr(rest, '/');
@@ -1320,13 +1320,13 @@ void gbx_api_artifacts(struct gbx_server *s, struct evhttp_request *req, const c
     if (slash) {
         if (strcmp(slash, "/content") != 0)
             return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
-        return handle_content(s, req, id);
+        return handle_content(s, who, req, id);
     }
     if (m == EVHTTP_REQ_DELETE)
-        return handle_delete(s, req, id);
+        return handle_delete(s, who, req, id);
     if (m != EVHTTP_REQ_GET)
         return not_allowed(req, "GET, DELETE");
     struct row_copy row;
-    if (find_row(s, req, id, &row))
+    if (find_row(s, who, req, id, &row))
         gbx_http_reply_json(req, 200, row.json);
 }

@@ -12,9 +12,11 @@
 #include "base/err.h"
 
 /* POST /v1/sandboxes/{id}/artifacts (id as it appears in the path, unchecked). */
-void gbx_api_sandbox_artifacts(struct gbx_server *s, struct evhttp_request *req, const char *id);
+void gbx_api_sandbox_artifacts(struct gbx_server *s, const struct gbx_actor *who,
+                               struct evhttp_request *req, const char *id);
 /* /v1/artifacts, /v1/artifacts/{id}, /v1/artifacts/{id}/content */
-void gbx_api_artifacts(struct gbx_server *s, struct evhttp_request *req, const char *path);
+void gbx_api_artifacts(struct gbx_server *s, const struct gbx_actor *who,
+                       struct evhttp_request *req, const char *path);
 
 /* For a collector (on the loop): delete the artifact id (any owner) and, when no other row
  * names its blob, remove the blob in the background. 1 deleted, 0 no such artifact, -1 error.

@@ -65,7 +65,7 @@ static void finish(struct boot *b, struct gbx_err *err)
     if (err && l) {
         struct gbx_err *e2 = NULL;
         (void)!gbx_sandboxes_destroy(
-            b->s, l, "sandbox.delete",
+            b->s, &gbx_actor_system, l, "sandbox.delete",
             json_pack("{s:s,s:s}", "reason", "not ready", "error", err->msg), &e2);
         gbx_err_free(e2);
         l = NULL;

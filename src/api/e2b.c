@@ -260,27 +260,40 @@ int gbx_e2b_traffic_token_ok(struct evhttp_request *req, const struct gbx_live *
 
 /* ---- the data plane ------------------------------------------------------------------------- */
 
+void gbx_e2b_not_found(struct evhttp_request *req, const char *sandbox_id)
+{
+    /* what E2B's edge answers for an unknown, killed or paused sandbox */
+    gbx_e2b_reply_json(req, 502,
+                       json_pack("{s:s,s:s,s:i}", "sandboxId",
+                                 gbx_sandbox_id_valid(sandbox_id) == 0 ? sandbox_id : "", "message",
+                                 "The sandbox was not found", "code", 502));
+}
+
 void gbx_e2b_data(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
                   const char *sandbox_id)
 {
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-    struct gbx_live *l = gbx_sandboxes_find(s, sandbox_id);
-    if (l == NULL || l->paused) {
-        /* what E2B's edge answers for an unknown, killed or paused sandbox */
-        gbx_e2b_reply_json(req, 502,
-                           json_pack("{s:s,s:s,s:i}", "sandboxId",
-                                     gbx_sandbox_id_valid(sandbox_id) == 0 ? sandbox_id : "",
-                                     "message", "The sandbox was not found", "code", 502));
-        return;
-    }
-    gbx_server_act_as(s, l->owner);
+    /* any owner's: its access token decides, and the request acts as its owner */
+    struct gbx_live *l = gbx_sandboxes_find_any(s, sandbox_id);
+    /* a request with no credential of this sandbox (its access token, its traffic token, or
+     * a URL signature that e2b_files checks) gets what an unknown id gets: the answer must
+     * not tell whether the id exists */
+    const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
+    const char *query = u ? evhttp_uri_get_query(u) : NULL;
+    int signed_files = path && strcmp(path, "/files") == 0 && query && strstr(query, "signature=");
+    if (l == NULL || l->paused ||
+        (!signed_files && !gbx_e2b_token_ok(req, l) && !gbx_e2b_traffic_token_ok(req, l)))
+        return gbx_e2b_not_found(req, sandbox_id);
+    struct gbx_actor owner;
+    gbx_actor_for(&owner, l->owner);
+    const struct gbx_actor *who = &owner;
     if (path == NULL)
         return gbx_e2b_error(req, 400, "malformed request URI");
     const char *port =
         evhttp_find_header(evhttp_request_get_input_headers(req), "E2b-Sandbox-Port");
     if (port && strcmp(port, "49999") == 0)
-        return gbx_e2b_interp(s, base, req, l, path);
+        return gbx_e2b_interp(s, who, base, req, l, path);
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     if (strcmp(path, "/health") == 0) {
         if (m != EVHTTP_REQ_GET)
@@ -297,12 +310,12 @@ void gbx_e2b_data(struct gbx_server *s, struct event_base *base, struct evhttp_r
     if (strncmp(path, "/process.Process/", 17) == 0) {
         if (m != EVHTTP_REQ_POST)
             return gbx_e2b_error(req, 405, "method not allowed");
-        return gbx_e2b_process(s, base, req, l, path + 17);
+        return gbx_e2b_process(s, who, base, req, l, path + 17);
     }
     if (strncmp(path, "/filesystem.Filesystem/", 23) == 0) {
         if (m != EVHTTP_REQ_POST)
             return gbx_e2b_error(req, 405, "method not allowed");
-        return gbx_e2b_filesystem(s, base, req, l, path + 23);
+        return gbx_e2b_filesystem(s, who, base, req, l, path + 23);
     }
     gbx_e2b_error(req, 404, "no envd route '%s'", path);
 }

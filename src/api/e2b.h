@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/actor.h"
+
 struct event_base;
 struct evbuffer;
 struct evhttp_request;
@@ -43,13 +45,14 @@ void gbx_e2b_data(struct gbx_server *s, struct event_base *base, struct evhttp_r
 /* ---- the services ---------------------------------------------------------------------------- */
 
 /* e2b_control.c: the caller is authenticated; path is the request's path. */
-void gbx_e2b_control(struct gbx_server *s, struct evhttp_request *req, const char *path);
+void gbx_e2b_control(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req,
+                     const char *path);
 /* e2b_process.c: method is what follows "/process.Process/" ("Start", ...). */
-void gbx_e2b_process(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
-                     struct gbx_live *l, const char *method);
+void gbx_e2b_process(struct gbx_server *s, const struct gbx_actor *who, struct event_base *base,
+                     struct evhttp_request *req, struct gbx_live *l, const char *method);
 /* e2b_fs.c: method is what follows "/filesystem.Filesystem/". */
-void gbx_e2b_filesystem(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
-                        struct gbx_live *l, const char *method);
+void gbx_e2b_filesystem(struct gbx_server *s, const struct gbx_actor *who, struct event_base *base,
+                        struct evhttp_request *req, struct gbx_live *l, const char *method);
 /* e2b_files.c: GET or POST /files; the token or a URL signature is checked there. l is NULL
  * for a request without E2b-Sandbox-Id (a signed URL): the sandbox is the one whose token
  * made the signature (the caller acts as admin until then). */
@@ -60,8 +63,8 @@ void gbx_e2b_files(struct gbx_server *s, struct event_base *base, struct evhttp_
 size_t gbx_e2b_fs_drain(const char *why);
 
 /* e2b_interp.c: the code interpreter (E2b-Sandbox-Port: 49999); path is the request's. */
-void gbx_e2b_interp(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
-                    struct gbx_live *l, const char *path);
+void gbx_e2b_interp(struct gbx_server *s, const struct gbx_actor *who, struct event_base *base,
+                    struct evhttp_request *req, struct gbx_live *l, const char *path);
 /* Forget every interpreter context (the daemon is stopping): executions in progress end with
  * an error event. Returns how many replies were ended. The kernels stay in their sandboxes;
  * a restarted daemon starts new ones. */
@@ -72,6 +75,9 @@ size_t gbx_e2b_interp_shutdown(void);
 /* A JSON reply (body stolen; NULL — a value that could not be built — becomes a generic
  * error body). */
 void gbx_e2b_reply_json(struct evhttp_request *req, int status, json_t *body);
+/* The data plane's answer for a sandbox id that is unknown, paused, or not the caller's to
+ * reach (no valid credential): 502 {"sandboxId", "message", "code"}, the same for all three. */
+void gbx_e2b_not_found(struct evhttp_request *req, const char *sandbox_id);
 /* Control plane and envd REST errors: {"code": status, "message": "..."}. */
 void gbx_e2b_error(struct evhttp_request *req, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -280,7 +280,8 @@ static const char *client_template(const struct gbx_live *l)
     return name ? name : derived_template(l);
 }
 
-static void remember_template(struct gbx_server *s, struct gbx_live *l, const char *name)
+static void remember_template(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                              const char *name)
 {
     if (strcmp(name, derived_template(l)) == 0 || strlen(name) > GBX_ID_MAX)
         return;
@@ -419,10 +420,10 @@ static json_t *detail_obj(const struct gbx_live *l)
 
 /* ---- handlers ----------------------------------------------------------------------------- */
 
-static struct gbx_live *find_or_404(struct gbx_server *s, struct evhttp_request *req,
-                                    const char *id)
+static struct gbx_live *find_or_404(struct gbx_server *s, const struct gbx_actor *who,
+                                    struct evhttp_request *req, const char *id)
 {
-    struct gbx_live *l = gbx_sandbox_id_valid(id) == 0 ? gbx_sandboxes_find(s, id) : NULL;
+    struct gbx_live *l = gbx_sandbox_id_valid(id) == 0 ? gbx_sandboxes_find(s, who, id) : NULL;
     if (l == NULL) {
         if (gbx_sandbox_id_valid(id) == 0)
             gbx_e2b_error(req, 404, "sandbox '%s' not found", id);
@@ -438,7 +439,7 @@ static char *query_param(struct evhttp_request *req, const char *name);
 
 /* E2B names snapshots "name:tag" (and lists them as "team/name:tag"); Glovebox keeps the
  * name (or the id) and gives it back as "<name or id>:default". */
-static const char *snapshot_of(struct gbx_server *s, const char *ref)
+static const char *snapshot_of(struct gbx_server *s, const struct gbx_actor *who, const char *ref)
 {
     char buf[128];
     const char *slash = strchr(ref, '/');
@@ -446,7 +447,7 @@ static const char *snapshot_of(struct gbx_server *s, const char *ref)
     char *colon = strchr(buf, ':');
     if (colon && strcmp(colon, ":default") == 0)
         *colon = '\0';
-    return gbx_snapshots_get(gbx_server_snapshots(s), buf).id;
+    return gbx_snapshots_get(gbx_server_snapshots(s), who, buf).id;
 }
 
 static json_t *snapshot_e2b(const char *id, const char *name)
@@ -463,13 +464,15 @@ static void snapshot_taken(void *arg, struct evhttp_request *req, const char *id
         return;
     if (err)
         return reply_gbx_err(req, err);
-    struct gbx_snapshot_ref r = gbx_snapshots_get(gbx_server_snapshots(s), id);
+    /* the id this request's own snapshot just got: no one else's to hide */
+    struct gbx_snapshot_ref r = gbx_snapshots_get(gbx_server_snapshots(s), &gbx_actor_system, id);
     gbx_e2b_reply_json(req, 201, snapshot_e2b(id, r.name));
 }
 
 /* POST /sandboxes/{id}/snapshots {name?}: a filesystem snapshot (docs/e2b.md: memory and
  * processes are not in it; a sandbox created from it starts fresh on its files). */
-static void handle_snapshot(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+static void handle_snapshot(struct gbx_server *s, const struct gbx_actor *who,
+                            struct evhttp_request *req, struct gbx_live *l)
 {
     json_t *body = body_object(req);
     if (body == NULL)
@@ -492,7 +495,7 @@ static void handle_snapshot(struct gbx_server *s, struct evhttp_request *req, st
         }
     }
     json_decref(body);
-    gbx_snapshots_take(gbx_server_snapshots(s), req, l, nbuf[0] ? nbuf : NULL, "snapshot",
+    gbx_snapshots_take(gbx_server_snapshots(s), who, req, l, nbuf[0] ? nbuf : NULL, "snapshot",
                        snapshot_taken, s);
 }
 
@@ -511,7 +514,8 @@ static void list_snap(void *arg, const struct gbx_snapshot_ref *r)
 }
 
 /* GET /snapshots?sandboxID=&name=: every snapshot the key may see (one page). */
-static void handle_snapshot_list(struct gbx_server *s, struct evhttp_request *req)
+static void handle_snapshot_list(struct gbx_server *s, const struct gbx_actor *who,
+                                 struct evhttp_request *req)
 {
     gbx_autofree char *sandbox = query_param(req, "sandboxID");
     gbx_autofree char *name = query_param(req, "name");
@@ -521,28 +525,29 @@ static void handle_snapshot_list(struct gbx_server *s, struct evhttp_request *re
             *colon = '\0';
     }
     struct list_snaps c = {json_array(), sandbox, name};
-    gbx_snapshots_each_visible(gbx_server_snapshots(s), list_snap, &c);
+    gbx_snapshots_each_visible(gbx_server_snapshots(s), who, list_snap, &c);
     gbx_e2b_reply_json(req, 200, c.arr);
 }
 
 /* DELETE /templates/{snapshotID}: 204, or 404 (the SDK says false). */
-static void handle_snapshot_delete(struct gbx_server *s, struct evhttp_request *req,
-                                   const char *ref)
+static void handle_snapshot_delete(struct gbx_server *s, const struct gbx_actor *who,
+                                   struct evhttp_request *req, const char *ref)
 {
     gbx_autofree char *dec = pct_decode(ref, strlen(ref), 0);
-    const char *id = dec ? snapshot_of(s, dec) : NULL;
+    const char *id = dec ? snapshot_of(s, who, dec) : NULL;
     if (id == NULL)
         return gbx_e2b_error(req, 404, "snapshot not found");
     gbx_autoerr struct gbx_err *err = NULL;
     gbx_autofree char *copy = gbx_xstrdup(id);
     if (gbx_snapshots_delete(gbx_server_snapshots(s), copy, &err) < 0)
         return reply_gbx_err(req, err);
-    gbx_server_audit(s, "snapshot.delete", "", json_pack("{s:s}", "snapshot", copy));
+    gbx_server_audit(s, who, "snapshot.delete", "", json_pack("{s:s}", "snapshot", copy));
     reply_none(req);
 }
 
 struct e2b_fork {
     struct gbx_server *s;
+    struct gbx_actor who; /* the clones are made for who forked */
     json_int_t timeout;
     int count;
     char *tmpl; /* the source's template name as its client said it */
@@ -560,12 +565,12 @@ static void fork_taken(void *arg, struct evhttp_request *req, const char *id,
             json_t *native = json_pack("{s:s,s:I}", "snapshot", id, "timeout", f->timeout);
             struct gbx_live *l = NULL;
             gbx_autoerr struct gbx_err *cerr = NULL;
-            if (gbx_sandboxes_create(f->s, native, &l, &cerr) < 0) {
+            if (gbx_sandboxes_create(f->s, &f->who, native, &l, &cerr) < 0) {
                 json_array_append_new(items, json_pack("{s:{s:i,s:s}}", "error", "code",
                                                        gbx_http_status_for(cerr->kind), "message",
                                                        cerr->msg));
             } else {
-                remember_template(f->s, l, f->tmpl);
+                remember_template(f->s, &f->who, l, f->tmpl);
                 json_array_append_new(items, json_pack("{s:o}", "sandbox", sandbox_obj(l)));
             }
             json_decref(native);
@@ -578,7 +583,8 @@ static void fork_taken(void *arg, struct evhttp_request *req, const char *id,
 
 /* POST /sandboxes/{id}/fork {timeout?, count?}: a snapshot of the live sandbox (kind fork)
  * and count sandboxes started from it: 201 [{sandbox} | {error}]. */
-static void handle_fork(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+static void handle_fork(struct gbx_server *s, const struct gbx_actor *who,
+                        struct evhttp_request *req, struct gbx_live *l)
 {
     json_t *body = body_object(req);
     if (body == NULL)
@@ -595,11 +601,12 @@ static void handle_fork(struct gbx_server *s, struct evhttp_request *req, struct
     }
     struct e2b_fork *f = gbx_xcalloc(1, sizeof(*f));
     f->s = s;
+    f->who = *who;
     f->timeout = timeout;
     f->count = c ? (int)json_integer_value(c) : 1;
     f->tmpl = gbx_xstrdup(client_template(l));
     json_decref(body);
-    gbx_snapshots_take(gbx_server_snapshots(s), req, l, NULL, "fork", fork_taken, f);
+    gbx_snapshots_take(gbx_server_snapshots(s), who, req, l, NULL, "fork", fork_taken, f);
 }
 
 static void e2b_created_ready(void *arg, struct gbx_live *l, const struct gbx_err *err)
@@ -616,6 +623,7 @@ static void e2b_created_ready(void *arg, struct gbx_live *l, const struct gbx_er
 
 struct e2b_create {
     struct gbx_server *s;
+    struct gbx_actor who;
     char *tid; /* the template id its client asked for */
     struct gbx_http_later *later;
 };
@@ -628,7 +636,7 @@ static void e2b_created(void *arg, struct gbx_live *l, int existed, const struct
     char *start, *ready;
     (void)existed;
     if (l) {
-        remember_template(s, l, ec->tid);
+        remember_template(s, &ec->who, l, ec->tid);
         if (gbx_boot_needed(s, l, &start, &ready)) {
             free(ec->tid);
             free(ec);
@@ -650,7 +658,8 @@ static void e2b_created(void *arg, struct gbx_live *l, int existed, const struct
 }
 
 /* POST /v2/sandboxes: NewSandboxV2 -> the native create body. */
-static void handle_create(struct gbx_server *s, struct evhttp_request *req)
+static void handle_create(struct gbx_server *s, const struct gbx_actor *who,
+                          struct evhttp_request *req)
 {
     json_t *body = body_object(req);
     if (body == NULL)
@@ -667,7 +676,7 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
         tid = json_string_value(v);
     }
     /* a snapshot's id as createSnapshot gave it ("name:default" too) starts from it */
-    const char *snap_id = snapshot_of(s, tid);
+    const char *snap_id = snapshot_of(s, who, tid);
     if (snap_id)
         tmpl = NULL;
     else if (strcmp(tid, DEFAULT_TEMPLATE_ID) == 0 || strcmp(tid, "code-interpreter-v1") == 0)
@@ -713,9 +722,10 @@ static void handle_create(struct gbx_server *s, struct evhttp_request *req)
     /* made off the loop: e2b_created answers */
     struct e2b_create *ec = gbx_xcalloc(1, sizeof(*ec));
     ec->s = s;
+    ec->who = *who;
     ec->tid = gbx_xstrdup(tid);
     ec->later = gbx_http_later_new(req);
-    gbx_sandboxes_create_async(s, native, e2b_created, ec);
+    gbx_sandboxes_create_async(s, who, native, e2b_created, ec);
 out:
     json_decref(native);
     json_decref(body);
@@ -725,19 +735,19 @@ out:
  * hand out a running one (200); a timeout only ever extends. memory:false (reboot instead
  * of resuming) is not distinguished: the processes are thawed as they were. */
 /* What connect does once the sandbox runs: the timeout, and the reply. */
-static void connected(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
-                      int has_timeout, json_int_t timeout, int status)
+static void connected(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req,
+                      struct gbx_live *l, int has_timeout, json_int_t timeout, int status)
 {
     if (has_timeout && l->expires_ns) {
         int64_t want = timeout ? gbx_realtime_ns() + (int64_t)timeout * NS : 0;
         if (want == 0 || want > l->expires_ns)
             gbx_sandboxes_set_expiry(
-                s, l, want, json_pack("{s:I,s:s}", "timeout", timeout, "via", "e2b.connect"));
+                s, who, l, want, json_pack("{s:I,s:s}", "timeout", timeout, "via", "e2b.connect"));
     } else if (status == 201 && l->expires_ns && l->expires_ns <= gbx_realtime_ns()) {
         /* its time ran out while it was paused (a paused sandbox does not expire): resumed
          * without a timeout, it gets the default one, as a new sandbox would */
         gbx_sandboxes_set_expiry(
-            s, l, gbx_realtime_ns() + (int64_t)GBX_E2B_DEFAULT_TIMEOUT * NS,
+            s, who, l, gbx_realtime_ns() + (int64_t)GBX_E2B_DEFAULT_TIMEOUT * NS,
             json_pack("{s:i,s:s}", "timeout", GBX_E2B_DEFAULT_TIMEOUT, "via", "e2b.connect"));
     }
     gbx_e2b_reply_json(req, status, sandbox_obj(l));
@@ -745,6 +755,7 @@ static void connected(struct gbx_server *s, struct evhttp_request *req, struct g
 
 struct woken {
     struct gbx_server *s;
+    struct gbx_actor who;
     int has_timeout;
     json_int_t timeout;
 };
@@ -756,13 +767,14 @@ static void connect_woken(void *arg, struct evhttp_request *req, struct gbx_live
     if (req && err)
         reply_gbx_err(req, err);
     else if (req)
-        connected(w->s, req, l, w->has_timeout, w->timeout, 201);
+        connected(w->s, &w->who, req, l, w->has_timeout, w->timeout, 201);
     free(w);
 }
 
 /* POST /v2/sandboxes/{id}/connect {timeout?, memory?}: thaw a paused sandbox or wake a
  * hibernated one (201), or just hand out a running one (200); a timeout only ever extends. */
-static void handle_connect(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+static void handle_connect(struct gbx_server *s, const struct gbx_actor *who,
+                           struct evhttp_request *req, struct gbx_live *l)
 {
     json_t *body = body_object(req);
     if (body == NULL)
@@ -774,17 +786,17 @@ static void handle_connect(struct gbx_server *s, struct evhttp_request *req, str
         return;
     if (l->hibernated) {
         struct woken *w = gbx_xcalloc(1, sizeof(*w));
-        *w = (struct woken){s, has_timeout, timeout};
-        return gbx_hibernate_wake(s, req, l, connect_woken, w);
+        *w = (struct woken){.s = s, .who = *who, .has_timeout = has_timeout, .timeout = timeout};
+        return gbx_hibernate_wake(s, who, req, l, connect_woken, w);
     }
     int status = 200;
     if (l->paused) {
         gbx_autoerr struct gbx_err *err = NULL;
-        if (gbx_sandboxes_pause(s, l, 0, &err) < 0)
+        if (gbx_sandboxes_pause(s, who, l, 0, &err) < 0)
             return reply_gbx_err(req, err);
         status = 201;
     }
-    connected(s, req, l, has_timeout, timeout, status);
+    connected(s, who, req, l, has_timeout, timeout, status);
 }
 
 static void killed(void *arg, const struct gbx_err *err)
@@ -799,13 +811,15 @@ static void killed(void *arg, const struct gbx_err *err)
     reply_none(req);
 }
 
-static void handle_kill(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+static void handle_kill(struct gbx_server *s, const struct gbx_actor *who,
+                        struct evhttp_request *req, struct gbx_live *l)
 {
     /* 204 once it is gone: a hibernate in progress is stopped first, and the answer waits */
-    gbx_sandboxes_destroy_later(s, l, "sandbox.delete", NULL, killed, gbx_http_later_new(req));
+    gbx_sandboxes_destroy_later(s, who, l, "sandbox.delete", NULL, killed, gbx_http_later_new(req));
 }
 
-static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+static void handle_timeout(struct gbx_server *s, const struct gbx_actor *who,
+                           struct evhttp_request *req, struct gbx_live *l)
 {
     json_t *body = body_object(req);
     if (body == NULL)
@@ -817,7 +831,7 @@ static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, str
         return;
     if (r == 0)
         return gbx_e2b_error(req, 400, "expected {\"timeout\": seconds}");
-    gbx_sandboxes_set_expiry(s, l, timeout ? gbx_realtime_ns() + (int64_t)timeout * NS : 0,
+    gbx_sandboxes_set_expiry(s, who, l, timeout ? gbx_realtime_ns() + (int64_t)timeout * NS : 0,
                              json_pack("{s:I,s:s}", "timeout", timeout, "via", "e2b"));
     reply_none(req);
 }
@@ -836,7 +850,8 @@ static void paused_reply(void *arg, struct evhttp_request *req, struct gbx_live 
 /* POST /sandboxes/{id}/pause {memory?}: with CRIU on this host, hibernate (processes, memory
  * and files to disk: the sandbox holds no memory while paused); without it, or with
  * memory:false, freeze it in place. */
-static void handle_pause(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+static void handle_pause(struct gbx_server *s, const struct gbx_actor *who,
+                         struct evhttp_request *req, struct gbx_live *l)
 {
     json_t *body = body_object(req);
     if (body == NULL)
@@ -847,8 +862,8 @@ static void handle_pause(struct gbx_server *s, struct evhttp_request *req, struc
         return gbx_e2b_error(req, 409, "sandbox '%s' is already paused", l->sb->id);
     gbx_autoerr struct gbx_err *err = NULL;
     if (keep_memory) /* frozen in place when CRIU cannot do it here */
-        return gbx_hibernate_or_pause(s, req, l, paused_reply, NULL);
-    if (gbx_sandboxes_pause(s, l, 1, &err) < 0)
+        return gbx_hibernate_or_pause(s, who, req, l, paused_reply, NULL);
+    if (gbx_sandboxes_pause(s, who, l, 1, &err) < 0)
         return reply_gbx_err(req, err);
     reply_none(req);
 }
@@ -913,7 +928,8 @@ static char *query_param(struct evhttp_request *req, const char *name)
 
 /* GET /sandboxes/{id}/metrics?start=&end= (unix seconds): the current sample, when the
  * window (if any) holds the present moment; no history is kept. */
-static void handle_metrics(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+static void handle_metrics(struct gbx_server *s, const struct gbx_actor *who,
+                           struct evhttp_request *req, struct gbx_live *l)
 {
     (void)s;
     int64_t now = gbx_realtime_ns();
@@ -1106,7 +1122,8 @@ static int list_collect(void *arg, struct gbx_live *l)
 }
 
 /* GET /v2/sandboxes?metadata=&state=&startedAfter=&template=&order=&limit=&nextToken= */
-static void handle_list(struct gbx_server *s, struct evhttp_request *req)
+static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
+                        struct evhttp_request *req)
 {
     struct list_query q;
     memset(&q, 0, sizeof(q));
@@ -1132,7 +1149,7 @@ static void handle_list(struct gbx_server *s, struct evhttp_request *req)
     if (!q.running && !q.paused)
         q.running = q.paused = 1;
     struct list_acc a = {.q = &q};
-    gbx_sandboxes_each(s, list_collect, &a); /* newest first, ties by id */
+    gbx_sandboxes_each(s, who, list_collect, &a); /* newest first, ties by id */
     if (q.asc)
         for (size_t i = 0; i < a.n / 2; i++) {
             struct gbx_live *t = a.v[i];
@@ -1162,7 +1179,8 @@ static void handle_list(struct gbx_server *s, struct evhttp_request *req)
 
 /* PUT /sandboxes/{id}/network {allowOut?, denyOut?, allow_internet_access?, ...}: replace
  * the sandbox's egress policy (its secrets, attached natively, stay) -> 204 */
-static void handle_network(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+static void handle_network(struct gbx_server *s, const struct gbx_actor *who,
+                           struct evhttp_request *req, struct gbx_live *l)
 {
     json_t *body = body_object(req);
     if (body == NULL)
@@ -1187,7 +1205,7 @@ static void handle_network(struct gbx_server *s, struct evhttp_request *req, str
     json_t *pj = gbx_egress_policy_json(pol);
     gbx_egress_policy_free(pol);
     gbx_sandboxes_set_attr(s, l, "network", json_incref(pj));
-    gbx_server_audit(s, "sandbox.network", l->sb->id, pj);
+    gbx_server_audit(s, who, "sandbox.network", l->sb->id, pj);
     evhttp_send_reply(req, 204, "No Content", NULL);
 }
 
@@ -1213,29 +1231,29 @@ static const struct sub_route {
       {"logs", EVHTTP_REQ_GET, "GET", A_LOGS},
 };
 
-static void sandbox_action(struct gbx_server *s, struct evhttp_request *req,
-                           const struct sub_route *r, const char *id)
+static void sandbox_action(struct gbx_server *s, const struct gbx_actor *who,
+                           struct evhttp_request *req, const struct sub_route *r, const char *id)
 {
     if (evhttp_request_get_command(req) != r->method)
         return method_not_allowed(req, r->allow);
-    struct gbx_live *l = find_or_404(s, req, id);
+    struct gbx_live *l = find_or_404(s, who, req, id);
     if (l == NULL)
         return;
     switch (r->action) {
     case A_CONNECT:
-        return handle_connect(s, req, l);
+        return handle_connect(s, who, req, l);
     case A_TIMEOUT:
-        return handle_timeout(s, req, l);
+        return handle_timeout(s, who, req, l);
     case A_METRICS:
-        return handle_metrics(s, req, l);
+        return handle_metrics(s, who, req, l);
     case A_PAUSE:
-        return handle_pause(s, req, l);
+        return handle_pause(s, who, req, l);
     case A_NETWORK:
-        return handle_network(s, req, l);
+        return handle_network(s, who, req, l);
     case A_SNAPSHOTS:
-        return handle_snapshot(s, req, l);
+        return handle_snapshot(s, who, req, l);
     case A_FORK:
-        return handle_fork(s, req, l);
+        return handle_fork(s, who, req, l);
     case A_LOGS:
         return gbx_e2b_error(req, 501, "sandbox logs are not available in Glovebox");
     }
@@ -1243,10 +1261,11 @@ static void sandbox_action(struct gbx_server *s, struct evhttp_request *req,
 
 #define MAX_SEGS 5
 
-void gbx_e2b_control(struct gbx_server *s, struct evhttp_request *req, const char *path)
+void gbx_e2b_control(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req,
+                     const char *path)
 {
     unsigned retry = 0;
-    if (rate_take(gbx_server_actor(s), &retry) < 0) {
+    if (rate_take(who->name, &retry) < 0) {
         char v[16];
         snprintf(v, sizeof(v), "%u", retry);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", v);
@@ -1276,36 +1295,36 @@ void gbx_e2b_control(struct gbx_server *s, struct evhttp_request *req, const cha
     if (n >= 2 && strcmp(seg[0], "v2") == 0 && strcmp(seg[1], "sandboxes") == 0) {
         if (n == 2) {
             if (m == EVHTTP_REQ_POST)
-                return handle_create(s, req);
+                return handle_create(s, who, req);
             if (m == EVHTTP_REQ_GET)
-                return handle_list(s, req);
+                return handle_list(s, who, req);
             return method_not_allowed(req, "GET, POST");
         }
         if (n == 4)
             for (size_t i = 0; i < GBX_ARRAY_SIZE(v2_subs); i++)
                 if (strcmp(seg[3], v2_subs[i].name) == 0)
-                    return sandbox_action(s, req, &v2_subs[i], seg[2]);
+                    return sandbox_action(s, who, req, &v2_subs[i], seg[2]);
     } else if (strcmp(seg[0], "sandboxes") == 0 && n == 2) {
         if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_DELETE)
             return method_not_allowed(req, "GET, DELETE");
-        struct gbx_live *l = find_or_404(s, req, seg[1]);
+        struct gbx_live *l = find_or_404(s, who, req, seg[1]);
         if (l == NULL)
             return;
         if (m == EVHTTP_REQ_DELETE)
-            return handle_kill(s, req, l);
+            return handle_kill(s, who, req, l);
         return gbx_e2b_reply_json(req, 200, detail_obj(l));
     } else if (strcmp(seg[0], "sandboxes") == 0 && n == 3) {
         for (size_t i = 0; i < GBX_ARRAY_SIZE(sandbox_subs); i++)
             if (strcmp(seg[2], sandbox_subs[i].name) == 0)
-                return sandbox_action(s, req, &sandbox_subs[i], seg[1]);
+                return sandbox_action(s, who, req, &sandbox_subs[i], seg[1]);
     } else if (strcmp(seg[0], "snapshots") == 0 && n == 1) {
         if (m != EVHTTP_REQ_GET)
             return method_not_allowed(req, "GET");
-        return handle_snapshot_list(s, req);
+        return handle_snapshot_list(s, who, req);
     } else if (strcmp(seg[0], "templates") == 0 && n == 2) {
         if (m != EVHTTP_REQ_DELETE)
             return method_not_allowed(req, "DELETE");
-        return handle_snapshot_delete(s, req, seg[1]);
+        return handle_snapshot_delete(s, who, req, seg[1]);
     }
     gbx_e2b_error(req, 404, "no route for '%s'", printable(path));
 }

@@ -581,24 +581,26 @@ void gbx_e2b_files(struct gbx_server *s, struct event_base *base, struct evhttp_
          * E2B_SANDBOX_URL): the sandbox is the one whose token made the signature */
         struct find_signed f = {req, &q, operation, NULL};
         if (q.signature)
-            gbx_sandboxes_each(s, try_signed, &f);
+            gbx_sandboxes_each(s, &gbx_actor_system, try_signed, &f);
         l = f.found;
         if (l == NULL) {
             fquery_release(&q);
             return gbx_e2b_error(req, 401, FILES_UNAUTHORIZED);
         }
-        gbx_server_act_as(s, l->owner);
     } else if (!authorized(req, l, &q, operation)) {
+        /* by id, without its token or a good signature: as if there were no such sandbox */
         fquery_release(&q);
-        return gbx_e2b_error(req, 401, FILES_UNAUTHORIZED);
+        return gbx_e2b_not_found(req, l->sb->id);
     }
+    struct gbx_actor who; /* the sandbox's owner */
+    gbx_actor_for(&who, l->owner);
     char user[64];
     if (gbx_e2b_user(req, q.username ? q.username : "", 0, user, sizeof(user)) < 0) {
         fquery_release(&q);
         return;
     }
 
-    struct gbx_e2b_fsop *op = gbx_e2b_fsop_new(s, base, req, l, GBX_E2B_REST,
+    struct gbx_e2b_fsop *op = gbx_e2b_fsop_new(s, &who, base, req, l, GBX_E2B_REST,
                                                m == EVHTTP_REQ_GET ? F_DOWNLOAD : F_UPLOAD, user);
     int r = 0;
     if (m == EVHTTP_REQ_GET) {

@@ -550,8 +550,8 @@ static int bool_field(struct evhttp_request *req, json_t *body, const char *key,
     return 0;
 }
 
-void gbx_e2b_filesystem(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
-                        struct gbx_live *l, const char *method)
+void gbx_e2b_filesystem(struct gbx_server *s, const struct gbx_actor *who, struct event_base *base,
+                        struct evhttp_request *req, struct gbx_live *l, const char *method)
 {
     static const struct {
         const char *name;
@@ -627,7 +627,7 @@ void gbx_e2b_filesystem(struct gbx_server *s, struct event_base *base, struct ev
     }
 
     enum gbx_e2b_form form = kind == FS_WATCH ? GBX_E2B_STREAM : GBX_E2B_UNARY;
-    struct gbx_e2b_fsop *op = gbx_e2b_fsop_new(s, base, req, l, form, kind, user);
+    struct gbx_e2b_fsop *op = gbx_e2b_fsop_new(s, who, base, req, l, form, kind, user);
     op->path = path;
     op->path2 = path2;
     op->flag = flag;

@@ -86,9 +86,10 @@ void gbx_e2b_fsop_finish(struct gbx_e2b_fsop *op)
     op->dead = 1;
 }
 
-struct gbx_e2b_fsop *gbx_e2b_fsop_new(struct gbx_server *srv, struct event_base *base,
-                                      struct evhttp_request *req, struct gbx_live *l,
-                                      enum gbx_e2b_form form, int kind, const char *user)
+struct gbx_e2b_fsop *gbx_e2b_fsop_new(struct gbx_server *srv, const struct gbx_actor *who,
+                                      struct event_base *base, struct evhttp_request *req,
+                                      struct gbx_live *l, enum gbx_e2b_form form, int kind,
+                                      const char *user)
 {
     struct gbx_e2b_fsop *op = gbx_xcalloc(1, sizeof(*op));
     op->form = form;
@@ -98,7 +99,7 @@ struct gbx_e2b_fsop *gbx_e2b_fsop_new(struct gbx_server *srv, struct event_base 
     op->req = req;
     op->busy = 1; /* until the handler returns */
     snprintf(op->sandbox, sizeof(op->sandbox), "%s", l->sb->id);
-    snprintf(op->actor, sizeof(op->actor), "%s", gbx_server_actor(srv));
+    snprintf(op->actor, sizeof(op->actor), "%s", who->name);
     snprintf(op->user, sizeof(op->user), "%s", user);
     op->next = ops;
     if (ops)

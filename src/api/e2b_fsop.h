@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "agent/frame.h"
+#include "api/actor.h"
 #include "api/aconn.h"
 #include "api/multipart.h"
 #include "sandbox/backend.h"
@@ -73,9 +74,10 @@ struct gbx_e2b_fsop {
 };
 
 /* A new op for req (busy until the handler calls gbx_e2b_fsop_leave). */
-struct gbx_e2b_fsop *gbx_e2b_fsop_new(struct gbx_server *srv, struct event_base *base,
-                                      struct evhttp_request *req, struct gbx_live *l,
-                                      enum gbx_e2b_form form, int kind, const char *user);
+struct gbx_e2b_fsop *gbx_e2b_fsop_new(struct gbx_server *srv, const struct gbx_actor *who,
+                                      struct event_base *base, struct evhttp_request *req,
+                                      struct gbx_live *l, enum gbx_e2b_form form, int kind,
+                                      const char *user);
 void gbx_e2b_fsop_enter(struct gbx_e2b_fsop *op);
 void gbx_e2b_fsop_leave(struct gbx_e2b_fsop *op);
 /* The op is over: the agent connection goes (aborting unfinished writes, ending a watch);

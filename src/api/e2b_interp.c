@@ -288,8 +288,9 @@ static void on_spawn(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p,
 }
 
 /* Start a context's kernel; the context is usable at once (executions queue until it runs). */
-static struct ctx *ctx_new(struct gbx_server *s, struct event_base *base, struct gbx_live *l,
-                           const char *id, const char *cwd, struct gbx_err **err)
+static struct ctx *ctx_new(struct gbx_server *s, const struct gbx_actor *who,
+                           struct event_base *base, struct gbx_live *l, const char *id,
+                           const char *cwd, struct gbx_err **err)
 {
     struct ctx *c = gbx_xcalloc(1, sizeof(*c));
     c->srv = s;
@@ -301,7 +302,7 @@ static struct ctx *ctx_new(struct gbx_server *s, struct event_base *base, struct
     char home[128];
     gbx_e2b_home(GBX_E2B_DEFAULT_USER, home, sizeof(home));
     snprintf(c->cwd, sizeof(c->cwd), "%s", cwd ? cwd : home);
-    snprintf(c->actor, sizeof(c->actor), "%s", gbx_server_actor(s));
+    snprintf(c->actor, sizeof(c->actor), "%s", who->name);
     c->out = evbuffer_new();
     GBX_BUG_ON(c->out == NULL);
     if (gbx_aconn_open(base, l->sb, on_ctx_event, on_ctx_close, c, &c->ac, err) < 0) {
@@ -333,7 +334,7 @@ static struct ctx *ctx_new(struct gbx_server *s, struct event_base *base, struct
     }
     c->next = contexts;
     contexts = c;
-    gbx_server_audit(s, "interp.context", c->sandbox, json_pack("{s:s}", "context", c->id));
+    gbx_server_audit(s, who, "interp.context", c->sandbox, json_pack("{s:s}", "context", c->id));
     return c;
 }
 
@@ -379,8 +380,8 @@ static json_t *body_object(struct evhttp_request *req)
     return v;
 }
 
-static void handle_execute(struct gbx_server *s, struct event_base *base,
-                           struct evhttp_request *req, struct gbx_live *l)
+static void handle_execute(struct gbx_server *s, const struct gbx_actor *who,
+                           struct event_base *base, struct evhttp_request *req, struct gbx_live *l)
 {
     json_t *body = body_object(req);
     if (body == NULL)
@@ -410,7 +411,7 @@ static void handle_execute(struct gbx_server *s, struct event_base *base,
     } else {
         c = ctx_find(l->sb->id, "default");
         struct gbx_err *err = NULL;
-        if (c == NULL && (c = ctx_new(s, base, l, "default", NULL, &err)) == NULL) {
+        if (c == NULL && (c = ctx_new(s, who, base, l, "default", NULL, &err)) == NULL) {
             gbx_e2b_error(req, 502, "%s", err->msg);
             gbx_err_free(err);
             json_decref(body);
@@ -430,7 +431,7 @@ static void handle_execute(struct gbx_server *s, struct event_base *base,
     r->line = gbx_xrealloc(r->line, n + 2);
     memcpy(r->line + n, "\n", 2);
     gbx_server_audit(
-        s, "interp.execute", l->sb->id,
+        s, who, "interp.execute", l->sb->id,
         json_pack("{s:s,s:i}", "context", c->id, "bytes", (json_int_t)json_string_length(code)));
     json_decref(body);
     evhttp_connection_set_closecb(evhttp_request_get_connection(req), on_run_client_close, r);
@@ -442,8 +443,9 @@ static void handle_execute(struct gbx_server *s, struct event_base *base,
         ctx_start_next(c);
 }
 
-static void handle_contexts(struct gbx_server *s, struct event_base *base,
-                            struct evhttp_request *req, struct gbx_live *l, const char *rest)
+static void handle_contexts(struct gbx_server *s, const struct gbx_actor *who,
+                            struct event_base *base, struct evhttp_request *req, struct gbx_live *l,
+                            const char *rest)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     if (*rest == '\0') {
@@ -471,8 +473,8 @@ static void handle_contexts(struct gbx_server *s, struct event_base *base,
             return;
         }
         struct gbx_err *err = NULL;
-        struct ctx *c =
-            ctx_new(s, base, l, NULL, json_is_string(cwd) ? json_string_value(cwd) : NULL, &err);
+        struct ctx *c = ctx_new(s, who, base, l, NULL,
+                                json_is_string(cwd) ? json_string_value(cwd) : NULL, &err);
         json_decref(body);
         if (c == NULL) {
             gbx_e2b_error(req, 502, "%s", err->msg);
@@ -503,7 +505,7 @@ static void handle_contexts(struct gbx_server *s, struct event_base *base,
         snprintf(cwd, sizeof(cwd), "%s", c->cwd);
         ctx_kill(c);
         struct gbx_err *err = NULL;
-        if (ctx_new(s, base, l, id, cwd, &err) == NULL) {
+        if (ctx_new(s, who, base, l, id, cwd, &err) == NULL) {
             gbx_e2b_error(req, 502, "%s", err->msg);
             gbx_err_free(err);
             return;
@@ -514,8 +516,8 @@ static void handle_contexts(struct gbx_server *s, struct event_base *base,
     gbx_e2b_error(req, slash ? 404 : 405, "no such route");
 }
 
-void gbx_e2b_interp(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
-                    struct gbx_live *l, const char *path)
+void gbx_e2b_interp(struct gbx_server *s, const struct gbx_actor *who, struct event_base *base,
+                    struct evhttp_request *req, struct gbx_live *l, const char *path)
 {
     if (strcmp(path, "/health") == 0) {
         evhttp_send_reply(req, 204, "No Content", NULL);
@@ -529,10 +531,10 @@ void gbx_e2b_interp(struct gbx_server *s, struct event_base *base, struct evhttp
     if (strcmp(path, "/execute") == 0) {
         if (evhttp_request_get_command(req) != EVHTTP_REQ_POST)
             return gbx_e2b_error(req, 405, "method not allowed");
-        return handle_execute(s, base, req, l);
+        return handle_execute(s, who, base, req, l);
     }
     if (strncmp(path, "/contexts", 9) == 0 && (path[9] == '\0' || path[9] == '/'))
-        return handle_contexts(s, base, req, l, path + 9);
+        return handle_contexts(s, who, base, req, l, path + 9);
     gbx_e2b_error(req, 404, "no code interpreter route '%s'", path);
 }
 

@@ -319,8 +319,8 @@ static int pty_size(json_t *pty, uint32_t *rows, uint32_t *cols)
     return 0;
 }
 
-static void do_start(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
-                     struct gbx_live *l, json_t *body)
+static void do_start(struct gbx_server *s, const struct gbx_actor *who, struct event_base *base,
+                     struct evhttp_request *req, struct gbx_live *l, json_t *body)
 {
     char user[64];
     if (gbx_e2b_user(req, NULL, 1, user, sizeof(user)) < 0)
@@ -395,7 +395,7 @@ static void do_start(struct gbx_server *s, struct event_base *base, struct evhtt
         .pty = o.pty,
         .keep_reading = 1,
     };
-    gbx_api_exec_spawn(s, base, req, l->sb, &so, build_spawn, &o);
+    gbx_api_exec_spawn(s, who, base, req, l->sb, &so, build_spawn, &o);
     json_decref(o.argv);
     json_decref(o.env);
 }
@@ -741,8 +741,8 @@ static int parse_call(struct call *c, json_t *body)
 }
 
 /* Connect: the exec stream finds the process by its pid and attaches to it. */
-static void do_connect(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
-                       struct gbx_live *l, json_t *body)
+static void do_connect(struct gbx_server *s, const struct gbx_actor *who, struct event_base *base,
+                       struct evhttp_request *req, struct gbx_live *l, json_t *body)
 {
     uint32_t pid;
     if (selector(req, body, 1, &pid) < 0)
@@ -753,13 +753,13 @@ static void do_connect(struct gbx_server *s, struct event_base *base, struct evh
         .keepalive_ms = keepalive_ms(req),
         .keep_reading = 1,
     };
-    gbx_api_exec_attach_ops(s, base, req, l->sb, &so, pid);
+    gbx_api_exec_attach_ops(s, who, base, req, l->sb, &so, pid);
 }
 
 /* ---- routing ------------------------------------------------------------------------------ */
 
-void gbx_e2b_process(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
-                     struct gbx_live *l, const char *method)
+void gbx_e2b_process(struct gbx_server *s, const struct gbx_actor *who, struct event_base *base,
+                     struct evhttp_request *req, struct gbx_live *l, const char *method)
 {
     static const struct {
         const char *name;
@@ -785,9 +785,9 @@ void gbx_e2b_process(struct gbx_server *s, struct event_base *base, struct evhtt
         return;
     if (start || op == OP_CONNECT) {
         if (start)
-            do_start(s, base, req, l, body);
+            do_start(s, who, base, req, l, body);
         else
-            do_connect(s, base, req, l, body);
+            do_connect(s, who, base, req, l, body);
         json_decref(body);
         return;
     }
@@ -797,7 +797,7 @@ void gbx_e2b_process(struct gbx_server *s, struct event_base *base, struct evhtt
     c->req = req;
     c->op = op;
     snprintf(c->sandbox, sizeof(c->sandbox), "%s", l->sb->id);
-    snprintf(c->actor, sizeof(c->actor), "%s", gbx_server_actor(s));
+    snprintf(c->actor, sizeof(c->actor), "%s", who->name);
     int r = parse_call(c, body);
     json_decref(body);
     if (r < 0) {

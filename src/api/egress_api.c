@@ -36,16 +36,17 @@ static void not_allowed(struct evhttp_request *req, const char *allow)
     gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID, "method not allowed (use %s)", allow);
 }
 
-static int admin_only(struct gbx_server *s, struct evhttp_request *req)
+static int admin_only(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req)
 {
-    if (gbx_server_is_admin(s))
+    if (who->admin)
         return 0;
     gbx_http_reply_error(req, GBX_ERR_PERMISSION,
                          "egress blocks and secrets are the admin's (use the unix socket)");
     return -1;
 }
 
-static void handle_egress_status(struct gbx_server *s, struct evhttp_request *req)
+static void handle_egress_status(struct gbx_server *s, const struct gbx_actor *who,
+                                 struct evhttp_request *req)
 {
     struct gbx_egress *eg = gbx_server_egress(s);
     gbx_http_reply_json(req, 200,
@@ -54,12 +55,13 @@ static void handle_egress_status(struct gbx_server *s, struct evhttp_request *re
                                   "ca_certificate", gbx_egress_ca_pem(eg)));
 }
 
-static void handle_block(struct gbx_server *s, struct evhttp_request *req)
+static void handle_block(struct gbx_server *s, const struct gbx_actor *who,
+                         struct evhttp_request *req)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     if (m != EVHTTP_REQ_POST && m != EVHTTP_REQ_DELETE)
         return not_allowed(req, "POST, DELETE");
-    if (admin_only(s, req) < 0)
+    if (admin_only(s, who, req) < 0)
         return;
     int on = m == EVHTTP_REQ_POST;
     struct gbx_err *err = NULL;
@@ -68,12 +70,13 @@ static void handle_block(struct gbx_server *s, struct evhttp_request *req)
         gbx_err_free(err);
         return;
     }
-    gbx_server_audit(s, on ? "egress.block" : "egress.unblock", NULL, NULL);
+    gbx_server_audit(s, who, on ? "egress.block" : "egress.unblock", NULL, NULL);
     gbx_http_reply_json(req, 200, json_pack("{s:b}", "blocked", on));
 }
 
 /* {name?, value, hosts, header}: name comes from the path for PUT */
-static void secret_write(struct gbx_server *s, struct evhttp_request *req, const char *name)
+static void secret_write(struct gbx_server *s, const struct gbx_actor *who,
+                         struct evhttp_request *req, const char *name)
 {
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
@@ -108,16 +111,17 @@ static void secret_write(struct gbx_server *s, struct evhttp_request *req, const
         json_decref(body);
         return;
     }
-    gbx_server_audit(s, name ? "secret.replace" : "secret.create", NULL,
+    gbx_server_audit(s, who, name ? "secret.replace" : "secret.create", NULL,
                      json_pack("{s:s}", "name", n));
     gbx_http_reply_json(req, name ? 200 : 201, gbx_egress_secret_info(eg, n));
     json_decref(body); /* n may point into it */
 }
 
-static void handle_secrets(struct gbx_server *s, struct evhttp_request *req, const char *name)
+static void handle_secrets(struct gbx_server *s, const struct gbx_actor *who,
+                           struct evhttp_request *req, const char *name)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
-    if (admin_only(s, req) < 0)
+    if (admin_only(s, who, req) < 0)
         return;
     struct gbx_egress *eg = gbx_server_egress(s);
     if (name == NULL) {
@@ -125,7 +129,7 @@ static void handle_secrets(struct gbx_server *s, struct evhttp_request *req, con
             return gbx_http_reply_json(req, 200,
                                        json_pack("{s:o}", "secrets", gbx_egress_secret_list(eg)));
         if (m == EVHTTP_REQ_POST)
-            return secret_write(s, req, NULL);
+            return secret_write(s, who, req, NULL);
         return not_allowed(req, "GET, POST");
     }
     if (gbx_egress_secret_name_valid(name) < 0)
@@ -141,7 +145,7 @@ static void handle_secrets(struct gbx_server *s, struct evhttp_request *req, con
         if (info == NULL)
             return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no secret named '%s'", name);
         json_decref(info);
-        return secret_write(s, req, name);
+        return secret_write(s, who, req, name);
     }
     if (m == EVHTTP_REQ_DELETE) {
         struct gbx_err *err = NULL;
@@ -150,33 +154,35 @@ static void handle_secrets(struct gbx_server *s, struct evhttp_request *req, con
             gbx_err_free(err);
             return;
         }
-        gbx_server_audit(s, "secret.revoke", NULL, json_pack("{s:s}", "name", name));
+        gbx_server_audit(s, who, "secret.revoke", NULL, json_pack("{s:s}", "name", name));
         evhttp_send_reply(req, 204, "No Content", NULL);
         return;
     }
     not_allowed(req, "GET, PUT, DELETE");
 }
 
-void gbx_api_egress(struct gbx_server *s, struct evhttp_request *req, const char *path)
+void gbx_api_egress(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req,
+                    const char *path)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     if (strcmp(path, "/v1/egress") == 0) {
         if (m != EVHTTP_REQ_GET)
             return not_allowed(req, "GET");
-        return handle_egress_status(s, req);
+        return handle_egress_status(s, who, req);
     }
     if (strcmp(path, "/v1/egress/block") == 0)
-        return handle_block(s, req);
+        return handle_block(s, who, req);
     if (strcmp(path, "/v1/secrets") == 0)
-        return handle_secrets(s, req, NULL);
+        return handle_secrets(s, who, req, NULL);
     if (strncmp(path, "/v1/secrets/", 12) == 0 && strchr(path + 12, '/') == NULL)
-        return handle_secrets(s, req, path + 12);
+        return handle_secrets(s, who, req, path + 12);
     gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
 }
 
 /* ---- a sandbox's network ------------------------------------------------------------------- */
 
-void gbx_api_sandbox_network(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+void gbx_api_sandbox_network(struct gbx_server *s, const struct gbx_actor *who,
+                             struct evhttp_request *req, struct gbx_live *l)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     struct gbx_egress *eg = gbx_server_egress(s);
@@ -199,7 +205,7 @@ void gbx_api_sandbox_network(struct gbx_server *s, struct evhttp_request *req, s
         return;
     }
     json_decref(body);
-    if (p->nsecrets && !gbx_server_is_admin(s)) {
+    if (p->nsecrets && !who->admin) {
         gbx_egress_policy_free(p);
         return gbx_http_reply_error(req, GBX_ERR_PERMISSION,
                                     "only the admin may attach secrets to a sandbox");
@@ -213,7 +219,7 @@ void gbx_api_sandbox_network(struct gbx_server *s, struct evhttp_request *req, s
     json_t *pj = gbx_egress_policy_json(p);
     gbx_egress_policy_free(p);
     gbx_sandboxes_set_attr(s, l, "network", json_incref(pj)); /* survives a restart */
-    gbx_server_audit(s, "sandbox.network", l->sb->id, json_incref(pj));
+    gbx_server_audit(s, who, "sandbox.network", l->sb->id, json_incref(pj));
     gbx_http_reply_json(req, 200, json_pack("{s:s,s:o}", "sandbox", l->sb->id, "network", pj));
 }
 
@@ -239,7 +245,8 @@ static int log_row(void *arg, const struct gbx_audit_row *r)
     return 0;
 }
 
-void gbx_api_sandbox_egress(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+void gbx_api_sandbox_egress(struct gbx_server *s, const struct gbx_actor *who,
+                            struct evhttp_request *req, struct gbx_live *l)
 {
     if (evhttp_request_get_command(req) != EVHTTP_REQ_GET)
         return not_allowed(req, "GET");

@@ -10,10 +10,13 @@
 #include "api/server.h"
 
 /* /v1/egress, /v1/egress/block, /v1/secrets, /v1/secrets/{name} */
-void gbx_api_egress(struct gbx_server *s, struct evhttp_request *req, const char *path);
+void gbx_api_egress(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req,
+                    const char *path);
 /* GET, PUT /v1/sandboxes/{id}/network */
-void gbx_api_sandbox_network(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l);
+void gbx_api_sandbox_network(struct gbx_server *s, const struct gbx_actor *who,
+                             struct evhttp_request *req, struct gbx_live *l);
 /* GET /v1/sandboxes/{id}/egress */
-void gbx_api_sandbox_egress(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l);
+void gbx_api_sandbox_egress(struct gbx_server *s, const struct gbx_actor *who,
+                            struct evhttp_request *req, struct gbx_live *l);
 
 #endif

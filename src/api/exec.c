@@ -143,16 +143,16 @@ static void stream_free(struct stream *st)
     free(st);
 }
 
-static struct stream *stream_new(struct gbx_server *srv, struct event_base *base,
-                                 struct evhttp_request *req, const struct gbx_sandbox *sb,
-                                 enum mode mode, json_t *what)
+static struct stream *stream_new(struct gbx_server *srv, const struct gbx_actor *who,
+                                 struct event_base *base, struct evhttp_request *req,
+                                 const struct gbx_sandbox *sb, enum mode mode, json_t *what)
 {
     struct stream *st = gbx_xcalloc(1, sizeof(*st));
     st->srv = srv;
     st->base = base;
     st->mode = mode;
     snprintf(st->sandbox, sizeof(st->sandbox), "%s", sb->id);
-    snprintf(st->actor, sizeof(st->actor), "%s", gbx_server_actor(srv));
+    snprintf(st->actor, sizeof(st->actor), "%s", who->name);
     st->what = what;
     st->start_ns = gbx_realtime_ns();
     st->mono_ns = gbx_monotonic_ns();
@@ -803,11 +803,12 @@ void gbx_api_exec_shutdown(void)
     }
 }
 
-void gbx_api_exec_attach(struct gbx_server *srv, struct event_base *base,
-                         struct evhttp_request *req, struct gbx_sandbox *sb, uint32_t proc)
+void gbx_api_exec_attach(struct gbx_server *srv, const struct gbx_actor *who,
+                         struct event_base *base, struct evhttp_request *req,
+                         struct gbx_sandbox *sb, uint32_t proc)
 {
     struct stream *st =
-        stream_new(srv, base, req, sb, MODE_ATTACH, json_pack("{s:b}", "attached", 1));
+        stream_new(srv, who, base, req, sb, MODE_ATTACH, json_pack("{s:b}", "attached", 1));
     st->proc = proc;
     if (stream_connect(st, base, sb) < 0)
         return;
@@ -1077,8 +1078,8 @@ static json_t *audit_what(const struct exec_opts *o)
     return what;
 }
 
-void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
-                  struct gbx_sandbox *sb, json_t *sandbox_env)
+void gbx_api_exec(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
+                  struct evhttp_request *req, struct gbx_sandbox *sb, json_t *sandbox_env)
 {
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
@@ -1090,7 +1091,7 @@ void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp
     }
     o.sandbox_env = sandbox_env;
     struct stream *st =
-        stream_new(srv, base, req, sb, o.wait ? MODE_WAIT : MODE_STREAM, audit_what(&o));
+        stream_new(srv, who, base, req, sb, o.wait ? MODE_WAIT : MODE_STREAM, audit_what(&o));
     st->timeout_ms = o.timeout_ms;
     st->max_output = o.max_output;
     if (stream_connect(st, base, sb) < 0) {
@@ -1104,11 +1105,12 @@ void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp
 
 /* ---- other front ends ----------------------------------------------------------------- */
 
-static struct stream *stream_new_ops(struct gbx_server *srv, struct event_base *base,
-                                     struct evhttp_request *req, const struct gbx_sandbox *sb,
-                                     enum mode mode, const struct gbx_exec_stream_opts *o)
+static struct stream *stream_new_ops(struct gbx_server *srv, const struct gbx_actor *who,
+                                     struct event_base *base, struct evhttp_request *req,
+                                     const struct gbx_sandbox *sb, enum mode mode,
+                                     const struct gbx_exec_stream_opts *o)
 {
-    struct stream *st = stream_new(srv, base, req, sb, mode, o->what);
+    struct stream *st = stream_new(srv, who, base, req, sb, mode, o->what);
     st->sse = 0;
     st->ops = o->ops;
     st->timeout_ms = o->timeout_ms;
@@ -1118,11 +1120,12 @@ static struct stream *stream_new_ops(struct gbx_server *srv, struct event_base *
     return st;
 }
 
-void gbx_api_exec_spawn(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
-                        struct gbx_sandbox *sb, const struct gbx_exec_stream_opts *o,
+void gbx_api_exec_spawn(struct gbx_server *srv, const struct gbx_actor *who,
+                        struct event_base *base, struct evhttp_request *req, struct gbx_sandbox *sb,
+                        const struct gbx_exec_stream_opts *o,
                         void (*build)(struct gbx_msg *m, void *arg), void *arg)
 {
-    struct stream *st = stream_new_ops(srv, base, req, sb, MODE_STREAM, o);
+    struct stream *st = stream_new_ops(srv, who, base, req, sb, MODE_STREAM, o);
     if (stream_connect(st, base, sb) < 0)
         return;
     build(gbx_aconn_begin(st->agent, GBX_MSG_SPAWN), arg);
@@ -1200,11 +1203,12 @@ static void on_ps_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t 
         fail_early(st, GBX_ERR_UNAVAILABLE, 0, "the sandbox went away");
 }
 
-void gbx_api_exec_attach_ops(struct gbx_server *srv, struct event_base *base,
-                             struct evhttp_request *req, struct gbx_sandbox *sb,
-                             const struct gbx_exec_stream_opts *o, uint32_t pid)
+void gbx_api_exec_attach_ops(struct gbx_server *srv, const struct gbx_actor *who,
+                             struct event_base *base, struct evhttp_request *req,
+                             struct gbx_sandbox *sb, const struct gbx_exec_stream_opts *o,
+                             uint32_t pid)
 {
-    struct stream *st = stream_new_ops(srv, base, req, sb, MODE_ATTACH, o);
+    struct stream *st = stream_new_ops(srv, who, base, req, sb, MODE_ATTACH, o);
     st->pid = pid;
     if (stream_connect(st, base, sb) < 0)
         return;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/actor.h"
 #include "base/err.h"
 
 struct event_base;
@@ -23,14 +24,15 @@ struct gbx_server;
  * exec.detach, when the client leaves first) are audited through srv. Each stream has its own
  * connection to the sandbox's agent, so a slow client holds back only its own process (see exec.c).
  */
-void gbx_api_exec(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
-                  struct gbx_sandbox *sb, json_t *sandbox_env);
+void gbx_api_exec(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
+                  struct evhttp_request *req, struct gbx_sandbox *sb, json_t *sandbox_env);
 
 /* Attach to the running process proc of sb and stream its events from here on. This is a
  * takeover: the stream that had the process's output ends with a "detached" event.
  * An unknown or finished process is a 404. Audited as process.attach. */
-void gbx_api_exec_attach(struct gbx_server *srv, struct event_base *base,
-                         struct evhttp_request *req, struct gbx_sandbox *sb, uint32_t proc);
+void gbx_api_exec_attach(struct gbx_server *srv, const struct gbx_actor *who,
+                         struct event_base *base, struct evhttp_request *req,
+                         struct gbx_sandbox *sb, uint32_t proc);
 
 /* Let go of every stream still open, those kept only to enforce a timeout after their
  * client left included (those timeouts are then not enforced). For the daemon's shutdown,
@@ -80,16 +82,18 @@ struct gbx_exec_stream_opts {
 
 /* Spawn a process and stream its events through o->ops; build fills the SPAWN request
  * (ARGV, ENV, ...) on the stream's own agent connection. Audited like gbx_api_exec. */
-void gbx_api_exec_spawn(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
-                        struct gbx_sandbox *sb, const struct gbx_exec_stream_opts *o,
+void gbx_api_exec_spawn(struct gbx_server *srv, const struct gbx_actor *who,
+                        struct event_base *base, struct evhttp_request *req, struct gbx_sandbox *sb,
+                        const struct gbx_exec_stream_opts *o,
                         void (*build)(struct gbx_msg *m, void *arg), void *arg);
 /* Attach to the process whose pid in the sandbox is pid (found with the agent's PS on the
  * stream's own connection; o->pty is taken from there) and stream its events through o->ops.
  * When another ops stream already reads the process (its client there or gone, with
  * keep_reading), follow it along: both get the events from here on, the slower client holds
  * both back. Else a takeover, as gbx_api_exec_attach. An unknown pid fails with ESRCH. */
-void gbx_api_exec_attach_ops(struct gbx_server *srv, struct event_base *base,
-                             struct evhttp_request *req, struct gbx_sandbox *sb,
-                             const struct gbx_exec_stream_opts *o, uint32_t pid);
+void gbx_api_exec_attach_ops(struct gbx_server *srv, const struct gbx_actor *who,
+                             struct event_base *base, struct evhttp_request *req,
+                             struct gbx_sandbox *sb, const struct gbx_exec_stream_opts *o,
+                             uint32_t pid);
 
 #endif

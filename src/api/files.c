@@ -979,8 +979,8 @@ static void on_watch(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p,
 
 static const char *const q_path_user[] = {"path", "user", NULL};
 
-static struct op *op_new(struct gbx_server *srv, struct evhttp_request *req, struct gbx_sandbox *sb,
-                         enum op_kind kind)
+static struct op *op_new(struct gbx_server *srv, const struct gbx_actor *who,
+                         struct evhttp_request *req, struct gbx_sandbox *sb, enum op_kind kind)
 {
     struct op *op = gbx_xcalloc(1, sizeof(*op));
     op->kind = kind;
@@ -988,7 +988,7 @@ static struct op *op_new(struct gbx_server *srv, struct evhttp_request *req, str
     op->req = req;
     op->busy = 1; /* until the handler returns */
     snprintf(op->sandbox, sizeof(op->sandbox), "%s", sb->id);
-    snprintf(op->actor, sizeof(op->actor), "%s", gbx_server_actor(srv));
+    snprintf(op->actor, sizeof(op->actor), "%s", who->name);
     op->next = ops;
     if (ops)
         ops->pprev = &op->next;
@@ -1231,8 +1231,8 @@ static int wants_sse(struct evhttp_request *req)
     return a && strstr(a, "text/event-stream") != NULL;
 }
 
-void gbx_api_files(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
-                   struct gbx_sandbox *sb, const char *sub)
+void gbx_api_files(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
+                   struct evhttp_request *req, struct gbx_sandbox *sb, const char *sub)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     enum op_kind kind;
@@ -1264,7 +1264,7 @@ void gbx_api_files(struct gbx_server *srv, struct event_base *base, struct evhtt
     if ((int)kind < 0)
         return method_not_allowed(req, allow);
 
-    struct op *op = op_new(srv, req, sb, kind);
+    struct op *op = op_new(srv, who, req, sb, kind);
     int multipart = kind == OP_UPLOAD && m == EVHTTP_REQ_POST;
     int r;
     switch (kind) {

@@ -7,14 +7,16 @@
 
 #include <stddef.h>
 
+#include "api/actor.h"
+
 struct event_base;
 struct evhttp_request;
 struct gbx_sandbox;
 struct gbx_server;
 
 /* sub: what follows "/files" in the path ("" or "/stat", "/list", ...). */
-void gbx_api_files(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
-                   struct gbx_sandbox *sb, const char *sub);
+void gbx_api_files(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
+                   struct evhttp_request *req, struct gbx_sandbox *sb, const char *sub);
 
 /* The daemon is stopping: end every watch stream with an error event saying why. Other
  * transfers end when the server closes their connections. */

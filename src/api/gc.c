@@ -99,7 +99,7 @@ static int remove_one(struct gbx_gc *gc, const char *kind, const char *id, const
         struct gbx_live *l = gbx_sandboxes_find_any(s, id);
         if (l == NULL || !l->paused || l->busy)
             return 0;
-        gbx_sandboxes_destroy_bg(s, l, "sandbox.delete",
+        gbx_sandboxes_destroy_bg(s, &gbx_actor_system, l, "sandbox.delete",
                                  json_pack("{s:s,s:s}", "reason", "retention", "rule", why));
         r = 1;
     }
@@ -178,7 +178,6 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct gbx_gc *gc = arg;
-    gbx_server_act_as(gc->s, "");
     json_decref(gbx_gc_run(gc, 0));
 }
 
@@ -238,10 +237,10 @@ static json_t *policy_json(const struct gbx_gc_policy *p)
                      "stopped", d, "interval_ms", (json_int_t)p->interval_ms);
 }
 
-void gbx_gc_route(struct gbx_gc *gc, struct evhttp_request *req)
+void gbx_gc_route(struct gbx_gc *gc, const struct gbx_actor *who, struct evhttp_request *req)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
-    if (!gbx_server_is_admin(gc->s))
+    if (!who->admin)
         return gbx_http_reply_error(req, GBX_ERR_PERMISSION,
                                     "retention is the admin's (the unix socket)");
     if (m == EVHTTP_REQ_GET) {

@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "api/actor.h"
 #include "base/retention.h"
 
 struct event_base;
@@ -30,6 +31,6 @@ int gbx_gc_new(struct gbx_server *s, struct event_base *base, const struct gbx_g
 void gbx_gc_free(struct gbx_gc *gc);
 /* One pass: the report {dry_run, removed: [{kind, id, rule, bytes, age_s}], bytes, failed, at}. */
 json_t *gbx_gc_run(struct gbx_gc *gc, int dry_run);
-void gbx_gc_route(struct gbx_gc *gc, struct evhttp_request *req);
+void gbx_gc_route(struct gbx_gc *gc, const struct gbx_actor *who, struct evhttp_request *req);
 
 #endif

@@ -33,7 +33,8 @@
 struct job {
     struct gbx_server *s;
     struct gbx_http_later *later;
-    char *id, *dir, *owner;
+    char *id, *dir;
+    struct gbx_actor who;     /* who asked: the finish is recorded as theirs */
     struct gbx_sandbox *sb;   /* hibernate: the one dumped; wake: the restored one */
     struct gbx_sandbox *hold; /* hibernate: the stand-in reserving its slot once dumped */
     pid_t init_pid;
@@ -59,13 +60,13 @@ static void job_free(struct job *j)
     gbx_err_free(j->err);
     free(j->id);
     free(j->dir);
-    free(j->owner);
     free(j);
 }
 
 /* What the sandbox was created from, for the checkpoint's record (a sandbox adopted after a
  * restart has none yet): its template stacked on its base, its snapshot's layers on top. */
-static int keep_spec(struct gbx_server *s, struct gbx_live *l, struct gbx_err **err)
+static int keep_spec(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                     struct gbx_err **err)
 {
     if (l->sb->saved)
         return 0;
@@ -73,7 +74,7 @@ static int keep_spec(struct gbx_server *s, struct gbx_live *l, struct gbx_err **
     size_t n = 0;
     gbx_autofree char *base = NULL;
     json_t *snap = json_object_get(l->attrs, "snapshot");
-    if (gbx_sandboxes_layers(s, l->template_name, json_string_value(snap), &layers, &n, &base,
+    if (gbx_sandboxes_layers(s, who, l->template_name, json_string_value(snap), &layers, &n, &base,
                              err) < 0)
         return -1;
     struct gbx_sandbox_spec spec = {.id = l->sb->id,
@@ -121,11 +122,11 @@ static void hib_restored(struct job *j, struct gbx_live *l)
         gbx_err_free(e2);
     }
     /* paused before: paused again (or now, when pausing was what the caller wanted) */
-    if ((j->was_paused || j->pause_instead) && gbx_sandboxes_pause(s, l, 1, &e2) < 0) {
+    if ((j->was_paused || j->pause_instead) && gbx_sandboxes_pause(s, &j->who, l, 1, &e2) < 0) {
         gbx_log_error("sandbox '%s': %s", j->id, e2->msg);
         gbx_err_free(e2);
     }
-    gbx_server_audit(s, "sandbox.hibernate_failed", j->id,
+    gbx_server_audit(s, &j->who, "sandbox.hibernate_failed", j->id,
                      json_pack("{s:s,s:b}", "reason", j->err->msg, "paused_instead",
                                j->pause_instead && l->paused));
     gbx_log_warn("%s", j->err->msg);
@@ -140,7 +141,6 @@ static void hib_done(void *arg)
     struct job *j = arg;
     struct gbx_server *s = j->s;
     struct evhttp_request *req = gbx_http_later_take(j->later);
-    gbx_server_act_as(s, j->owner);
     struct gbx_live *l = gbx_sandboxes_find_any(s, j->id);
     if (l) { /* the placeholder goes; the real one, or the stand-in, takes its place */
         gbx_sandbox_forget(l->sb);
@@ -174,7 +174,7 @@ static void hib_done(void *arg)
         json_object_set_new(l->attrs, "network", gbx_egress_policy_json(j->policy));
         gbx_sandboxes_save(s, l);
         double ms = (double)(gbx_monotonic_ns() - j->t0) / 1e6;
-        gbx_server_audit(s, "sandbox.hibernate", j->id, json_pack("{s:f}", "ms", ms));
+        gbx_server_audit(s, &j->who, "sandbox.hibernate", j->id, json_pack("{s:f}", "ms", ms));
         gbx_log_info("hibernated sandbox '%s' in %.1f ms", j->id, ms);
     }
     if (l)
@@ -185,8 +185,9 @@ static void hib_done(void *arg)
     job_free(j);
 }
 
-static void hibernate_start(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
-                            int pause_instead, gbx_hibernate_done_fn done, void *arg)
+static void hibernate_start(struct gbx_server *s, const struct gbx_actor *who,
+                            struct evhttp_request *req, struct gbx_live *l, int pause_instead,
+                            gbx_hibernate_done_fn done, void *arg)
 {
     struct gbx_err *err = NULL;
     const char *why = NULL;
@@ -199,7 +200,7 @@ static void hibernate_start(struct gbx_server *s, struct evhttp_request *req, st
     if (gbx_criu_probe_result(&why) == 0) {
         /* known not to work here: say so at once (or pause in place, if that will do) */
         if (pause_instead) {
-            if (!l->paused && gbx_sandboxes_pause(s, l, 1, &err) < 0)
+            if (!l->paused && gbx_sandboxes_pause(s, who, l, 1, &err) < 0)
                 goto fail;
             return done(arg, req, l, NULL);
         }
@@ -209,17 +210,17 @@ static void hibernate_start(struct gbx_server *s, struct evhttp_request *req, st
                     why);
         goto fail;
     }
-    if (keep_spec(s, l, &err) < 0)
+    if (keep_spec(s, who, l, &err) < 0)
         goto fail;
     int was_paused = l->paused;
     /* CRIU stops the tree itself; a frozen one it could not seize */
-    if (l->paused && gbx_sandboxes_pause(s, l, 0, &err) < 0)
+    if (l->paused && gbx_sandboxes_pause(s, who, l, 0, &err) < 0)
         goto fail;
     struct job *j = gbx_xcalloc(1, sizeof(*j));
     j->s = s;
     j->t0 = gbx_monotonic_ns();
     j->id = gbx_xstrdup(l->sb->id);
-    j->owner = gbx_xstrdup(l->owner);
+    j->who = *who;
     j->dir = image_dir(s, j->id);
     j->sb = l->sb;
     j->init_pid = l->sb->init_pid;
@@ -248,16 +249,17 @@ fail:
     gbx_err_free(err);
 }
 
-void gbx_hibernate(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
-                   gbx_hibernate_done_fn done, void *arg)
+void gbx_hibernate(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req,
+                   struct gbx_live *l, gbx_hibernate_done_fn done, void *arg)
 {
-    hibernate_start(s, req, l, 0, done, arg);
+    hibernate_start(s, who, req, l, 0, done, arg);
 }
 
-void gbx_hibernate_or_pause(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
+void gbx_hibernate_or_pause(struct gbx_server *s, const struct gbx_actor *who,
+                            struct evhttp_request *req, struct gbx_live *l,
                             gbx_hibernate_done_fn done, void *arg)
 {
-    hibernate_start(s, req, l, 1, done, arg);
+    hibernate_start(s, who, req, l, 1, done, arg);
 }
 
 /* ---- wake --------------------------------------------------------------------------------- */
@@ -277,7 +279,6 @@ static void wake_done(void *arg)
     struct job *j = arg;
     struct gbx_server *s = j->s;
     struct evhttp_request *req = gbx_http_later_take(j->later);
-    gbx_server_act_as(s, j->owner);
     struct gbx_live *l = gbx_sandboxes_find_any(s, j->id);
     if (j->err == NULL && l && gbx_sandboxes_hello(j->sb, &j->err) == 0 &&
         gbx_egress_attach(gbx_server_egress(s), j->id, j->sb->init_pid, j->policy, &l->egress,
@@ -293,7 +294,7 @@ static void wake_done(void *arg)
         gbx_sandboxes_save(s, l);
         int64_t now = gbx_monotonic_ns();
         double ms = (double)(now - j->t0) / 1e6, lib = (double)(j->t_lib - j->t0) / 1e6;
-        gbx_server_audit(s, "sandbox.wake", j->id, json_pack("{s:f}", "ms", ms));
+        gbx_server_audit(s, &j->who, "sandbox.wake", j->id, json_pack("{s:f}", "ms", ms));
         gbx_log_info("woke sandbox '%s' in %.1f ms (restore %.1f ms, then its agent and egress "
                      "%.1f ms)",
                      j->id, ms, lib, (double)(now - j->t_lib) / 1e6);
@@ -320,8 +321,9 @@ static void wake_done(void *arg)
     job_free(j);
 }
 
-void gbx_hibernate_wake(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
-                        gbx_hibernate_done_fn done, void *arg)
+void gbx_hibernate_wake(struct gbx_server *s, const struct gbx_actor *who,
+                        struct evhttp_request *req, struct gbx_live *l, gbx_hibernate_done_fn done,
+                        void *arg)
 {
     struct gbx_err *err = NULL;
     if (!l->hibernated)
@@ -337,7 +339,7 @@ void gbx_hibernate_wake(struct gbx_server *s, struct evhttp_request *req, struct
     j->s = s;
     j->t0 = gbx_monotonic_ns();
     j->id = gbx_xstrdup(l->sb->id);
-    j->owner = gbx_xstrdup(l->owner);
+    j->who = *who;
     j->dir = image_dir(s, j->id);
     json_t *net = json_object_get(l->attrs, "network");
     if (gbx_egress_policy_parse(net, gbx_egress_default_mode(gbx_server_egress(s)), &j->policy,

@@ -61,7 +61,7 @@
 
 /* What /healthz says besides "ok": the host capabilities a sandbox path depends on, each
  * "available", "unavailable" or "probing"; why, for the admin only. */
-json_t *gbx_srv_health_json(const struct gbx_server *s)
+json_t *gbx_srv_health_json(const struct gbx_server *s, const struct gbx_actor *who)
 {
     const char *why = NULL;
     int criu = gbx_criu_probe_result(&why);
@@ -69,13 +69,13 @@ json_t *gbx_srv_health_json(const struct gbx_server *s)
                             criu == 1   ? "available"
                             : criu == 0 ? "unavailable"
                                         : "probing");
-    if (s->admin && criu >= 0)
+    if (who->admin && criu >= 0)
         json_object_set_new(hib, "reason", json_string(why));
     /* pause needs a freezer: cgroup v2's, or v1's */
     const struct gbx_cg_layout *cg = &s->rt.cg;
     int freezer = cg->v2_freeze || cg->v1[GBX_CG_FREEZER] != NULL;
     json_t *pause = json_pack("{s:s}", "state", freezer ? "available" : "unavailable");
-    if (s->admin)
+    if (who->admin)
         json_object_set_new(pause, "reason",
                             json_string(cg->v2_freeze ? "cgroup v2 freezer"
                                         : freezer     ? "cgroup v1 freezer"
@@ -85,25 +85,21 @@ json_t *gbx_srv_health_json(const struct gbx_server *s)
 }
 
 /* GET /metrics: Prometheus text exposition format. */
-static int metrics_visible(const struct gbx_live *l, int admin, const char *me)
-{
-    return admin || strcmp(l->owner, me) == 0;
-}
 static void metrics_daemon(struct gbx_server *s, struct evbuffer *b);
-static void sandbox_gauges(struct gbx_server *s, struct evbuffer *b, size_t n, int admin,
-                           const char *me);
+static void sandbox_gauges(struct gbx_server *s, const struct gbx_actor *who, struct evbuffer *b,
+                           size_t n);
 
-void gbx_srv_handle_metrics(struct gbx_server *s, struct evhttp_request *req)
+void gbx_srv_handle_metrics(struct gbx_server *s, const struct gbx_actor *who,
+                            struct evhttp_request *req)
 {
     struct evbuffer *b = evbuffer_new();
     GBX_BUG_ON(b == NULL);
     /* an API key sees its own sandboxes' series and the host's capabilities; the daemon's
      * own counters and histograms (every tenant's activity) are the admin's */
-    int admin = s->admin;
-    const char *me = s->key_name;
+    int admin = who->admin;
     size_t running = 0, paused = 0;
     for (struct gbx_live *l = s->live; l; l = l->next)
-        if (metrics_visible(l, admin, me))
+        if (gbx_actor_sees(who, l->owner))
             running++, paused += l->paused;
     evbuffer_add_printf(b,
                         "# HELP glovebox_sandboxes Sandboxes by state.\n"
@@ -123,7 +119,7 @@ void gbx_srv_handle_metrics(struct gbx_server *s, struct evhttp_request *req)
                         criu, s->rt.cg.v2_freeze || s->rt.cg.v1[GBX_CG_FREEZER] != NULL);
     if (admin)
         metrics_daemon(s, b);
-    sandbox_gauges(s, b, running, admin, me);
+    sandbox_gauges(s, who, b, running);
     if (admin)
         gbx_reqmetrics_render(b);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
@@ -196,8 +192,8 @@ static void metrics_daemon(struct gbx_server *s, struct evbuffer *b)
 }
 
 /* Memory, CPU, pids and OOM kills of each sandbox the caller may see (n of them). */
-static void sandbox_gauges(struct gbx_server *s, struct evbuffer *b, size_t n, int admin,
-                           const char *me)
+static void sandbox_gauges(struct gbx_server *s, const struct gbx_actor *who, struct evbuffer *b,
+                           size_t n)
 {
     static const char *const gauges[][2] = {
         {"glovebox_sandbox_memory_bytes", "Memory charged to the sandbox's cgroup."},
@@ -208,14 +204,14 @@ static void sandbox_gauges(struct gbx_server *s, struct evbuffer *b, size_t n, i
     struct gbx_cg_usage *u = gbx_xcalloc(n ? n : 1, sizeof(*u));
     size_t i = 0;
     for (struct gbx_live *l = s->live; l && i < n; l = l->next)
-        if (metrics_visible(l, admin, me))
+        if (gbx_actor_sees(who, l->owner))
             (void)!l->sb->ops->usage(l->sb, &u[i++], NULL);
     for (size_t g = 0; g < GBX_ARRAY_SIZE(gauges); g++) {
         evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", gauges[g][0], gauges[g][1],
                             gauges[g][0], g == 1 || g == 3 ? "counter" : "gauge");
         i = 0;
         for (struct gbx_live *l = s->live; l && i < n; l = l->next) {
-            if (!metrics_visible(l, admin, me))
+            if (!gbx_actor_sees(who, l->owner))
                 continue;
             double v = g == 0   ? (double)u[i].memory_bytes
                        : g == 1 ? (double)u[i].cpu_usage_ns / 1e9

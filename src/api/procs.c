@@ -210,9 +210,9 @@ static void on_close(void *arg, const char *why)
     (void)why;
 }
 
-static struct call *call_open(struct gbx_server *srv, struct event_base *base,
-                              struct evhttp_request *req, struct gbx_sandbox *sb, enum op op,
-                              uint32_t proc)
+static struct call *call_open(struct gbx_server *srv, const struct gbx_actor *who,
+                              struct event_base *base, struct evhttp_request *req,
+                              struct gbx_sandbox *sb, enum op op, uint32_t proc)
 {
     struct call *c = gbx_xcalloc(1, sizeof(*c));
     c->srv = srv;
@@ -220,7 +220,7 @@ static struct call *call_open(struct gbx_server *srv, struct event_base *base,
     c->op = op;
     c->proc = proc;
     snprintf(c->sandbox, sizeof(c->sandbox), "%s", sb->id);
-    snprintf(c->actor, sizeof(c->actor), "%s", gbx_server_actor(srv));
+    snprintf(c->actor, sizeof(c->actor), "%s", who->name);
     struct gbx_err *err = NULL;
     if (gbx_aconn_open(base, sb, NULL, on_close, c, &c->agent, &err) < 0) {
         gbx_http_reply_err(req, err);
@@ -273,8 +273,8 @@ static int signal_number(json_t *v)
     return -1;
 }
 
-static void do_signal(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
-                      struct gbx_sandbox *sb, uint32_t proc)
+static void do_signal(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
+                      struct evhttp_request *req, struct gbx_sandbox *sb, uint32_t proc)
 {
     static const char *const keys[] = {"signal", "group", NULL};
     json_t *body = gbx_http_body_object(req);
@@ -296,7 +296,7 @@ static void do_signal(struct gbx_server *srv, struct event_base *base, struct ev
     }
     int whole = group == NULL || json_is_true(group);
     json_decref(body);
-    struct call *c = call_open(srv, base, req, sb, OP_SIGNAL, proc);
+    struct call *c = call_open(srv, who, base, req, sb, OP_SIGNAL, proc);
     if (c == NULL)
         return;
     c->kind = "process.signal";
@@ -309,8 +309,8 @@ static void do_signal(struct gbx_server *srv, struct event_base *base, struct ev
     (void)call_send(c);
 }
 
-static void do_resize(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
-                      struct gbx_sandbox *sb, uint32_t proc)
+static void do_resize(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
+                      struct evhttp_request *req, struct gbx_sandbox *sb, uint32_t proc)
 {
     static const char *const keys[] = {"rows", "cols", NULL};
     json_t *body = gbx_http_body_object(req);
@@ -331,7 +331,7 @@ static void do_resize(struct gbx_server *srv, struct event_base *base, struct ev
     }
     uint32_t r = (uint32_t)json_integer_value(rows), k = (uint32_t)json_integer_value(cols);
     json_decref(body);
-    struct call *c = call_open(srv, base, req, sb, OP_RESIZE, proc);
+    struct call *c = call_open(srv, who, base, req, sb, OP_RESIZE, proc);
     if (c == NULL)
         return;
     struct gbx_msg *m = gbx_aconn_begin(c->agent, GBX_MSG_RESIZE);
@@ -343,12 +343,12 @@ static void do_resize(struct gbx_server *srv, struct event_base *base, struct ev
 
 /* The raw body, in frames of at most GBX_FRAME_CHUNK bytes, all queued at once (the body is
  * bounded by the server's body limit); 204 once the agent acknowledged the last. */
-static void do_stdin(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
-                     struct gbx_sandbox *sb, uint32_t proc)
+static void do_stdin(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
+                     struct evhttp_request *req, struct gbx_sandbox *sb, uint32_t proc)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t total = evbuffer_get_length(in);
-    struct call *c = call_open(srv, base, req, sb, OP_STDIN, proc);
+    struct call *c = call_open(srv, who, base, req, sb, OP_STDIN, proc);
     if (c == NULL)
         return;
     c->kind = "process.stdin";
@@ -369,10 +369,10 @@ static void do_stdin(struct gbx_server *srv, struct event_base *base, struct evh
     } while (evbuffer_get_length(in) > 0);
 }
 
-static void do_simple(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
-                      struct gbx_sandbox *sb, enum op op, uint32_t proc)
+static void do_simple(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
+                      struct evhttp_request *req, struct gbx_sandbox *sb, enum op op, uint32_t proc)
 {
-    struct call *c = call_open(srv, base, req, sb, op, proc);
+    struct call *c = call_open(srv, who, base, req, sb, op, proc);
     if (c == NULL)
         return;
     struct gbx_msg *m;
@@ -395,14 +395,14 @@ static void method_not_allowed(struct evhttp_request *req, const char *allow)
     gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID, "method not allowed here");
 }
 
-void gbx_api_procs(struct gbx_server *srv, struct event_base *base, struct evhttp_request *req,
-                   struct gbx_sandbox *sb, const char *sub)
+void gbx_api_procs(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
+                   struct evhttp_request *req, struct gbx_sandbox *sb, const char *sub)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     if (sub[0] == '\0' || strcmp(sub, "/") == 0) {
         if (m != EVHTTP_REQ_GET)
             return method_not_allowed(req, "GET");
-        return do_simple(srv, base, req, sb, OP_PS, 0);
+        return do_simple(srv, who, base, req, sb, OP_PS, 0);
     }
     /* "/{proc}[/action]" */
     const char *p = sub + 1, *slash = strchr(p, '/');
@@ -435,16 +435,16 @@ void gbx_api_procs(struct gbx_server *srv, struct event_base *base, struct evhtt
             return method_not_allowed(req, routes[i].get ? "GET" : "POST");
         uint32_t h = (uint32_t)proc;
         if (i == 1)
-            return gbx_api_exec_attach(srv, base, req, sb, h);
+            return gbx_api_exec_attach(srv, who, base, req, sb, h);
         switch (routes[i].op) {
         case OP_SIGNAL:
-            return do_signal(srv, base, req, sb, h);
+            return do_signal(srv, who, base, req, sb, h);
         case OP_RESIZE:
-            return do_resize(srv, base, req, sb, h);
+            return do_resize(srv, who, base, req, sb, h);
         case OP_STDIN:
-            return do_stdin(srv, base, req, sb, h);
+            return do_stdin(srv, who, base, req, sb, h);
         default: /* OP_GET, OP_CLOSE_STDIN */
-            return do_simple(srv, base, req, sb, routes[i].op, h);
+            return do_simple(srv, who, base, req, sb, routes[i].op, h);
         }
     }
     gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for 'processes%s'", sub);

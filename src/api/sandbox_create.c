@@ -362,12 +362,12 @@ static struct pooled *pool_take(struct gbx_server *s, const struct gbx_create_op
 void gbx_srv_pool_kick(struct gbx_server *s);
 
 /* The egress policy a create asks for: checked before anything is created. */
-static int create_policy(struct gbx_server *s, json_t *network, struct gbx_egress_policy **out,
-                         struct gbx_err **err)
+static int create_policy(struct gbx_server *s, const struct gbx_actor *who, json_t *network,
+                         struct gbx_egress_policy **out, struct gbx_err **err)
 {
     if (gbx_egress_policy_parse(network, gbx_egress_default_mode(s->egress), out, err) < 0)
         return gbx_err_wrap(err, "'network'");
-    if ((*out)->nsecrets && !s->admin) {
+    if ((*out)->nsecrets && !who->admin) {
         gbx_egress_policy_free(*out);
         *out = NULL;
         return gbx_err_set(err, EPERM, GBX_ERR_PERMISSION,
@@ -447,15 +447,16 @@ int gbx_srv_stack_template(struct gbx_server *s, const char *tmpl, char ***layer
     return 0;
 }
 
-int gbx_sandboxes_layers(struct gbx_server *s, const char *tmpl, const char *snapshot,
-                         char ***layers, size_t *n, char **base, struct gbx_err **err)
+int gbx_sandboxes_layers(struct gbx_server *s, const struct gbx_actor *who, const char *tmpl,
+                         const char *snapshot, char ***layers, size_t *n, char **base,
+                         struct gbx_err **err)
 {
     *layers = NULL;
     *n = 0;
     *base = NULL;
     const char *snap_tmpl = NULL, *snap_id = NULL;
     if (snapshot &&
-        gbx_snapshots_layers(s->snapshots, snapshot, layers, n, &snap_tmpl, &snap_id, err) < 0)
+        gbx_snapshots_layers(s->snapshots, who, snapshot, layers, n, &snap_tmpl, &snap_id, err) < 0)
         return -1;
     if (gbx_srv_stack_template(s, tmpl, layers, n, base, err) < 0) {
         gbx_snapshots_layers_free(*layers, *n);
@@ -472,11 +473,11 @@ struct create_job {
     struct gbx_server *s;
     json_t *body; /* owned: c's strings borrow from it */
     struct gbx_create_opts c;
-    char *owner;     /* who asked: "" for the admin, else a key's name */
-    char *spec_text; /* the request as stored */
-    char *snap_id;   /* the snapshot it starts from, or NULL */
-    char *id;        /* its id (reserved while it is made) */
-    char *base;      /* the template the library makes it from */
+    struct gbx_actor who; /* who asked (a copy: the job outlives the request's turn) */
+    char *spec_text;      /* the request as stored */
+    char *snap_id;        /* the snapshot it starts from, or NULL */
+    char *id;             /* its id (reserved while it is made) */
+    char *base;           /* the template the library makes it from */
     char **layers;
     size_t nlayers;
     struct gbx_egress_policy *policy;
@@ -500,7 +501,6 @@ static void create_job_free(struct create_job *j)
     gbx_egress_socks_release(&j->socks);
     gbx_err_free(j->err);
     json_decref(j->body);
-    free(j->owner);
     free(j->spec_text);
     free(j->snap_id);
     free(j->id);
@@ -523,22 +523,22 @@ static int id_reserved(const struct gbx_server *s, const char *id)
 /* Everything a create checks before any sandbox exists. 0 with *out a job, 1 with *existing
  * the sandbox an earlier create with the same idempotency key made, -1 with *err. body is
  * borrowed (the job keeps a reference). */
-static int create_prepare(struct gbx_server *s, json_t *body, struct create_job **out,
-                          struct gbx_live **existing, struct gbx_err **err)
+static int create_prepare(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
+                          struct create_job **out, struct gbx_live **existing, struct gbx_err **err)
 {
     struct create_job *j = gbx_xcalloc(1, sizeof(*j));
     j->s = s;
     j->body = json_incref(body);
     j->socks.proxy_fd = j->socks.dns_udp_fd = j->socks.dns_tcp_fd = -1;
     j->t0 = gbx_monotonic_ns();
-    j->owner = gbx_xstrdup(gbx_server_owner(s));
+    j->who = *who;
     struct gbx_create_opts *c = &j->c;
-    if (parse_create(body, c, err) < 0 || create_policy(s, c->network, &j->policy, err) < 0)
+    if (parse_create(body, c, err) < 0 || create_policy(s, who, c->network, &j->policy, err) < 0)
         goto fail;
     j->spec_text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
     GBX_BUG_ON(j->spec_text == NULL);
     if (c->idem_key) {
-        struct gbx_live *prev = live_find_idem(s, j->owner, c->idem_key);
+        struct gbx_live *prev = live_find_idem(s, who->owner, c->idem_key);
         if (prev && strcmp(prev->spec_text, j->spec_text) == 0) {
             /* a retried create: the sandbox it made, not a second one */
             create_job_free(j);
@@ -554,13 +554,18 @@ static int create_prepare(struct gbx_server *s, json_t *body, struct create_job 
         }
     }
     if (c->id && (gbx_srv_live_find_any(s, c->id) || id_reserved(s, c->id))) {
-        gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT, "sandbox '%s' already exists", c->id);
+        /* the same answer whoever holds the id (yours, another key's, one being made or
+         * taken down): it says only that this id cannot be used now */
+        gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT,
+                    "sandbox id '%s' is not available; choose another (or let the server "
+                    "choose)",
+                    c->id);
         goto fail;
     }
     if (c->snapshot) {
         const char *snap_tmpl = NULL, *snap_id = NULL;
-        if (gbx_snapshots_layers(s->snapshots, c->snapshot, &j->layers, &j->nlayers, &snap_tmpl,
-                                 &snap_id, err) < 0)
+        if (gbx_snapshots_layers(s->snapshots, who, c->snapshot, &j->layers, &j->nlayers,
+                                 &snap_tmpl, &snap_id, err) < 0)
             goto fail;
         if (c->template_name && strcmp(c->template_name, snap_tmpl) != 0) {
             gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "snapshot '%s' is of template '%s', not '%s'",
@@ -663,7 +668,7 @@ static int create_finish(struct create_job *j, struct gbx_live **out, struct gbx
     struct gbx_live *l = gbx_xcalloc(1, sizeof(*l));
     l->sb = j->sb;
     l->template_name = gbx_xstrdup(c->template_name ? c->template_name : GBX_DEFAULT_TEMPLATE);
-    l->owner = gbx_xstrdup(j->owner);
+    l->owner = gbx_xstrdup(j->who.owner);
     l->limits = c->limits;
     l->disk_bytes = c->disk_bytes ? c->disk_bytes : (1024ull << 20);
     l->created_ns = gbx_realtime_ns();
@@ -707,18 +712,18 @@ static int create_finish(struct create_job *j, struct gbx_live **out, struct gbx
     }
     if (j->pooled)
         json_object_set_new(detail, "pooled", json_true());
-    gbx_server_audit_as(s, j->owner[0] ? j->owner : "admin", "sandbox.create", l->sb->id, detail);
+    gbx_server_audit(s, &j->who, "sandbox.create", l->sb->id, detail);
     gbx_log_info("created sandbox '%s'%s", l->sb->id, j->pooled ? " (from the pool)" : "");
     create_job_free(j);
     *out = l;
     return 0;
 }
 
-int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **out,
-                         struct gbx_err **err)
+int gbx_sandboxes_create(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
+                         struct gbx_live **out, struct gbx_err **err)
 {
     struct create_job *j = NULL;
-    int r = create_prepare(s, body, &j, out, err);
+    int r = create_prepare(s, who, body, &j, out, err);
     if (r != 0)
         return r;
     if (!j->pooled) {
@@ -752,9 +757,7 @@ static void create_done(void *arg)
     void *darg = j->arg;
     struct gbx_live *l = NULL;
     struct gbx_err *err = NULL;
-    /* the rest runs as whoever asked for it */
-    gbx_autofree char *owner = gbx_xstrdup(j->owner);
-    gbx_server_act_as(s, owner);
+    /* the rest runs as whoever asked for it: j->who */
     if (j->sb == NULL) {
         s->m.create_failed++;
         err = gbx_steal_ptr(&j->err);
@@ -766,13 +769,13 @@ static void create_done(void *arg)
     gbx_err_free(err);
 }
 
-void gbx_sandboxes_create_async(struct gbx_server *s, json_t *body, gbx_sandboxes_created_fn done,
-                                void *arg)
+void gbx_sandboxes_create_async(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
+                                gbx_sandboxes_created_fn done, void *arg)
 {
     struct create_job *j = NULL;
     struct gbx_live *l = NULL;
     struct gbx_err *err = NULL;
-    int r = create_prepare(s, body, &j, &l, &err);
+    int r = create_prepare(s, who, body, &j, &l, &err);
     if (r == 0 && j->pooled) {
         r = create_finish(j, &l, &err);
         j = NULL;
@@ -825,7 +828,8 @@ static void created(void *arg, struct gbx_live *l, int existed, const struct gbx
     gbx_http_reply_json(req, existed ? 200 : 201, gbx_srv_sandbox_json(l));
 }
 
-void gbx_srv_handle_create(struct gbx_server *s, struct evhttp_request *req)
+void gbx_srv_handle_create(struct gbx_server *s, const struct gbx_actor *who,
+                           struct evhttp_request *req)
 {
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
@@ -846,7 +850,7 @@ void gbx_srv_handle_create(struct gbx_server *s, struct evhttp_request *req)
     struct create_reply *cr = gbx_xcalloc(1, sizeof(*cr));
     cr->s = s;
     cr->later = gbx_http_later_new(req);
-    gbx_sandboxes_create_async(s, body, created, cr);
+    gbx_sandboxes_create_async(s, who, body, created, cr);
     json_decref(body);
 }
 

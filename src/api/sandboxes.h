@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The daemon's sandboxes, as the HTTP front ends (native /v1 in server.c, E2B in e2b_*.c)
  * share them: create (from the warm pool when it can), find, destroy, timeouts, pause.
- * Everything here runs on the loop and acts as the current request's actor (visibility,
- * ownership, audit). Implemented in server.c. */
+ * Everything here runs on the loop; what depends on who asks (what it may see, who owns
+ * what it makes, what the audit log says) takes the actor (api/actor.h). Implemented in
+ * server.c. */
 #ifndef GBX_API_SANDBOXES_H
 #define GBX_API_SANDBOXES_H
 
@@ -10,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "api/actor.h"
 #include "base/err.h"
 #include "sandbox/backend.h"
 
@@ -67,53 +69,56 @@ struct gbx_create_opts {
  * borrowed). Returns 0 with a new sandbox, 1 with the one an earlier create with the same
  * idempotency key made, or -1 with *err (INVALID for a bad body, CONFLICT for a taken id or a
  * reused key, NOT_FOUND for an unknown template). */
-int gbx_sandboxes_create(struct gbx_server *s, json_t *body, struct gbx_live **out,
-                         struct gbx_err **err) GBX_WUR;
+int gbx_sandboxes_create(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
+                         struct gbx_live **out, struct gbx_err **err) GBX_WUR;
 /* The same off the loop: what can be checked is checked now, the sandbox is made on a worker
- * thread, and done runs on the loop (as the caller's actor) with the new sandbox (existed 0),
- * the one an earlier create with the same idempotency key made (existed 1; then, and for the
- * warm pool's sandboxes and every error found before any sandbox exists, done runs before
+ * thread (the job keeps its own copy of who), and done runs on the loop with the new sandbox
+ * (existed 0), the one an earlier create with the same idempotency key made (existed 1; then, and
+ * for the warm pool's sandboxes and every error found before any sandbox exists, done runs before
  * this returns), or NULL and err. body is borrowed. */
 typedef void (*gbx_sandboxes_created_fn)(void *arg, struct gbx_live *l, int existed,
                                          const struct gbx_err *err);
-void gbx_sandboxes_create_async(struct gbx_server *s, json_t *body, gbx_sandboxes_created_fn done,
-                                void *arg);
-/* The sandbox id, if the current actor may see it; else NULL. */
-struct gbx_live *gbx_sandboxes_find(struct gbx_server *s, const char *id);
+void gbx_sandboxes_create_async(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
+                                gbx_sandboxes_created_fn done, void *arg);
+/* The sandbox id, if who may see it; else NULL. */
+struct gbx_live *gbx_sandboxes_find(struct gbx_server *s, const struct gbx_actor *who,
+                                    const char *id);
 /* Destroy it (kind: the audit record, "sandbox.delete"; detail stolen, may be NULL). The
  * sandbox is gone either way; -1 says what could not be cleaned up. */
-int gbx_sandboxes_destroy(struct gbx_server *s, struct gbx_live *l, const char *kind,
-                          json_t *detail, struct gbx_err **err);
+int gbx_sandboxes_destroy(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                          const char *kind, json_t *detail, struct gbx_err **err);
 /* Destroy it as soon as it can be: now, or, while a job holds it (a hibernate or a wake on a
  * worker thread), once that job has ended; a hibernate in progress is stopped first. done
  * runs exactly once: err NULL when the sandbox is gone, else what could not be cleaned up
- * (it is gone either way) or why it could not be deleted. detail is stolen. Acts as the
- * current actor (visibility was checked by the caller). */
+ * (it is gone either way) or why it could not be deleted. detail is stolen. Audited as
+ * who (copied: a delete that waits keeps it); visibility was checked by the caller. */
 typedef void (*gbx_sandboxes_gone_fn)(void *arg, const struct gbx_err *err);
-void gbx_sandboxes_destroy_later(struct gbx_server *s, struct gbx_live *l, const char *kind,
-                                 json_t *detail, gbx_sandboxes_gone_fn done, void *arg);
+void gbx_sandboxes_destroy_later(struct gbx_server *s, const struct gbx_actor *who,
+                                 struct gbx_live *l, const char *kind, json_t *detail,
+                                 gbx_sandboxes_gone_fn done, void *arg);
 /* The same when nobody waits for the answer (a timeout, the collector, a session's end):
  * what could not be cleaned up is logged. */
-void gbx_sandboxes_destroy_bg(struct gbx_server *s, struct gbx_live *l, const char *kind,
-                              json_t *detail);
+void gbx_sandboxes_destroy_bg(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                              const char *kind, json_t *detail);
 /* The job that held it has ended (its result applied): it is idle again, and the deletes
  * that waited run now. l may be freed by this call. */
 void gbx_sandboxes_idle(struct gbx_server *s, struct gbx_live *l);
 /* Set when the reaper destroys it (0: never), recorded and audited (detail stolen). */
-void gbx_sandboxes_set_expiry(struct gbx_server *s, struct gbx_live *l, int64_t expires_ns,
-                              json_t *detail);
+void gbx_sandboxes_set_expiry(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                              int64_t expires_ns, json_t *detail);
 /* Freeze or thaw every process of the sandbox. A paused sandbox is not reaped when its
  * timeout passes (it waits to be resumed or destroyed); once resumed, an expired timeout
  * takes it at the reaper's next turn unless the caller sets a new one. */
-int gbx_sandboxes_pause(struct gbx_server *s, struct gbx_live *l, int paused,
-                        struct gbx_err **err) GBX_WUR;
+int gbx_sandboxes_pause(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                        int paused, struct gbx_err **err) GBX_WUR;
 /* Remember a front end's attribute of the sandbox (value stolen; NULL removes it), in its
  * record: it survives a restart of the daemon. */
 void gbx_sandboxes_set_attr(struct gbx_server *s, struct gbx_live *l, const char *key,
                             json_t *value);
-/* Call fn for every sandbox the current actor may see, newest first; a non-zero return
- * stops. fn must not create or destroy sandboxes. */
-void gbx_sandboxes_each(struct gbx_server *s, int (*fn)(void *arg, struct gbx_live *l), void *arg);
+/* Call fn for every sandbox who may see, newest first; a non-zero return stops. fn must not
+ * create or destroy sandboxes. */
+void gbx_sandboxes_each(struct gbx_server *s, const struct gbx_actor *who,
+                        int (*fn)(void *arg, struct gbx_live *l), void *arg);
 /* The same over every sandbox, whoever owns it (for the daemon's own bookkeeping). */
 void gbx_sandboxes_each_any(struct gbx_server *s, int (*fn)(void *arg, struct gbx_live *l),
                             void *arg);
@@ -126,18 +131,19 @@ void gbx_sandboxes_save(struct gbx_server *s, struct gbx_live *l);
 /* Say hello to a sandbox's agent on its creator's connection, then close it (it is ready). */
 int gbx_sandboxes_hello(struct gbx_sandbox *sb, struct gbx_err **err) GBX_WUR;
 /* Forget sandbox id whose processes are already gone (l->sb may be NULL): unlink, free,
- * delete its row, audit "sandbox.delete" with the reason. */
+ * delete its row, audit "sandbox.delete" with the reason (as the daemon: "system"). */
 void gbx_sandboxes_drop(struct gbx_server *s, struct gbx_live *l, const char *id, const char *why);
 /* What a sandbox of template tmpl started from snapshot (id or name, or NULL) stacks: the
  * read-only layers, top first (free with gbx_snapshots_layers_free), on the base template
  * (*base, owned) the library creates it from (a template made from a snapshot is its base
- * with layers). */
-int gbx_sandboxes_layers(struct gbx_server *s, const char *tmpl, const char *snapshot,
-                         char ***layers, size_t *n, char **base, struct gbx_err **err) GBX_WUR;
+ * with layers). The snapshot must be one who may see. */
+int gbx_sandboxes_layers(struct gbx_server *s, const struct gbx_actor *who, const char *tmpl,
+                         const char *snapshot, char ***layers, size_t *n, char **base,
+                         struct gbx_err **err) GBX_WUR;
 /* Roll a sandbox back to a snapshot (id or name): its processes end and it starts again
  * with the same id, token, settings and network policy, its root filesystem the snapshot's.
  * When the new start fails, the sandbox is gone (destroyed) and -1 says why. */
-int gbx_sandboxes_rebuild(struct gbx_server *s, struct gbx_live *l, const char *snapshot,
-                          struct gbx_err **err) GBX_WUR;
+int gbx_sandboxes_rebuild(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                          const char *snapshot, struct gbx_err **err) GBX_WUR;
 
 #endif

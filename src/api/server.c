@@ -106,17 +106,12 @@ struct gbx_live *gbx_srv_live_find_any(struct gbx_server *s, const char *id)
     return NULL;
 }
 
-static int visible(const struct gbx_server *s, const struct gbx_live *l)
-{
-    return s->admin || strcmp(l->owner, s->key_name) == 0;
-}
-
-/* A sandbox the current request may see: the admin sees all, a key only its own (others'
- * are reported as not found, so ids do not leak). */
-static struct gbx_live *live_find(struct gbx_server *s, const char *id)
+/* A sandbox who may see: the admin sees all, a key only its own (others' are reported as
+ * not found, so ids do not leak). */
+static struct gbx_live *live_find(struct gbx_server *s, const struct gbx_actor *who, const char *id)
 {
     struct gbx_live *l = gbx_srv_live_find_any(s, id);
-    return l && visible(s, l) ? l : NULL;
+    return l && gbx_actor_sees(who, l->owner) ? l : NULL;
 }
 
 json_t *gbx_srv_sandbox_json(const struct gbx_live *l)
@@ -167,11 +162,6 @@ json_t *gbx_sandboxes_json(const struct gbx_live *l)
     return gbx_srv_sandbox_json(l);
 }
 
-const char *gbx_server_actor(const struct gbx_server *s)
-{
-    return s->actor ? s->actor : "system";
-}
-
 /* The sandbox's agent answers HELLO on the connection its creator holds (it is ready); the
  * daemon then closes it: requests open their own connections (aconn.h), so an idle sandbox
  * costs the daemon no descriptor and no buffer. */
@@ -204,9 +194,10 @@ static void on_writer(evutil_socket_t fd, short what, void *arg)
     gbx_store_writer_complete(s->writer);
 }
 
-void gbx_server_audit(struct gbx_server *s, const char *kind, const char *sandbox, json_t *detail)
+void gbx_server_audit(struct gbx_server *s, const struct gbx_actor *who, const char *kind,
+                      const char *sandbox, json_t *detail)
 {
-    gbx_server_audit_as(s, gbx_server_actor(s), kind, sandbox, detail);
+    gbx_server_audit_as(s, who->name, kind, sandbox, detail);
 }
 
 void gbx_server_audit_as(struct gbx_server *s, const char *actor, const char *kind,
@@ -236,7 +227,8 @@ static int live_cmp(const void *a, const void *b)
 /* GET /v1/sandboxes?label=k=v&template=NAME&limit=N&cursor=C
  * Every label filter must match. The cursor is opaque to clients: "<created_ns>.<id>" of the
  * last sandbox of the previous page. */
-static void handle_list(struct gbx_server *s, struct evhttp_request *req)
+static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
+                        struct evhttp_request *req)
 {
     const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
     struct evkeyvalq q;
@@ -304,7 +296,8 @@ static void handle_list(struct gbx_server *s, struct evhttp_request *req)
     struct gbx_live **v = gbx_xcalloc(n ? n : 1, sizeof(struct gbx_live *));
     size_t m = 0;
     for (struct gbx_live *l = s->live; l; l = l->next) {
-        if (!visible(s, l) || (template_name && strcmp(l->template_name, template_name) != 0))
+        if (!gbx_actor_sees(who, l->owner) ||
+            (template_name && strcmp(l->template_name, template_name) != 0))
             continue;
         size_t i;
         for (i = 0; i < nlabels; i++) {
@@ -366,12 +359,13 @@ void gbx_sandboxes_drop(struct gbx_server *s, struct gbx_live *l, const char *id
     l->sb = NULL;
     gbx_srv_live_free(l);
     gbx_srv_store_delete(s, sid);
-    gbx_server_audit(s, "sandbox.delete", sid, json_pack("{s:s}", "reason", why));
+    gbx_server_audit(s, &gbx_actor_system, "sandbox.delete", sid,
+                     json_pack("{s:s}", "reason", why));
     gbx_log_warn("sandbox '%s' is gone: %s", sid, why);
 }
 
-int gbx_sandboxes_destroy(struct gbx_server *s, struct gbx_live *l, const char *kind,
-                          json_t *detail, struct gbx_err **err)
+int gbx_sandboxes_destroy(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                          const char *kind, json_t *detail, struct gbx_err **err)
 {
     if (l->busy == GBX_BUSY_WORKER) {
         json_decref(detail);
@@ -391,7 +385,7 @@ int gbx_sandboxes_destroy(struct gbx_server *s, struct gbx_live *l, const char *
     gbx_fault_point("delete.destroyed");
     gbx_srv_live_free(l);
     gbx_srv_store_delete(s, sid);
-    gbx_server_audit(s, kind, sid, detail);
+    gbx_server_audit(s, who, kind, sid, detail);
     if (s->snapshots)
         gbx_snapshots_sweep(s->snapshots); /* deleted snapshots it stacked on may go now */
     if (r < 0)
@@ -403,7 +397,8 @@ int gbx_sandboxes_destroy(struct gbx_server *s, struct gbx_live *l, const char *
 
 struct gbx_pending_delete {
     struct gbx_pending_delete *next;
-    char *kind, *owner;
+    char *kind;
+    struct gbx_actor who; /* who asked */
     json_t *detail;
     gbx_sandboxes_gone_fn done;
     void *arg;
@@ -414,7 +409,8 @@ struct destroy_job {
     struct gbx_server *s;
     struct gbx_sandbox *sb;
     struct reserved_id rid; /* in s->going until the teardown is done */
-    char *kind, *actor;
+    char *kind;
+    struct gbx_actor who;
     json_t *detail;
     int r;
     struct gbx_err *err;
@@ -439,7 +435,7 @@ static void destroy_done(void *arg)
     if (*pp)
         *pp = j->rid.next;
     gbx_srv_store_delete(s, j->rid.id);
-    gbx_server_audit_as(s, j->actor, j->kind, j->rid.id, j->detail);
+    gbx_server_audit(s, &j->who, j->kind, j->rid.id, j->detail);
     if (s->snapshots)
         gbx_snapshots_sweep(s->snapshots); /* deleted snapshots it stacked on may go now */
     if (j->r < 0)
@@ -450,13 +446,13 @@ static void destroy_done(void *arg)
     gbx_err_free(j->err);
     free(j->rid.id);
     free(j->kind);
-    free(j->actor);
     free(j);
 }
 
 /* Out of the registry now (its id stays taken), torn down on a worker, then done. */
-static void destroy_off_loop(struct gbx_server *s, struct gbx_live *l, const char *kind,
-                             json_t *detail, gbx_sandboxes_gone_fn done, void *arg)
+static void destroy_off_loop(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                             const char *kind, json_t *detail, gbx_sandboxes_gone_fn done,
+                             void *arg)
 {
     if (l->hibernated)
         gbx_hibernate_discard(s, l->sb->id);
@@ -470,7 +466,7 @@ static void destroy_off_loop(struct gbx_server *s, struct gbx_live *l, const cha
     j->sb = l->sb;
     j->rid.id = gbx_xstrdup(l->sb->id);
     j->kind = gbx_xstrdup(kind);
-    j->actor = gbx_xstrdup(gbx_server_actor(s));
+    j->who = *who;
     j->detail = detail;
     j->done = done;
     j->arg = arg;
@@ -484,14 +480,15 @@ static void destroy_off_loop(struct gbx_server *s, struct gbx_live *l, const cha
     }
 }
 
-void gbx_sandboxes_destroy_later(struct gbx_server *s, struct gbx_live *l, const char *kind,
-                                 json_t *detail, gbx_sandboxes_gone_fn done, void *arg)
+void gbx_sandboxes_destroy_later(struct gbx_server *s, const struct gbx_actor *who,
+                                 struct gbx_live *l, const char *kind, json_t *detail,
+                                 gbx_sandboxes_gone_fn done, void *arg)
 {
     if (l->busy != GBX_BUSY_WORKER)
-        return destroy_off_loop(s, l, kind, detail, done, arg);
+        return destroy_off_loop(s, who, l, kind, detail, done, arg);
     struct gbx_pending_delete *p = gbx_xcalloc(1, sizeof(*p));
     p->kind = gbx_xstrdup(kind);
-    p->owner = gbx_xstrdup(gbx_server_owner(s));
+    p->who = *who;
     p->detail = detail;
     p->done = done;
     p->arg = arg;
@@ -507,10 +504,10 @@ static void gone_quietly(void *arg, const struct gbx_err *err)
     (void)err; /* logged by destroy_done */
 }
 
-void gbx_sandboxes_destroy_bg(struct gbx_server *s, struct gbx_live *l, const char *kind,
-                              json_t *detail)
+void gbx_sandboxes_destroy_bg(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                              const char *kind, json_t *detail)
 {
-    gbx_sandboxes_destroy_later(s, l, kind, detail, gone_quietly, NULL);
+    gbx_sandboxes_destroy_later(s, who, l, kind, detail, gone_quietly, NULL);
 }
 
 void gbx_sandboxes_idle(struct gbx_server *s, struct gbx_live *l)
@@ -525,15 +522,13 @@ void gbx_sandboxes_idle(struct gbx_server *s, struct gbx_live *l)
     struct gbx_pending_delete *first = p;
     while (first->next)
         first = first->next;
-    gbx_server_act_as(s, first->owner);
     struct gbx_err *err = NULL;
-    int r = gbx_sandboxes_destroy(s, l, first->kind, json_incref(first->detail), &err);
+    int r = gbx_sandboxes_destroy(s, &first->who, l, first->kind, json_incref(first->detail), &err);
     while (p) {
         struct gbx_pending_delete *n = p->next;
         p->done(p->arg, r < 0 ? err : NULL);
         json_decref(p->detail);
         free(p->kind);
-        free(p->owner);
         free(p);
         p = n;
     }
@@ -551,15 +546,17 @@ static void deleted(void *arg, const struct gbx_err *err)
         gbx_http_reply_json(req, 204, NULL);
 }
 
-static void handle_delete(struct gbx_server *s, struct evhttp_request *req, const char *id)
+static void handle_delete(struct gbx_server *s, const struct gbx_actor *who,
+                          struct evhttp_request *req, const char *id)
 {
-    struct gbx_live *l = live_find(s, id);
+    struct gbx_live *l = live_find(s, who, id);
     if (l == NULL) {
         gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
         return;
     }
     /* a 204 means it is gone: while a hibernate holds it, the answer waits for that to stop */
-    gbx_sandboxes_destroy_later(s, l, "sandbox.delete", NULL, deleted, gbx_http_later_new(req));
+    gbx_sandboxes_destroy_later(s, who, l, "sandbox.delete", NULL, deleted,
+                                gbx_http_later_new(req));
 }
 
 static void method_not_allowed(struct evhttp_request *req, const char *allow);
@@ -578,7 +575,8 @@ static void replied_hibernate(void *arg, struct evhttp_request *req, struct gbx_
 }
 
 /* POST /v1/sandboxes/{id}/hibernate {}: processes, memory and files to disk (CRIU). */
-static void handle_hibernate(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+static void handle_hibernate(struct gbx_server *s, const struct gbx_actor *who,
+                             struct evhttp_request *req, struct gbx_live *l)
 {
     if (evhttp_request_get_command(req) != EVHTTP_REQ_POST)
         return method_not_allowed(req, "POST");
@@ -589,11 +587,11 @@ static void handle_hibernate(struct gbx_server *s, struct evhttp_request *req, s
     json_decref(body);
     if (n)
         return gbx_http_reply_error(req, GBX_ERR_INVALID, "hibernate takes no fields");
-    gbx_hibernate(s, req, l, replied_hibernate, NULL);
+    gbx_hibernate(s, who, req, l, replied_hibernate, NULL);
 }
 
-static void handle_pause(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l,
-                         int pause)
+static void handle_pause(struct gbx_server *s, const struct gbx_actor *who,
+                         struct evhttp_request *req, struct gbx_live *l, int pause)
 {
     if (evhttp_request_get_command(req) != EVHTTP_REQ_POST)
         return method_not_allowed(req, "POST");
@@ -619,29 +617,30 @@ static void handle_pause(struct gbx_server *s, struct evhttp_request *req, struc
     }
     if (l->hibernated && !pause) {
         if (v)
-            gbx_sandboxes_set_expiry(s, l, ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0,
+            gbx_sandboxes_set_expiry(s, who, l, ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0,
                                      json_incref(body));
         json_decref(body);
-        return gbx_hibernate_wake(s, req, l, replied_hibernate, NULL);
+        return gbx_hibernate_wake(s, who, req, l, replied_hibernate, NULL);
     }
-    if (gbx_sandboxes_pause(s, l, pause, &err) < 0) {
+    if (gbx_sandboxes_pause(s, who, l, pause, &err) < 0) {
         json_decref(body);
         gbx_http_reply_err(req, err);
         gbx_err_free(err);
         return;
     }
     if (v)
-        gbx_sandboxes_set_expiry(s, l, ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0,
+        gbx_sandboxes_set_expiry(s, who, l, ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0,
                                  json_incref(body));
     else if (!pause && l->expires_ns && l->expires_ns <= gbx_realtime_ns() && l->on_timeout_pause)
         /* resumed after its timeout paused it: without a new timeout it would pause again at
          * once; it runs on with none, as if the caller had cleared it */
-        gbx_sandboxes_set_expiry(s, l, 0, json_pack("{s:s}", "reason", "resumed"));
+        gbx_sandboxes_set_expiry(s, who, l, 0, json_pack("{s:s}", "reason", "resumed"));
     json_decref(body);
     gbx_http_reply_json(req, 200, gbx_srv_sandbox_json(l));
 }
 
-static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, struct gbx_live *l)
+static void handle_timeout(struct gbx_server *s, const struct gbx_actor *who,
+                           struct evhttp_request *req, struct gbx_live *l)
 {
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
@@ -655,20 +654,21 @@ static void handle_timeout(struct gbx_server *s, struct evhttp_request *req, str
                              "removes the timeout");
         return;
     }
-    gbx_sandboxes_set_expiry(s, l, ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0, body);
+    gbx_sandboxes_set_expiry(s, who, l, ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0, body);
     gbx_http_reply_json(req, 200, gbx_srv_sandbox_json(l));
 }
 
-void gbx_sandboxes_set_expiry(struct gbx_server *s, struct gbx_live *l, int64_t expires_ns,
-                              json_t *detail)
+void gbx_sandboxes_set_expiry(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                              int64_t expires_ns, json_t *detail)
 {
     l->expires_ns = expires_ns;
     s->writes_pending++;
     gbx_store_writer_sandbox_set_expiry(s->writer, l->sb->id, l->expires_ns, gbx_srv_write_done, s);
-    gbx_server_audit(s, "sandbox.timeout", l->sb->id, detail);
+    gbx_server_audit(s, who, "sandbox.timeout", l->sb->id, detail);
 }
 
-int gbx_sandboxes_pause(struct gbx_server *s, struct gbx_live *l, int paused, struct gbx_err **err)
+int gbx_sandboxes_pause(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                        int paused, struct gbx_err **err)
 {
     if (l->paused == !!paused)
         return 0;
@@ -689,13 +689,14 @@ int gbx_sandboxes_pause(struct gbx_server *s, struct gbx_live *l, int paused, st
     s->writes_pending++;
     gbx_store_writer_sandbox_set_state(s->writer, l->sb->id, paused ? "paused" : "running",
                                        gbx_srv_write_done, s);
-    gbx_server_audit(s, paused ? "sandbox.pause" : "sandbox.resume", l->sb->id, NULL);
+    gbx_server_audit(s, who, paused ? "sandbox.pause" : "sandbox.resume", l->sb->id, NULL);
     return 0;
 }
 
-struct gbx_live *gbx_sandboxes_find(struct gbx_server *s, const char *id)
+struct gbx_live *gbx_sandboxes_find(struct gbx_server *s, const struct gbx_actor *who,
+                                    const char *id)
 {
-    return live_find(s, id);
+    return live_find(s, who, id);
 }
 
 struct gbx_live *gbx_sandboxes_find_any(struct gbx_server *s, const char *id)
@@ -711,13 +712,14 @@ void gbx_sandboxes_each_any(struct gbx_server *s, int (*fn)(void *arg, struct gb
             break;
 }
 
-int gbx_sandboxes_rebuild(struct gbx_server *s, struct gbx_live *l, const char *snapshot,
-                          struct gbx_err **err)
+int gbx_sandboxes_rebuild(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                          const char *snapshot, struct gbx_err **err)
 {
     char **layers = NULL;
     size_t nlayers = 0;
     const char *tmpl = NULL, *snap_id = NULL;
-    if (gbx_snapshots_layers(s->snapshots, snapshot, &layers, &nlayers, &tmpl, &snap_id, err) < 0)
+    if (gbx_snapshots_layers(s->snapshots, who, snapshot, &layers, &nlayers, &tmpl, &snap_id, err) <
+        0)
         return -1;
     gbx_autofree char *id = gbx_xstrdup(l->sb->id);
     gbx_autofree char *sid = gbx_xstrdup(snap_id);
@@ -755,7 +757,7 @@ int gbx_sandboxes_rebuild(struct gbx_server *s, struct gbx_live *l, const char *
             *pp = l->next;
         gbx_srv_live_free(l);
         gbx_srv_store_delete(s, id);
-        gbx_server_audit(s, "sandbox.delete", id,
+        gbx_server_audit(s, who, "sandbox.delete", id,
                          json_pack("{s:s,s:s}", "reason", "rollback failed", "snapshot", sid));
         return gbx_err_wrap(err, "roll back sandbox '%s' (it is gone)", id);
     }
@@ -763,12 +765,13 @@ int gbx_sandboxes_rebuild(struct gbx_server *s, struct gbx_live *l, const char *
     l->sb = sb;
     l->paused = 0;
     gbx_sandboxes_set_attr(s, l, "snapshot", json_string(sid)); /* writes the new row */
-    gbx_server_audit(s, "sandbox.rollback", id, json_pack("{s:s}", "snapshot", sid));
+    gbx_server_audit(s, who, "sandbox.rollback", id, json_pack("{s:s}", "snapshot", sid));
     gbx_log_info("rolled sandbox '%s' back to snapshot '%s'", id, sid);
     return 0;
 }
 
-void gbx_sandboxes_each(struct gbx_server *s, int (*fn)(void *arg, struct gbx_live *l), void *arg)
+void gbx_sandboxes_each(struct gbx_server *s, const struct gbx_actor *who,
+                        int (*fn)(void *arg, struct gbx_live *l), void *arg)
 {
     size_t n = 0;
     for (struct gbx_live *l = s->live; l; l = l->next)
@@ -776,7 +779,7 @@ void gbx_sandboxes_each(struct gbx_server *s, int (*fn)(void *arg, struct gbx_li
     struct gbx_live **v = gbx_xcalloc(n ? n : 1, sizeof(struct gbx_live *));
     size_t m = 0;
     for (struct gbx_live *l = s->live; l; l = l->next)
-        if (visible(s, l))
+        if (gbx_actor_sees(who, l->owner))
             v[m++] = l;
     qsort(v, m, sizeof(struct gbx_live *), live_cmp);
     for (size_t i = 0; i < m; i++)
@@ -803,11 +806,12 @@ static int list_key(void *arg, const struct gbx_apikey_info *k)
     return 0;
 }
 
-static void handle_apikeys(struct gbx_server *s, struct evhttp_request *req, const char *name)
+static void handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
+                           struct evhttp_request *req, const char *name)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     struct gbx_err *err = NULL;
-    if (!s->admin) {
+    if (!who->admin) {
         gbx_http_reply_error(req, GBX_ERR_PERMISSION,
                              "API keys are managed on the admin socket only");
         return;
@@ -828,7 +832,7 @@ static void handle_apikeys(struct gbx_server *s, struct evhttp_request *req, con
             gbx_http_reply_err(req, err);
             gbx_err_free(err);
         } else {
-            gbx_server_audit(s, "apikey.create", NULL, json_pack("{s:s}", "name", n));
+            gbx_server_audit(s, who, "apikey.create", NULL, json_pack("{s:s}", "name", n));
             gbx_http_reply_json(req, 201, json_pack("{s:s,s:s}", "name", n, "key", key));
         }
         json_decref(body);
@@ -851,7 +855,7 @@ static void handle_apikeys(struct gbx_server *s, struct evhttp_request *req, con
             gbx_err_free(err);
             return;
         }
-        gbx_server_audit(s, "apikey.revoke", NULL, json_pack("{s:s}", "name", name));
+        gbx_server_audit(s, who, "apikey.revoke", NULL, json_pack("{s:s}", "name", name));
         gbx_http_reply_json(req, 204, NULL);
         return;
     }
@@ -871,19 +875,17 @@ static const char *request_key(struct evhttp_request *req)
     return NULL;
 }
 
-static void route(struct gbx_server *s, struct evhttp_request *req);
+static void route(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req);
 
 static void dispatch_admin(struct evhttp_request *req, void *arg)
 {
     struct gbx_server *s = arg;
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-    s->admin = 1;
-    s->actor = "admin";
-    s->key_name[0] = '\0';
-    gbx_reqmetrics_track(req, path ? path : "", s->actor);
-    route(s, req);
-    s->actor = NULL;
+    struct gbx_actor who;
+    gbx_actor_for(&who, "");
+    gbx_reqmetrics_track(req, path ? path : "", who.name);
+    route(s, &who, req);
 }
 
 static void dispatch_tcp(struct evhttp_request *req, void *arg)
@@ -893,32 +895,28 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
     /* E2B's data plane: the sandbox's access token decides (gbx_e2b_data), and the request
-     * acts as the sandbox's owner */
+     * acts as the sandbox's owner (its actor is made there, once the sandbox is found) */
     const char *sid = evhttp_find_header(in, "E2b-Sandbox-Id");
     if (sid) {
-        s->admin = 1;
-        s->actor = "e2b";
         gbx_reqmetrics_track(req, path ? path : "", "e2b");
         gbx_e2b_data(s, s->base, req, sid);
-        s->actor = NULL;
         return;
     }
     /* a signed envd URL (sbx.downloadUrl()/uploadUrl()) carries no sandbox id: e2b_files.c
      * finds the sandbox whose token made the signature */
     if (path && strcmp(path, "/files") == 0) {
-        s->admin = 1;
-        s->actor = "e2b";
         gbx_reqmetrics_track(req, path, "e2b");
         gbx_e2b_files(s, s->base, req, NULL);
-        s->actor = NULL;
         return;
     }
     int e2b = path && gbx_e2b_is_control_path(path);
-    s->admin = 0;
+    /* no key: /healthz only (route answers nothing else to an actor that sees nothing) */
+    struct gbx_actor who = {.admin = 0, .owner = "", .name = "-"};
     if (path == NULL || strcmp(path, "/healthz") != 0) {
         const char *key = request_key(req);
+        char name[GBX_ACTOR_MAX];
         if (key == NULL || strlen(key) > 256 ||
-            gbx_store_apikey_check(s->store, key, s->key_name, sizeof(s->key_name)) != 1) {
+            gbx_store_apikey_check(s->store, key, name, sizeof(name)) != 1) {
             gbx_reqmetrics_track(req, path ? path : "", "-");
             evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
             if (e2b)
@@ -932,21 +930,13 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
                                                 "KEY' or 'X-API-Key: KEY'"));
             return;
         }
-        s->actor = s->key_name;
+        gbx_actor_for(&who, name);
     }
-    gbx_reqmetrics_track(req, path ? path : "", s->actor ? s->actor : "-");
+    gbx_reqmetrics_track(req, path ? path : "", who.name);
     if (e2b)
-        gbx_e2b_control(s, req, path);
+        gbx_e2b_control(s, &who, req, path);
     else
-        route(s, req);
-    s->actor = NULL;
-}
-
-void gbx_server_act_as(struct gbx_server *s, const char *owner)
-{
-    s->admin = owner[0] == '\0';
-    snprintf(s->key_name, sizeof(s->key_name), "%s", owner);
-    s->actor = s->admin ? "admin" : s->key_name;
+        route(s, &who, req);
 }
 
 /* The prefix "/name" of sub, followed by nothing or by '/': returns what follows, or NULL. */
@@ -959,27 +949,28 @@ static const char *sub_prefix(const char *sub, const char *name)
 }
 
 /* /v1/sandboxes/{id}/<sub...> */
-static void route_sandbox_sub(struct gbx_server *s, struct evhttp_request *req, const char *id,
-                              const char *sub, const char *path)
+static void route_sandbox_sub(struct gbx_server *s, const struct gbx_actor *who,
+                              struct evhttp_request *req, const char *id, const char *sub,
+                              const char *path)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     const char *files = sub_prefix(sub, "/files");
     const char *procs = sub_prefix(sub, "/processes");
     int is_exec = strcmp(sub, "/exec") == 0, is_timeout = strcmp(sub, "/timeout") == 0;
     if (strcmp(sub, "/artifacts") == 0)
-        return gbx_api_sandbox_artifacts(s, req, id);
+        return gbx_api_sandbox_artifacts(s, who, req, id);
     if (strcmp(sub, "/pause") == 0 || strcmp(sub, "/resume") == 0 ||
         strcmp(sub, "/hibernate") == 0) {
-        struct gbx_live *l = live_find(s, id);
+        struct gbx_live *l = live_find(s, who, id);
         if (l == NULL)
             return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
         if (sub[1] == 'h')
-            return handle_hibernate(s, req, l);
-        return handle_pause(s, req, l, sub[1] == 'p');
+            return handle_hibernate(s, who, req, l);
+        return handle_pause(s, who, req, l, sub[1] == 'p');
     }
     {
         /* a hibernated sandbox has no processes: it is woken first (POST .../resume) */
-        struct gbx_live *l = live_find(s, id);
+        struct gbx_live *l = live_find(s, who, id);
         if (l && (l->hibernated || l->busy == GBX_BUSY_WORKER) && strcmp(sub, "/snapshots") != 0)
             return gbx_http_reply_error(req, GBX_ERR_CONFLICT,
                                         "sandbox '%s' is %s; resume it first", id,
@@ -987,36 +978,36 @@ static void route_sandbox_sub(struct gbx_server *s, struct evhttp_request *req, 
     }
     if (strcmp(sub, "/snapshots") == 0 || strcmp(sub, "/fork") == 0 ||
         strcmp(sub, "/rollback") == 0) {
-        struct gbx_live *l = live_find(s, id);
+        struct gbx_live *l = live_find(s, who, id);
         if (l == NULL)
             return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
-        (void)gbx_snapshots_sandbox_route(s->snapshots, req, l, sub);
+        (void)gbx_snapshots_sandbox_route(s->snapshots, who, req, l, sub);
         return;
     }
     if (strcmp(sub, "/network") == 0 || strcmp(sub, "/egress") == 0) {
-        struct gbx_live *l = live_find(s, id);
+        struct gbx_live *l = live_find(s, who, id);
         if (l == NULL)
             return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
-        return sub[1] == 'n' ? gbx_api_sandbox_network(s, req, l)
-                             : gbx_api_sandbox_egress(s, req, l);
+        return sub[1] == 'n' ? gbx_api_sandbox_network(s, who, req, l)
+                             : gbx_api_sandbox_egress(s, who, req, l);
     }
     if (!files && !procs && !is_exec && !is_timeout)
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
     if ((is_exec || is_timeout) && m != EVHTTP_REQ_POST)
         return method_not_allowed(req, "POST");
-    struct gbx_live *l = live_find(s, id);
+    struct gbx_live *l = live_find(s, who, id);
     if (l == NULL)
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
     if (is_exec)
-        return gbx_api_exec(s, s->base, req, l->sb, l->env);
+        return gbx_api_exec(s, who, s->base, req, l->sb, l->env);
     if (is_timeout)
-        return handle_timeout(s, req, l);
+        return handle_timeout(s, who, req, l);
     if (files)
-        return gbx_api_files(s, s->base, req, l->sb, files);
-    return gbx_api_procs(s, s->base, req, l->sb, procs);
+        return gbx_api_files(s, who, s->base, req, l->sb, files);
+    return gbx_api_procs(s, who, s->base, req, l->sb, procs);
 }
 
-static void route(struct gbx_server *s, struct evhttp_request *req)
+static void route(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req)
 {
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
@@ -1032,12 +1023,12 @@ static void route(struct gbx_server *s, struct evhttp_request *req)
     if (strcmp(path, "/healthz") == 0) {
         if (m != EVHTTP_REQ_GET)
             return method_not_allowed(req, "GET");
-        return gbx_http_reply_json(req, 200, gbx_srv_health_json(s));
+        return gbx_http_reply_json(req, 200, gbx_srv_health_json(s, who));
     }
     if (strcmp(path, "/metrics") == 0) {
         if (m != EVHTTP_REQ_GET)
             return method_not_allowed(req, "GET");
-        return gbx_srv_handle_metrics(s, req);
+        return gbx_srv_handle_metrics(s, who, req);
     }
     if (strcmp(path, "/version") == 0) {
         if (m != EVHTTP_REQ_GET)
@@ -1048,29 +1039,29 @@ static void route(struct gbx_server *s, struct evhttp_request *req)
     }
     if (strcmp(path, "/v1/egress") == 0 || strncmp(path, "/v1/egress/", 11) == 0 ||
         strcmp(path, "/v1/secrets") == 0 || strncmp(path, "/v1/secrets/", 12) == 0)
-        return gbx_api_egress(s, req, path);
+        return gbx_api_egress(s, who, req, path);
     if (strcmp(path, "/v1/artifacts") == 0 || strncmp(path, "/v1/artifacts/", 14) == 0)
-        return gbx_api_artifacts(s, req, path);
+        return gbx_api_artifacts(s, who, req, path);
     if (strcmp(path, "/v1/sessions") == 0 || strncmp(path, "/v1/sessions/", 13) == 0)
-        return gbx_sessions_route(s->sessions, req, path);
+        return gbx_sessions_route(s->sessions, who, req, path);
     if (strcmp(path, "/v1/gc") == 0)
-        return gbx_gc_route(s->gc, req);
+        return gbx_gc_route(s->gc, who, req);
     if (strcmp(path, "/v1/snapshots") == 0 || strncmp(path, "/v1/snapshots/", 14) == 0)
-        return gbx_snapshots_route(s->snapshots, req, path);
+        return gbx_snapshots_route(s->snapshots, who, req, path);
     if (strcmp(path, "/v1/templates") == 0 || strncmp(path, "/v1/templates/", 14) == 0)
-        return gbx_api_templates(s, s->base, req, path);
+        return gbx_api_templates(s, who, s->base, req, path);
     if (strcmp(path, "/v1/apikeys") == 0)
-        return handle_apikeys(s, req, NULL);
+        return handle_apikeys(s, who, req, NULL);
     if (strncmp(path, "/v1/apikeys/", 12) == 0) {
         if (gbx_name_valid(path + 12) < 0)
             return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such API key");
-        return handle_apikeys(s, req, path + 12);
+        return handle_apikeys(s, who, req, path + 12);
     }
     if (strcmp(path, "/v1/sandboxes") == 0) {
         if (m == EVHTTP_REQ_POST)
-            return gbx_srv_handle_create(s, req);
+            return gbx_srv_handle_create(s, who, req);
         if (m == EVHTTP_REQ_GET)
-            return handle_list(s, req);
+            return handle_list(s, who, req);
         return method_not_allowed(req, "GET, POST");
     }
     if (strncmp(path, "/v1/sandboxes/", 14) == 0) {
@@ -1086,19 +1077,19 @@ static void route(struct gbx_server *s, struct evhttp_request *req)
         idbuf[idlen] = '\0';
         const char *id = idbuf;
         if (slash)
-            return route_sandbox_sub(s, req, id, slash, path);
+            return route_sandbox_sub(s, who, req, id, slash, path);
         if (gbx_sandbox_id_valid(id) < 0) {
             gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such sandbox");
             return;
         }
         if (m == EVHTTP_REQ_GET) {
-            struct gbx_live *l = live_find(s, id);
+            struct gbx_live *l = live_find(s, who, id);
             if (l == NULL)
                 return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
             return gbx_http_reply_json(req, 200, gbx_srv_sandbox_json(l));
         }
         if (m == EVHTTP_REQ_DELETE)
-            return handle_delete(s, req, id);
+            return handle_delete(s, who, req, id);
         return method_not_allowed(req, "GET, DELETE");
     }
     gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
@@ -1242,16 +1233,6 @@ struct gbx_runtime *gbx_server_runtime(struct gbx_server *s)
 struct gbx_egress *gbx_server_egress(const struct gbx_server *s)
 {
     return s->egress;
-}
-
-int gbx_server_is_admin(const struct gbx_server *s)
-{
-    return s->admin;
-}
-
-const char *gbx_server_owner(const struct gbx_server *s)
-{
-    return s->admin ? "" : s->key_name;
 }
 
 static void probe_work(void *arg)
@@ -1441,7 +1422,7 @@ void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
             gbx_autofree char *id = gbx_xstrdup(l->sb->id);
             (void)!gbx_sandbox_destroy(l->sb, NULL);
             gbx_srv_store_delete(s, id);
-            gbx_server_audit(s, "sandbox.delete", id,
+            gbx_server_audit(s, &gbx_actor_system, "sandbox.delete", id,
                              json_pack("{s:s}", "reason", "daemon shutdown"));
         } else {
             /* leave it running: its control socket lets the next daemon adopt it */

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/actor.h"
 #include "api/gc.h"
 #include "base/err.h"
 
@@ -38,18 +39,14 @@ int gbx_server_drain(struct gbx_server *s);
 /* Stop accepting; sandboxes keep running (kill_sandboxes: destroy them). */
 void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes);
 void gbx_server_free(struct gbx_server *s);
-/* Append an audit record as the current actor (detail: a JSON object, stolen; may be NULL).
- * Failures are logged, never fatal to the request. */
+/* Append an audit record as who (detail: a JSON object, stolen; may be NULL). Failures are
+ * logged, never fatal to the request. */
 struct json_t;
-void gbx_server_audit(struct gbx_server *s, const char *kind, const char *sandbox,
-                      struct json_t *detail);
-/* The same on behalf of a named actor (for records written after the request's turn). */
+void gbx_server_audit(struct gbx_server *s, const struct gbx_actor *who, const char *kind,
+                      const char *sandbox, struct json_t *detail);
+/* The same on behalf of an actor named by its audit name (the egress gateway's records). */
 void gbx_server_audit_as(struct gbx_server *s, const char *actor, const char *kind,
                          const char *sandbox, struct json_t *detail);
-/* Act, for the rest of this request's turn, as a sandbox's owner ("" for the admin). */
-void gbx_server_act_as(struct gbx_server *s, const char *owner);
-/* Who the request being handled acts as: "admin" or an API key's name. */
-const char *gbx_server_actor(const struct gbx_server *s);
 /* Metrics hooks for the exec streams. */
 /* A process started secs after its exec request arrived. */
 void gbx_server_exec_started(struct gbx_server *s, double secs);
@@ -69,10 +66,6 @@ struct gbx_snapshots *gbx_server_snapshots(const struct gbx_server *s);
 struct gbx_sessions *gbx_server_sessions(const struct gbx_server *s);
 /* The egress gateway (owned by the server). */
 struct gbx_egress *gbx_server_egress(const struct gbx_server *s);
-/* Who owns what the current request creates: "" for the admin, else the API key's name. */
-const char *gbx_server_owner(const struct gbx_server *s);
-/* Is the request being handled the admin's (the unix socket), not an API key's? */
-int gbx_server_is_admin(const struct gbx_server *s);
 /* The admin socket's path (owned by the server). */
 const char *gbx_server_socket_path(const struct gbx_server *s);
 /* The v1 cpu controller's directory the daemon's groups are made in (NULL without one), and

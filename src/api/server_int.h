@@ -62,9 +62,6 @@ struct gbx_server {
     struct evhttp *http_tcp;     /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
     size_t max_upload; /* the largest upload body (--max-upload) */
-    const char *actor; /* the request being handled: "admin" or a key's name */
-    int admin;
-    char key_name[128];
     struct metrics {
         uint64_t create_buckets[12]; /* cumulative counts per bound in create_bounds */
         double create_sum;
@@ -98,9 +95,11 @@ void gbx_srv_pool_kick(struct gbx_server *s);
 int gbx_srv_stack_template(struct gbx_server *s, const char *tmpl, char ***layers, size_t *n,
                            char **base, struct gbx_err **err);
 int gbx_srv_json_timeout_ms(json_t *v, uint64_t *out);
-void gbx_srv_handle_create(struct gbx_server *s, struct evhttp_request *req);
-void gbx_srv_handle_metrics(struct gbx_server *s, struct evhttp_request *req);
-json_t *gbx_srv_health_json(const struct gbx_server *s);
+void gbx_srv_handle_create(struct gbx_server *s, const struct gbx_actor *who,
+                           struct evhttp_request *req);
+void gbx_srv_handle_metrics(struct gbx_server *s, const struct gbx_actor *who,
+                            struct evhttp_request *req);
+json_t *gbx_srv_health_json(const struct gbx_server *s, const struct gbx_actor *who);
 int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err);
 void gbx_srv_pool_fill_one(evutil_socket_t fd, short what, void *arg);
 void gbx_srv_live_free(struct gbx_live *l);

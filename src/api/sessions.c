@@ -129,9 +129,8 @@ int gbx_session_log(struct gbx_session *ses, const char *type, const char *tool_
 
 /* ---- the agent ----------------------------------------------------------------------------- */
 
-/* The session's sandbox: found by its id and its owner, the session's, whoever the request
- * being handled meanwhile is (the daemon's current actor may be anyone's by the time a queued
- * call or a reply runs). */
+/* The session's sandbox: found by its id and its owner, the session's (a queued call or a
+ * reply runs long after the request that asked for it). */
 static struct gbx_live *live_of(struct gbx_session *ses)
 {
     struct gbx_live *l =
@@ -369,10 +368,10 @@ static void run_next(struct gbx_session *ses)
     }
     struct gbx_live *l = live_of(ses);
     if (l->hibernated) /* a call wakes its sandbox: its processes and memory come back */
-        return gbx_hibernate_wake(ses->all->srv, NULL, l, woken, c);
+        return gbx_hibernate_wake(ses->all->srv, &ses->as, NULL, l, woken, c);
     if (l->paused) { /* and thaws a paused one: a tool on a frozen sandbox would hang */
         gbx_autoerr struct gbx_err *e3 = NULL;
-        if (gbx_sandboxes_pause(ses->all->srv, l, 0, &e3) < 0) {
+        if (gbx_sandboxes_pause(ses->all->srv, &ses->as, l, 0, &e3) < 0) {
             gbx_autofree char *m = gbx_asprintf("cannot resume the session's sandbox: %s", e3->msg);
             return call_fail(c, m);
         }
@@ -382,16 +381,18 @@ static void run_next(struct gbx_session *ses)
 
 /* ---- sessions ------------------------------------------------------------------------------- */
 
-static int visible(struct gbx_sessions *all, const struct gbx_session *ses)
+static int visible(struct gbx_sessions *all, const struct gbx_actor *who,
+                   const struct gbx_session *ses)
 {
-    return gbx_server_is_admin(all->srv) || strcmp(ses->owner, gbx_server_owner(all->srv)) == 0;
+    return gbx_actor_sees(who, ses->owner);
 }
 
-static struct gbx_session *find(struct gbx_sessions *all, const char *id)
+static struct gbx_session *find(struct gbx_sessions *all, const struct gbx_actor *who,
+                                const char *id)
 {
     for (struct gbx_session *s = all->list; s; s = s->next)
         if (strcmp(s->id, id) == 0)
-            return visible(all, s) ? s : NULL;
+            return visible(all, who, s) ? s : NULL;
     return NULL;
 }
 
@@ -453,13 +454,9 @@ static int create_sandbox(struct gbx_session *ses, struct gbx_err **err)
 {
     json_t *body = sandbox_body(ses);
     struct gbx_live *l = NULL;
-    /* made for the session's owner, whoever's request is being handled when a queued call
-     * finds its sandbox gone (the actor goes back afterwards) */
-    struct gbx_server *srv = ses->all->srv;
-    gbx_autofree char *was = gbx_xstrdup(gbx_server_owner(srv));
-    gbx_server_act_as(srv, ses->owner);
-    int r = gbx_sandboxes_create(srv, body, &l, err);
-    gbx_server_act_as(srv, was);
+    /* made for the session's owner: a queued call that finds its sandbox gone runs long
+     * after the request that queued it */
+    int r = gbx_sandboxes_create(ses->all->srv, &ses->as, body, &l, err);
     json_decref(body);
     if (r < 0)
         return -1;
@@ -514,6 +511,7 @@ static struct gbx_session *session_new(struct gbx_sessions *all, const char *id,
     ses->all = all;
     ses->id = gbx_xstrdup(id);
     ses->owner = gbx_xstrdup(owner);
+    gbx_actor_for(&ses->as, owner);
     ses->workdir = gbx_xstrdup(workdir);
     ses->spec = spec;
     ses->created_ns = created_ns;
@@ -528,6 +526,7 @@ struct create_ctx {
     struct gbx_sessions *all;
     struct gbx_http_later *later;
     char *id;
+    struct gbx_actor as; /* the session's owner */
 };
 
 /* by id alone: the request was checked when it came, and the actor now may be anyone */
@@ -569,7 +568,7 @@ static void create_undo(struct gbx_session *ses)
     if (ses->sandbox_id) {
         struct gbx_live *l = live_of(ses);
         if (l)
-            (void)gbx_sandboxes_destroy(ses->all->srv, l, "sandbox.delete", NULL, NULL);
+            (void)gbx_sandboxes_destroy(ses->all->srv, &ses->as, l, "sandbox.delete", NULL, NULL);
     }
     (void)!gbx_store_session_delete(store_of(ses), ses->id, NULL);
     session_unlink(ses);
@@ -585,7 +584,7 @@ static void sandbox_made(void *arg, struct gbx_live *l, int existed, const struc
     struct gbx_err *err = NULL;
     if (ses == NULL) { /* deleted while its sandbox was made: that goes too */
         if (l)
-            (void)gbx_sandboxes_destroy(all->srv, l, "sandbox.delete", NULL, NULL);
+            (void)gbx_sandboxes_destroy(all->srv, &m->as, l, "sandbox.delete", NULL, NULL);
         struct evhttp_request *req = gbx_http_later_take(m->later);
         if (req)
             gbx_http_reply_error(req, GBX_ERR_UNAVAILABLE, "the session was deleted");
@@ -593,7 +592,7 @@ static void sandbox_made(void *arg, struct gbx_live *l, int existed, const struc
     }
     if (l == NULL || sandbox_taken(ses, l, &err) < 0) {
         if (l && ses->sandbox_id == NULL)
-            (void)gbx_sandboxes_destroy(all->srv, l, "sandbox.delete", NULL, NULL);
+            (void)gbx_sandboxes_destroy(all->srv, &ses->as, l, "sandbox.delete", NULL, NULL);
         struct evhttp_request *req = gbx_http_later_take(m->later);
         if (req)
             gbx_http_reply_err(req, err ? err : cerr);
@@ -601,8 +600,8 @@ static void sandbox_made(void *arg, struct gbx_live *l, int existed, const struc
         create_undo(ses);
         return create_ctx_free(m);
     }
-    gbx_server_audit_as(all->srv, ses->owner[0] ? ses->owner : "admin", "session.create",
-                        ses->sandbox_id, json_pack("{s:s}", "session", ses->id));
+    gbx_server_audit(all->srv, &ses->as, "session.create", ses->sandbox_id,
+                     json_pack("{s:s}", "session", ses->id));
     /* the workdir exists before the first call */
     struct gbx_aconn *ac = gbx_session_agent(ses, &err);
     if (ac == NULL) {
@@ -625,7 +624,8 @@ static int workdir_valid(const char *w)
            strcmp(w + strlen(w) - (strlen(w) >= 3 ? 3 : 0), "/..") != 0;
 }
 
-static void handle_create(struct gbx_sessions *all, struct evhttp_request *req)
+static void handle_create(struct gbx_sessions *all, const struct gbx_actor *who,
+                          struct evhttp_request *req)
 {
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
@@ -640,8 +640,7 @@ static void handle_create(struct gbx_sessions *all, struct evhttp_request *req)
     if (w)
         workdir = json_string_value(w);
     gbx_autofree char *id = new_id();
-    struct gbx_session *ses =
-        session_new(all, id, gbx_server_owner(all->srv), workdir, body, gbx_realtime_ns());
+    struct gbx_session *ses = session_new(all, id, who->owner, workdir, body, gbx_realtime_ns());
     struct gbx_err *err = NULL;
     if (store_session(ses, &err) < 0 ||
         gbx_session_log(ses, "session.created", NULL, json_pack("{s:O}", "spec", body), &err) < 0) {
@@ -656,16 +655,18 @@ static void handle_create(struct gbx_sessions *all, struct evhttp_request *req)
     m->all = all;
     m->later = gbx_http_later_new(req);
     m->id = gbx_xstrdup(ses->id);
+    m->as = ses->as;
     json_t *sbody = sandbox_body(ses);
-    gbx_sandboxes_create_async(all->srv, sbody, sandbox_made, m);
+    gbx_sandboxes_create_async(all->srv, &ses->as, sbody, sandbox_made, m);
     json_decref(sbody);
 }
 
-static void handle_list(struct gbx_sessions *all, struct evhttp_request *req)
+static void handle_list(struct gbx_sessions *all, const struct gbx_actor *who,
+                        struct evhttp_request *req)
 {
     json_t *a = json_array();
     for (struct gbx_session *s = all->list; s; s = s->next)
-        if (visible(all, s))
+        if (visible(all, who, s))
             json_array_append_new(a, session_json(s));
     gbx_http_reply_json(req, 200, json_pack("{s:o}", "sessions", a));
 }
@@ -675,13 +676,14 @@ static void rm_tree(void *arg)
     (void)!gbx_rm_rf(arg);
 }
 
-static void delete_session(struct gbx_sessions *all, struct gbx_session *ses, const char *why)
+static void delete_session(struct gbx_sessions *all, const struct gbx_actor *who,
+                           struct gbx_session *ses, const char *why)
 {
     struct gbx_live *l = live_of(ses);
     ses->deleting = 1;
     gbx_session_drop_agent(ses);
     if (l) /* torn down off the loop */
-        gbx_sandboxes_destroy_bg(all->srv, l, "sandbox.delete",
+        gbx_sandboxes_destroy_bg(all->srv, who, l, "sandbox.delete",
                                  json_pack("{s:s}", "session", ses->id));
     struct gbx_err *err = NULL;
     if (gbx_store_session_delete(store_of(ses), ses->id, &err) < 0) {
@@ -697,17 +699,17 @@ static void delete_session(struct gbx_sessions *all, struct gbx_session *ses, co
     else
         (void)!gbx_rm_rf(dir);
     free(trash);
-    gbx_server_audit(all->srv, "session.delete", NULL,
+    gbx_server_audit(all->srv, who, "session.delete", NULL,
                      why ? json_pack("{s:s,s:s}", "session", ses->id, "reason", why)
                          : json_pack("{s:s}", "session", ses->id));
     session_unlink(ses);
     session_free(ses);
 }
 
-static void handle_delete(struct gbx_sessions *all, struct evhttp_request *req,
-                          struct gbx_session *ses)
+static void handle_delete(struct gbx_sessions *all, const struct gbx_actor *who,
+                          struct evhttp_request *req, struct gbx_session *ses)
 {
-    delete_session(all, ses, NULL);
+    delete_session(all, who, ses, NULL);
     evhttp_send_reply(req, 204, "No Content", NULL);
 }
 
@@ -730,7 +732,7 @@ int gbx_sessions_delete(struct gbx_sessions *all, const char *id, const char *wh
         if (strcmp(s->id, id) == 0) {
             if (s->busy || s->queue || s->ckpt)
                 return 0;
-            delete_session(all, s, why);
+            delete_session(all, &gbx_actor_system, s, why);
             return 1;
         }
     return 0;
@@ -919,14 +921,15 @@ static void handle_execute(struct gbx_sessions *all, struct evhttp_request *req,
     (void)all;
 }
 
-void gbx_sessions_route(struct gbx_sessions *all, struct evhttp_request *req, const char *path)
+void gbx_sessions_route(struct gbx_sessions *all, const struct gbx_actor *who,
+                        struct evhttp_request *req, const char *path)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     if (strcmp(path, "/v1/sessions") == 0) {
         if (m == EVHTTP_REQ_POST)
-            return handle_create(all, req);
+            return handle_create(all, who, req);
         if (m == EVHTTP_REQ_GET)
-            return handle_list(all, req);
+            return handle_list(all, who, req);
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, POST");
         return gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID,
                                            "method not allowed (use GET, POST)");
@@ -939,7 +942,7 @@ void gbx_sessions_route(struct gbx_sessions *all, struct evhttp_request *req, co
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such session");
     memcpy(id, rest, n);
     id[n] = '\0';
-    struct gbx_session *ses = id_valid(id) ? find(all, id) : NULL;
+    struct gbx_session *ses = id_valid(id) ? find(all, who, id) : NULL;
     if (ses == NULL)
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no session '%s'", id);
     const char *sub = slash ? slash : "";
@@ -948,7 +951,7 @@ void gbx_sessions_route(struct gbx_sessions *all, struct evhttp_request *req, co
         if (m == EVHTTP_REQ_GET)
             return gbx_http_reply_json(req, 200, session_json(ses));
         if (m == EVHTTP_REQ_DELETE)
-            return handle_delete(all, req, ses);
+            return handle_delete(all, who, req, ses);
         allow = "GET, DELETE";
     } else if (strcmp(sub, "/events") == 0) {
         if (m == EVHTTP_REQ_GET)

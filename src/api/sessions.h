@@ -24,7 +24,8 @@ int gbx_sessions_new(struct gbx_server *srv, struct event_base *base, const char
                      struct gbx_sessions **out, struct gbx_err **err) GBX_WUR;
 void gbx_sessions_free(struct gbx_sessions *all);
 /* /v1/sessions and below */
-void gbx_sessions_route(struct gbx_sessions *all, struct evhttp_request *req, const char *path);
+void gbx_sessions_route(struct gbx_sessions *all, const struct gbx_actor *who,
+                        struct evhttp_request *req, const char *path);
 /* End live event streams (the daemon is stopping). Returns how many. */
 size_t gbx_sessions_drain(struct gbx_sessions *all);
 

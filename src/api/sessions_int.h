@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "api/aconn.h"
+#include "api/actor.h"
 #include "api/sessions.h"
 #include "session/toolkit.h"
 
@@ -50,7 +51,10 @@ struct gbx_session {
     struct gbx_session *next;
     struct gbx_sessions *all;
     char *id, *owner, *workdir;
-    json_t *spec; /* the create body, for a replacement */
+    struct gbx_actor as; /* its owner: what the session does later (a queued call, a
+                            replacement sandbox, a wake) it does as this, never as whoever's
+                            request the loop happens to be handling */
+    json_t *spec;        /* the create body, for a replacement */
     char *sandbox_id;
     int64_t created_ns;
     int64_t last_ns;      /* its newest event (retention counts age from here) */

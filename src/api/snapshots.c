@@ -151,13 +151,11 @@ static struct snap *find_any(struct gbx_snapshots *ss, const char *id)
     return NULL;
 }
 
-/* By id or name, visible to the current actor, not being deleted. */
-static struct snap *find(struct gbx_snapshots *ss, const char *ref)
+/* By id or name, visible to who, not being deleted. */
+static struct snap *find(struct gbx_snapshots *ss, const struct gbx_actor *who, const char *ref)
 {
-    const char *owner = gbx_server_owner(ss->s);
-    int admin = gbx_server_is_admin(ss->s);
     for (struct snap *p = ss->list; p; p = p->next) {
-        if (strcmp(p->state, "ready") != 0 || (!admin && strcmp(p->owner, owner) != 0))
+        if (strcmp(p->state, "ready") != 0 || !gbx_actor_sees(who, p->owner))
             continue;
         if (strcmp(p->id, ref) == 0 || (p->name && strcmp(p->name, ref) == 0))
             return p;
@@ -343,10 +341,11 @@ void gbx_snapshots_layers_free(char **layers, size_t n)
     free(layers);
 }
 
-int gbx_snapshots_layers(struct gbx_snapshots *ss, const char *ref, char ***layers, size_t *nlayers,
-                         const char **tmpl, const char **id, struct gbx_err **err)
+int gbx_snapshots_layers(struct gbx_snapshots *ss, const struct gbx_actor *who, const char *ref,
+                         char ***layers, size_t *nlayers, const char **tmpl, const char **id,
+                         struct gbx_err **err)
 {
-    struct snap *p = find(ss, ref);
+    struct snap *p = find(ss, who, ref);
     if (p == NULL)
         return gbx_err_set(err, ENOENT, GBX_ERR_NOT_FOUND, "snapshot '%s' not found", ref);
     char **v = gbx_xcalloc(GBX_MAX_LAYERS, sizeof(char *));
@@ -382,6 +381,7 @@ struct take {
     struct gbx_layer_stats st;
     struct gbx_err *err;
     int64_t t0;
+    struct gbx_actor who; /* who asked: the finish is recorded as theirs */
     gbx_snapshot_taken_fn done;
     void *arg;
 };
@@ -444,11 +444,10 @@ static void take_done(void *arg)
     struct gbx_snapshots *ss = t->ss;
     struct gbx_server *s = ss->s;
     struct evhttp_request *req = gbx_http_later_take(t->later);
-    gbx_server_act_as(s, t->snap->owner);
     struct gbx_live *l = gbx_sandboxes_find_any(s, t->sandbox);
     if (l && !t->was_paused) {
         struct gbx_err *e = NULL;
-        if (gbx_sandboxes_pause(s, l, 0, &e) < 0) {
+        if (gbx_sandboxes_pause(s, &t->who, l, 0, &e) < 0) {
             gbx_log_error("%s", e->msg);
             gbx_err_free(e);
         } else {
@@ -480,7 +479,7 @@ static void take_done(void *arg)
         if (gbx_offload_submit(gbx_server_offload(s), sync_work, rm_done, d) < 0)
             free(d);
         double ms = (double)(gbx_monotonic_ns() - t->t0) / 1e6;
-        gbx_server_audit(s, "snapshot.create", p->sandbox,
+        gbx_server_audit(s, &t->who, "snapshot.create", p->sandbox,
                          json_pack("{s:s,s:s?,s:s,s:I,s:I,s:f}", "snapshot", p->id, "name", p->name,
                                    "kind", p->kind, "bytes", (json_int_t)t->st.bytes, "files",
                                    (json_int_t)t->st.files, "ms", ms));
@@ -503,8 +502,9 @@ static char *new_id(void)
 }
 
 /* Freeze l, copy its changes off the loop, thaw, then call done. */
-void gbx_snapshots_take(struct gbx_snapshots *ss, struct evhttp_request *req, struct gbx_live *l,
-                        const char *name, const char *kind, gbx_snapshot_taken_fn done, void *arg)
+void gbx_snapshots_take(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                        struct evhttp_request *req, struct gbx_live *l, const char *name,
+                        const char *kind, gbx_snapshot_taken_fn done, void *arg)
 {
     struct gbx_server *s = ss->s;
     struct gbx_err *err = NULL;
@@ -513,7 +513,7 @@ void gbx_snapshots_take(struct gbx_snapshots *ss, struct evhttp_request *req, st
                     "sandbox '%s' is busy with another snapshot or rollback", l->sb->id);
         goto fail;
     }
-    if (name && find(ss, name)) {
+    if (name && find(ss, who, name)) {
         gbx_err_set(&err, EEXIST, GBX_ERR_CONFLICT, "a snapshot named '%s' exists", name);
         goto fail;
     }
@@ -531,7 +531,8 @@ void gbx_snapshots_take(struct gbx_snapshots *ss, struct evhttp_request *req, st
     t->was_paused = l->paused;
     /* a daemon that dies during the copy leaves the sandbox frozen: the mark tells the next
      * one it was not paused (its state, written behind, cannot) */
-    if (!l->paused && (freeze_mark(l->sb, 1, &err) < 0 || gbx_sandboxes_pause(s, l, 1, &err) < 0)) {
+    if (!l->paused &&
+        (freeze_mark(l->sb, 1, &err) < 0 || gbx_sandboxes_pause(s, who, l, 1, &err) < 0)) {
         (void)freeze_mark(l->sb, 0, NULL);
         close(ufd);
         free(t);
@@ -541,6 +542,7 @@ void gbx_snapshots_take(struct gbx_snapshots *ss, struct evhttp_request *req, st
     l->busy = GBX_BUSY_SNAPSHOT;
     t->ss = ss;
     t->t0 = t0;
+    t->who = *who;
     t->sandbox = gbx_xstrdup(l->sb->id);
     t->upper_fd = ufd;
     t->host_uid = l->sb->host_uid;
@@ -570,9 +572,10 @@ fail:
     gbx_err_free(err);
 }
 
-struct gbx_snapshot_ref gbx_snapshots_get(struct gbx_snapshots *ss, const char *ref)
+struct gbx_snapshot_ref gbx_snapshots_get(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                                          const char *ref)
 {
-    struct snap *p = find(ss, ref);
+    struct snap *p = find(ss, who, ref);
     struct gbx_snapshot_ref r = {0};
     if (p) {
         r.id = p->id;
@@ -583,13 +586,11 @@ struct gbx_snapshot_ref gbx_snapshots_get(struct gbx_snapshots *ss, const char *
     return r;
 }
 
-void gbx_snapshots_each_visible(struct gbx_snapshots *ss,
+void gbx_snapshots_each_visible(struct gbx_snapshots *ss, const struct gbx_actor *who,
                                 void (*fn)(void *arg, const struct gbx_snapshot_ref *r), void *arg)
 {
-    const char *owner = gbx_server_owner(ss->s);
-    int admin = gbx_server_is_admin(ss->s);
     for (struct snap *p = ss->list; p; p = p->next) {
-        if (strcmp(p->state, "ready") != 0 || (!admin && strcmp(p->owner, owner) != 0))
+        if (strcmp(p->state, "ready") != 0 || !gbx_actor_sees(who, p->owner))
             continue;
         struct gbx_snapshot_ref r = {p->id, p->name, p->sandbox, p->created_ns};
         fn(arg, &r);
@@ -613,12 +614,14 @@ static void taken_native(void *arg, struct evhttp_request *req, const char *id,
 
 struct fork_req {
     struct gbx_snapshots *ss;
+    struct gbx_actor who; /* the clones are made for who forked */
     json_t *body;
     int count;
 };
 
-static void clone_n(struct gbx_snapshots *ss, struct evhttp_request *req, struct snap *p,
-                    json_t *body, int count, json_t *out);
+static void clone_n(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                    struct evhttp_request *req, struct snap *p, json_t *body, int count,
+                    json_t *out);
 
 static void taken_fork(void *arg, struct evhttp_request *req, const char *id,
                        const struct gbx_err *err)
@@ -630,7 +633,8 @@ static void taken_fork(void *arg, struct evhttp_request *req, const char *id,
     else if (req && p == NULL)
         gbx_http_reply_err(req, err);
     else if (req)
-        clone_n(f->ss, req, p, f->body, f->count, json_pack("{s:o}", "snapshot", snap_json(p)));
+        clone_n(f->ss, &f->who, req, p, f->body, f->count,
+                json_pack("{s:o}", "snapshot", snap_json(p)));
     json_decref(f->body);
     free(f);
 }
@@ -638,8 +642,9 @@ static void taken_fork(void *arg, struct evhttp_request *req, const char *id,
 /* ---- clones ------------------------------------------------------------------------------- */
 
 /* Create count sandboxes from p with body's create fields; answer 201 {..., sandboxes}. */
-static void clone_n(struct gbx_snapshots *ss, struct evhttp_request *req, struct snap *p,
-                    json_t *body, int count, json_t *out)
+static void clone_n(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                    struct evhttp_request *req, struct snap *p, json_t *body, int count,
+                    json_t *out)
 {
     json_t *list = json_array();
     for (int i = 0; i < count; i++) {
@@ -647,7 +652,7 @@ static void clone_n(struct gbx_snapshots *ss, struct evhttp_request *req, struct
         json_object_set_new(b, "snapshot", json_string(p->id));
         struct gbx_live *l = NULL;
         struct gbx_err *err = NULL;
-        int r = gbx_sandboxes_create(ss->s, b, &l, &err);
+        int r = gbx_sandboxes_create(ss->s, who, b, &l, &err);
         json_decref(b);
         if (r < 0) {
             /* the ones made so far are kept and listed: the caller sees what exists */
@@ -694,6 +699,7 @@ static int parse_count(struct evhttp_request *req, json_t *body, int *count)
 
 struct mk_tmpl {
     struct gbx_snapshots *ss;
+    struct gbx_actor who;
     struct gbx_http_later *later;
     char *state_dir, *name, *base, *source;
     char **layers;
@@ -714,7 +720,7 @@ static void mk_tmpl_done(void *arg)
     struct mk_tmpl *m = arg;
     struct evhttp_request *req = gbx_http_later_take(m->later);
     if (m->err == NULL)
-        gbx_server_audit(m->ss->s, "template.create", "",
+        gbx_server_audit(m->ss->s, &m->who, "template.create", "",
                          json_pack("{s:s,s:s}", "template", m->name, "source", m->source));
     if (req && m->err)
         gbx_http_reply_err(req, m->err);
@@ -733,9 +739,10 @@ static void mk_tmpl_done(void *arg)
 
 /* POST /v1/snapshots/{ref}/template {"name"}: a template of the snapshot's files (its layers
  * copied, on the template the snapshot is of); admin only, as every template. */
-static void make_template(struct gbx_snapshots *ss, struct evhttp_request *req, struct snap *p)
+static void make_template(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                          struct evhttp_request *req, struct snap *p)
 {
-    if (!gbx_server_is_admin(ss->s))
+    if (!who->admin)
         return gbx_http_reply_error(req, GBX_ERR_PERMISSION,
                                     "templates are the admin's (the unix socket)");
     json_t *body = gbx_http_body_object(req);
@@ -750,11 +757,13 @@ static void make_template(struct gbx_snapshots *ss, struct evhttp_request *req, 
     }
     struct mk_tmpl *m = gbx_xcalloc(1, sizeof(*m));
     m->ss = ss;
+    m->who = *who;
     m->name = gbx_xstrdup(json_string_value(name));
     json_decref(body);
     struct gbx_err *err = NULL;
     gbx_autofree char *base = NULL;
-    if (gbx_sandboxes_layers(ss->s, p->tmpl, p->id, &m->layers, &m->nlayers, &base, &err) < 0) {
+    if (gbx_sandboxes_layers(ss->s, who, p->tmpl, p->id, &m->layers, &m->nlayers, &base, &err) <
+        0) {
         gbx_http_reply_err(req, err);
         gbx_err_free(err);
         free(m->name);
@@ -773,7 +782,8 @@ static void make_template(struct gbx_snapshots *ss, struct evhttp_request *req, 
 
 /* ---- routes ------------------------------------------------------------------------------- */
 
-static void reply_list(struct gbx_snapshots *ss, struct evhttp_request *req, const char *sandbox)
+static void reply_list(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                       struct evhttp_request *req, const char *sandbox)
 {
     struct evkeyvalq q;
     const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
@@ -783,11 +793,9 @@ static void reply_list(struct gbx_snapshots *ss, struct evhttp_request *req, con
     const char *kind = evhttp_find_header(&q, "kind");
     if (sandbox == NULL)
         sandbox = qsb;
-    const char *owner = gbx_server_owner(ss->s);
-    int admin = gbx_server_is_admin(ss->s);
     json_t *arr = json_array();
     for (struct snap *p = ss->list; p; p = p->next) {
-        if (strcmp(p->state, "ready") != 0 || (!admin && strcmp(p->owner, owner) != 0))
+        if (strcmp(p->state, "ready") != 0 || !gbx_actor_sees(who, p->owner))
             continue;
         if ((sandbox && strcmp(p->sandbox, sandbox) != 0) || (kind && strcmp(p->kind, kind) != 0))
             continue;
@@ -797,14 +805,15 @@ static void reply_list(struct gbx_snapshots *ss, struct evhttp_request *req, con
     gbx_http_reply_json(req, 200, json_pack("{s:o}", "snapshots", arr));
 }
 
-void gbx_snapshots_route(struct gbx_snapshots *ss, struct evhttp_request *req, const char *path)
+void gbx_snapshots_route(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                         struct evhttp_request *req, const char *path)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     if (strcmp(path, "/v1/snapshots") == 0) {
         if (m != EVHTTP_REQ_GET)
             return gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID,
                                                "method not allowed (allowed: GET)");
-        return reply_list(ss, req, NULL);
+        return reply_list(ss, who, req, NULL);
     }
     char ref[128];
     const char *rest = path + strlen("/v1/snapshots/");
@@ -814,7 +823,7 @@ void gbx_snapshots_route(struct gbx_snapshots *ss, struct evhttp_request *req, c
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such snapshot");
     memcpy(ref, rest, n);
     ref[n] = '\0';
-    struct snap *p = find(ss, ref);
+    struct snap *p = find(ss, who, ref);
     if (p == NULL)
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "snapshot '%s' not found", ref);
     if (slash == NULL) {
@@ -826,7 +835,7 @@ void gbx_snapshots_route(struct gbx_snapshots *ss, struct evhttp_request *req, c
         gbx_autofree char *id = gbx_xstrdup(p->id);
         int used = in_use(ss, p);
         struct gbx_err *err = NULL;
-        gbx_server_audit(ss->s, "snapshot.delete", p->sandbox,
+        gbx_server_audit(ss->s, who, "snapshot.delete", p->sandbox,
                          json_pack("{s:s,s:b}", "snapshot", id, "in_use", used));
         if (gbx_snapshots_delete(ss, id, &err) < 0) {
             gbx_http_reply_err(req, err);
@@ -842,7 +851,7 @@ void gbx_snapshots_route(struct gbx_snapshots *ss, struct evhttp_request *req, c
         if (m != EVHTTP_REQ_POST)
             return gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID,
                                                "method not allowed (allowed: POST)");
-        return make_template(ss, req, p);
+        return make_template(ss, who, req, p);
     }
     if (strcmp(slash, "/clone") == 0) {
         if (m != EVHTTP_REQ_POST)
@@ -853,7 +862,7 @@ void gbx_snapshots_route(struct gbx_snapshots *ss, struct evhttp_request *req, c
         if (body == NULL)
             return;
         if (parse_count(req, body, &count) == 0)
-            clone_n(ss, req, p, body, count, json_pack("{s:o}", "snapshot", snap_json(p)));
+            clone_n(ss, who, req, p, body, count, json_pack("{s:o}", "snapshot", snap_json(p)));
         json_decref(body);
         return;
     }
@@ -879,13 +888,13 @@ static json_t *fork_body(const struct gbx_live *l, json_t *req_body)
     return b;
 }
 
-int gbx_snapshots_sandbox_route(struct gbx_snapshots *ss, struct evhttp_request *req,
-                                struct gbx_live *l, const char *sub)
+int gbx_snapshots_sandbox_route(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                                struct evhttp_request *req, struct gbx_live *l, const char *sub)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     if (strcmp(sub, "/snapshots") == 0) {
         if (m == EVHTTP_REQ_GET) {
-            reply_list(ss, req, l->sb->id);
+            reply_list(ss, who, req, l->sb->id);
             return 1;
         }
         if (m != EVHTTP_REQ_POST) {
@@ -909,7 +918,7 @@ int gbx_snapshots_sandbox_route(struct gbx_snapshots *ss, struct evhttp_request 
             json_decref(body);
             return 1;
         }
-        gbx_snapshots_take(ss, req, l, name ? json_string_value(name) : NULL, "snapshot",
+        gbx_snapshots_take(ss, who, req, l, name ? json_string_value(name) : NULL, "snapshot",
                            taken_native, ss);
         json_decref(body);
         return 1;
@@ -927,9 +936,10 @@ int gbx_snapshots_sandbox_route(struct gbx_snapshots *ss, struct evhttp_request 
         if (parse_count(req, body, &count) == 0) {
             struct fork_req *f = gbx_xcalloc(1, sizeof(*f));
             f->ss = ss;
+            f->who = *who;
             f->body = fork_body(l, body);
             f->count = count;
-            gbx_snapshots_take(ss, req, l, NULL, "fork", taken_fork, f);
+            gbx_snapshots_take(ss, who, req, l, NULL, "fork", taken_fork, f);
         }
         json_decref(body);
         return 1;
@@ -953,7 +963,7 @@ int gbx_snapshots_sandbox_route(struct gbx_snapshots *ss, struct evhttp_request 
         if (l->busy)
             gbx_http_reply_error(req, GBX_ERR_CONFLICT, "sandbox '%s' is busy with a snapshot",
                                  l->sb->id);
-        else if (gbx_sandboxes_rebuild(ss->s, l, json_string_value(ref), &err) < 0)
+        else if (gbx_sandboxes_rebuild(ss->s, who, l, json_string_value(ref), &err) < 0)
             gbx_http_reply_err(req, err);
         else
             gbx_http_reply_json(req, 200, gbx_sandboxes_json(l));

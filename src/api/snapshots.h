@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api/actor.h"
 #include "base/err.h"
 
 struct evhttp_request;
@@ -35,17 +36,19 @@ int gbx_snapshots_new(struct gbx_server *s, struct gbx_snapshots **out,
 void gbx_snapshots_free(struct gbx_snapshots *ss);
 
 /* /v1/snapshots... */
-void gbx_snapshots_route(struct gbx_snapshots *ss, struct evhttp_request *req, const char *path);
+void gbx_snapshots_route(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                         struct evhttp_request *req, const char *path);
 /* /v1/sandboxes/{id}/snapshots|fork|rollback (sub: "/snapshots", ...). Returns 0 when sub is
  * not one of them (nothing answered). */
-int gbx_snapshots_sandbox_route(struct gbx_snapshots *ss, struct evhttp_request *req,
-                                struct gbx_live *l, const char *sub);
+int gbx_snapshots_sandbox_route(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                                struct evhttp_request *req, struct gbx_live *l, const char *sub);
 
-/* The layers a sandbox created from snapshot ref (id or name, visible to the current actor)
+/* The layers a sandbox created from snapshot ref (id or name, visible to who)
  * stacks on its template, top first: *layers is a malloc'd array of malloc'd paths (free
  * with gbx_snapshots_layers_free), *tmpl and *id point into the registry. */
-int gbx_snapshots_layers(struct gbx_snapshots *ss, const char *ref, char ***layers, size_t *nlayers,
-                         const char **tmpl, const char **id, struct gbx_err **err) GBX_WUR;
+int gbx_snapshots_layers(struct gbx_snapshots *ss, const struct gbx_actor *who, const char *ref,
+                         char ***layers, size_t *nlayers, const char **tmpl, const char **id,
+                         struct gbx_err **err) GBX_WUR;
 void gbx_snapshots_layers_free(char **layers, size_t n);
 
 /* Snapshot sandbox l (frozen while what it changed is copied out, off the loop), then call
@@ -53,16 +56,18 @@ void gbx_snapshots_layers_free(char **layers, size_t n);
  * handed back to done, or NULL if its client went away meanwhile. */
 typedef void (*gbx_snapshot_taken_fn)(void *arg, struct evhttp_request *req, const char *id,
                                       const struct gbx_err *err);
-void gbx_snapshots_take(struct gbx_snapshots *ss, struct evhttp_request *req, struct gbx_live *l,
-                        const char *name, const char *kind, gbx_snapshot_taken_fn done, void *arg);
-/* A snapshot visible to the current actor by id or name (id NULL when none); valid until the
+void gbx_snapshots_take(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                        struct evhttp_request *req, struct gbx_live *l, const char *name,
+                        const char *kind, gbx_snapshot_taken_fn done, void *arg);
+/* A snapshot visible to who by id or name (id NULL when none); valid until the
  * next call into the registry. */
 struct gbx_snapshot_ref {
     const char *id, *name, *sandbox;
     int64_t created_ns;
 };
-struct gbx_snapshot_ref gbx_snapshots_get(struct gbx_snapshots *ss, const char *ref);
-void gbx_snapshots_each_visible(struct gbx_snapshots *ss,
+struct gbx_snapshot_ref gbx_snapshots_get(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                                          const char *ref);
+void gbx_snapshots_each_visible(struct gbx_snapshots *ss, const struct gbx_actor *who,
                                 void (*fn)(void *arg, const struct gbx_snapshot_ref *r), void *arg);
 
 /* A snapshot (any state: deleted ones may still be stacked on) taken of a sandbox of

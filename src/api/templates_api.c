@@ -443,7 +443,8 @@ static const char *state_dir_of(struct gbx_server *s)
     return gbx_server_runtime(s)->state_dir;
 }
 
-static void handle_list(struct gbx_server *s, struct evhttp_request *req)
+static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
+                        struct evhttp_request *req)
 {
     struct gbx_template_info *v = NULL;
     size_t n = 0;
@@ -463,7 +464,8 @@ static void handle_list(struct gbx_server *s, struct evhttp_request *req)
     gbx_http_reply_json(req, 200, json_pack("{s:o}", "templates", arr));
 }
 
-static void handle_show(struct gbx_server *s, struct evhttp_request *req, const char *name)
+static void handle_show(struct gbx_server *s, const struct gbx_actor *who,
+                        struct evhttp_request *req, const char *name)
 {
     struct build *b = find(name);
     if (b && b->state == B_BUILDING)
@@ -486,8 +488,8 @@ static void handle_show(struct gbx_server *s, struct evhttp_request *req, const 
     gbx_err_free(err);
 }
 
-static void handle_events(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
-                          const char *name)
+static void handle_events(struct gbx_server *s, const struct gbx_actor *who,
+                          struct event_base *base, struct evhttp_request *req, const char *name)
 {
     struct build *b = find(name);
     if (b == NULL) {
@@ -549,15 +551,16 @@ static void purge_work(void *arg)
     free(trash);
 }
 
-static void handle_delete(struct gbx_server *s, struct evhttp_request *req, const char *name)
+static void handle_delete(struct gbx_server *s, const struct gbx_actor *who,
+                          struct evhttp_request *req, const char *name)
 {
-    if (!gbx_server_is_admin(s))
+    if (!who->admin)
         return gbx_http_reply_error(req, GBX_ERR_PERMISSION,
                                     "templates are deleted by the admin (use the unix socket)");
     struct build *b = find(name);
     if (b && b->state == B_BUILDING) {
         b->cancel = 1; /* the build ends as failed ("cancelled"); nothing is installed */
-        gbx_server_audit(s, "template.delete", NULL,
+        gbx_server_audit(s, who, "template.delete", NULL,
                          json_pack("{s:s,s:s}", "template", name, "state", "building"));
         evhttp_send_reply(req, 204, "No Content", NULL);
         return;
@@ -601,13 +604,13 @@ static void handle_delete(struct gbx_server *s, struct evhttp_request *req, cons
         gbx_log_warn("cannot queue the removal of '%s' (it goes at the next build)", trash);
         free(trash);
     }
-    gbx_server_audit(s, "template.delete", NULL, json_pack("{s:s}", "template", name));
+    gbx_server_audit(s, who, "template.delete", NULL, json_pack("{s:s}", "template", name));
     evhttp_send_reply(req, 204, "No Content", NULL);
 }
 
 /* A new build record, or NULL after replying 409 when the name is taken. */
-static struct build *new_build(struct gbx_server *s, struct evhttp_request *req, const char *name,
-                               const char *kind)
+static struct build *new_build(struct gbx_server *s, const struct gbx_actor *who,
+                               struct evhttp_request *req, const char *name, const char *kind)
 {
     if (gbx_template_name_valid(name) < 0) {
         gbx_http_reply_error(req, GBX_ERR_INVALID,
@@ -637,14 +640,14 @@ static struct build *new_build(struct gbx_server *s, struct evhttp_request *req,
     b->name = gbx_xstrdup(name);
     b->kind = gbx_xstrdup(kind);
     b->state_dir = gbx_xstrdup(state_dir_of(s));
-    b->actor = gbx_xstrdup(gbx_server_actor(s));
+    b->actor = gbx_xstrdup(who->name);
     b->started_ns = gbx_realtime_ns();
     b->state = B_BUILDING;
     return b;
 }
 
-static void start_build(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
-                        struct build *b)
+static void start_build(struct gbx_server *s, const struct gbx_actor *who, struct event_base *base,
+                        struct evhttp_request *req, struct build *b)
 {
     b->refs++; /* the job's */
     const struct gbx_runtime *rt = gbx_server_runtime(s);
@@ -661,7 +664,7 @@ static void start_build(struct gbx_server *s, struct event_base *base, struct ev
     reg.list = b;
     set_progress(b, "queued", NULL, 0, 0, NULL);
     tick_start(base);
-    gbx_server_audit(s, "template.create", NULL,
+    gbx_server_audit(s, who, "template.create", NULL,
                      json_pack("{s:s,s:s}", "template", b->name, "source", b->source));
     gbx_http_reply_json(req, 202, build_json(b));
 }
@@ -688,7 +691,8 @@ static int extra_of(json_t *body, char **out, struct gbx_err **err)
     return gbx_template_conf_extra(v[0], v[1], v[2], out, err);
 }
 
-static void handle_create(struct gbx_server *s, struct event_base *base, struct evhttp_request *req)
+static void handle_create(struct gbx_server *s, const struct gbx_actor *who,
+                          struct event_base *base, struct evhttp_request *req)
 {
     json_t *body = gbx_http_body_object(req);
     if (body == NULL)
@@ -713,7 +717,7 @@ static void handle_create(struct gbx_server *s, struct event_base *base, struct 
             return gbx_http_reply_err(req, err);
         }
     }
-    if (!gbx_server_is_admin(s)) {
+    if (!who->admin) {
         json_decref(body);
         return gbx_http_reply_error(
             req, GBX_ERR_PERMISSION,
@@ -734,7 +738,7 @@ static void handle_create(struct gbx_server *s, struct event_base *base, struct 
             return gbx_http_reply_error(req, GBX_ERR_INVALID,
                                         "from.oci.path: '%s' is not a readable file", path);
         }
-        if ((b = new_build(s, req, name, "oci")) == NULL) {
+        if ((b = new_build(s, who, req, name, "oci")) == NULL) {
             json_decref(body);
             return;
         }
@@ -781,7 +785,7 @@ static void handle_create(struct gbx_server *s, struct event_base *base, struct 
                                             "Debian build at a time",
                                             o2->name);
             }
-        if ((b = new_build(s, req, name, "debian")) == NULL) {
+        if ((b = new_build(s, who, req, name, "debian")) == NULL) {
             json_decref(body);
             return;
         }
@@ -800,11 +804,11 @@ static void handle_create(struct gbx_server *s, struct event_base *base, struct 
     }
     json_decref(body);
     b->conf_extra = gbx_steal_ptr(&extra);
-    start_build(s, base, req, b);
+    start_build(s, who, base, req, b);
 }
 
-static void handle_upload(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
-                          const char *name)
+static void handle_upload(struct gbx_server *s, const struct gbx_actor *who,
+                          struct event_base *base, struct evhttp_request *req, const char *name)
 {
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     size_t len = evbuffer_get_length(in);
@@ -841,7 +845,7 @@ static void handle_upload(struct gbx_server *s, struct event_base *base, struct 
     evhttp_clear_headers(&q);
     if (bad)
         return gbx_http_reply_err(req, err);
-    struct build *b = new_build(s, req, name, "oci");
+    struct build *b = new_build(s, who, req, name, "oci");
     if (b == NULL)
         return;
     b->conf_extra = gbx_steal_ptr(&extra);
@@ -850,18 +854,18 @@ static void handle_upload(struct gbx_server *s, struct event_base *base, struct 
     evbuffer_add_buffer(b->body, in); /* moves the chains: no copy */
     b->source = gbx_xstrdup("oci:upload");
     b->max_bytes = max_image_bytes(s);
-    start_build(s, base, req, b);
+    start_build(s, who, base, req, b);
 }
 
-void gbx_api_templates(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
-                       const char *path)
+void gbx_api_templates(struct gbx_server *s, const struct gbx_actor *who, struct event_base *base,
+                       struct evhttp_request *req, const char *path)
 {
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     if (strcmp(path, "/v1/templates") == 0) {
         if (m == EVHTTP_REQ_GET)
-            return handle_list(s, req);
+            return handle_list(s, who, req);
         if (m == EVHTTP_REQ_POST)
-            return handle_create(s, base, req);
+            return handle_create(s, who, base, req);
         return not_allowed(req, "GET, POST");
     }
     const char *rest = path + strlen("/v1/templates/");
@@ -876,20 +880,20 @@ void gbx_api_templates(struct gbx_server *s, struct event_base *base, struct evh
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such template");
     if (slash == NULL) {
         if (m == EVHTTP_REQ_GET)
-            return handle_show(s, req, name);
+            return handle_show(s, who, req, name);
         if (m == EVHTTP_REQ_DELETE)
-            return handle_delete(s, req, name);
+            return handle_delete(s, who, req, name);
         return not_allowed(req, "GET, DELETE");
     }
     if (strcmp(slash, "/events") == 0) {
         if (m != EVHTTP_REQ_GET)
             return not_allowed(req, "GET");
-        return handle_events(s, base, req, name);
+        return handle_events(s, who, base, req, name);
     }
     if (strcmp(slash, "/oci") == 0) {
         if (m != EVHTTP_REQ_POST)
             return not_allowed(req, "POST");
-        return handle_upload(s, base, req, name);
+        return handle_upload(s, who, base, req, name);
     }
     gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
 }

@@ -15,13 +15,15 @@
 
 #include <stddef.h>
 
+#include "api/actor.h"
+
 struct event_base;
 struct evhttp_request;
 struct gbx_server;
 
 /* /v1/templates and /v1/templates/... */
-void gbx_api_templates(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
-                       const char *path);
+void gbx_api_templates(struct gbx_server *s, const struct gbx_actor *who, struct event_base *base,
+                       struct evhttp_request *req, const char *path);
 /* The daemon is stopping: end every progress stream, ask every build to stop. Returns the
  * number of streams ended. */
 size_t gbx_api_templates_drain(const char *why);

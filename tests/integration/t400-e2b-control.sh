@@ -215,8 +215,18 @@ check "connect resumes: 201 with the Sandbox" eval '[ "$code" = 201 ] && [ "$(j 
 e2b "$A" GET "/sandboxes/$S2"
 gap=$(now_gap)
 check "connect: running again, the timeout was not shortened to 30 s (~300 s left)" [ "$(j "j['state']") $([ "$gap" -ge 250 ] && echo long)" = "running long" ]
-code=$(curl -s -o /dev/null -w '%{http_code}' -H "E2b-Sandbox-Id: $S2" "$U/health")
+T2=$(j "j['envdAccessToken']")
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "E2b-Sandbox-Id: $S2" -H "X-Access-Token: $T2" "$U/health")
 check "the data plane of a resumed sandbox answers" [ "$code" = 204 ]
+# no existence oracle (issue 14 #8): without its token a sandbox that exists is answered
+# exactly as one that does not
+curl -s -o "$T/h1" -w '%{http_code}\n' -H "E2b-Sandbox-Id: $S2" "$U/health" > "$T/c1"
+curl -s -o "$T/h2" -w '%{http_code}\n' -H "E2b-Sandbox-Id: $S2" -H "X-Access-Token: wrong" "$U/health" >> "$T/c1"
+sed "s/$S2/sb-nothere0000/" "$T/h1" > "$T/h1x"
+curl -s -o "$T/h3" -w '%{http_code}\n' -H "E2b-Sandbox-Id: sb-nothere0000" "$U/health" > "$T/c3"
+curl -s -o "$T/h4" -w '%{http_code}\n' -H "E2b-Sandbox-Id: sb-nothere0000" -H "X-Access-Token: wrong" "$U/health" >> "$T/c3"
+check "envd /health without the token: the same 502 as an unknown id" \
+    eval '[ "$(cat "$T/c1")" = "$(cat "$T/c3")" ] && [ "$(head -1 "$T/c1")" = 502 ] && cmp -s "$T/h1x" "$T/h3"'
 e2b "$A" POST "/v2/sandboxes/$S2/connect" '{"timeout":3600}'
 check "connect to a running one: 200" [ "$code" = 200 ]
 e2b "$A" GET "/sandboxes/$S2"

@@ -272,7 +272,7 @@ unary Nope '{}'
 check "an unknown method: unimplemented" eval '[ "$code" = 501 ] && [ "$(j "j['\''code'\'']")" = unimplemented ]'
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H "E2b-Sandbox-Id: $SB" -H 'X-Access-Token: wrong' \
     -H 'Content-Type: application/json' --data-binary '{}' "$U/process.Process/List")
-check "a wrong access token: 401" [ "$code" = 401 ]
+check "a wrong access token: 502, as an unknown sandbox (no existence oracle)" [ "$code" = 502 ]
 unary SendInput '{"process":{"tag":"x"},"input":{"stdin":"eA=="}}'
 check "a tag selector: invalid_argument" [ "$code" = 400 ]
 

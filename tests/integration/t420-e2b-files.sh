@@ -161,7 +161,7 @@ rpc Nope '{}'
 [ "$code" = 501 ] && [ "$(j "j['code']")" = unimplemented ]
 check "an unknown method is unimplemented" [ $? = 0 ]
 code=$(curl -s -o "$T/out" -w '%{http_code}' -X POST -H "E2b-Sandbox-Id: fs" -H 'Content-Type: application/json' -d '{"path":"/"}' "$U/filesystem.Filesystem/Stat")
-check "no access token: 401" [ "$code" = 401 ]
+check "no access token: 502, as an unknown sandbox" [ "$code" = 502 ]
 
 # ---- ListDir ----
 rpc ListDir '{"path":"/home/user/d1","depth":1}'
@@ -416,10 +416,10 @@ check "a query path that is not UTF-8: a clean 404" [ "$code" = 404 ]
 # ---- access tokens and signatures ----
 P=/home/user/bin
 raw GET "$U/files?path=$(enc $P)" -H "E2b-Sandbox-Id: fs"
-check "no token, no signature: 401 with envd's message" \
-    eval '[ "$code" = 401 ] && [ "$(cat "$T/out")" = "{\"code\":401,\"message\":\"unauthorized access, please provide a valid access token or method signing if supported\"}" ]'
+check "no token, no signature: 502 with the edge's body, as for an unknown sandbox" \
+    eval '[ "$code" = 502 ] && [ "$(cat "$T/out")" = "{\"sandboxId\":\"fs\",\"message\":\"The sandbox was not found\",\"code\":502}" ]'
 raw GET "$U/files?path=$(enc $P)" -H "E2b-Sandbox-Id: fs" -H "X-Access-Token: wrong"
-check "a wrong token: 401" [ "$code" = 401 ]
+check "a wrong token: 502" [ "$code" = 502 ]
 SIG=$(sign "$P" read "" "$TOK")
 raw GET "$U/files?path=$(enc $P)&signature=$SIG" -H "E2b-Sandbox-Id: fs"
 check "a signed read: 200" eval '[ "$code" = 200 ] && [ "$(sha "$T/out")" = "$(sha "$T/bin")" ]'
@@ -432,7 +432,7 @@ check "a signature for another path: 401" [ "$code" = 401 ]
 raw POST "$U/files?path=$(enc $P)&signature=$SIG" -H 'Content-Type: application/octet-stream' --data-binary 'x'
 check "a read signature does not write: 401" [ "$code" = 401 ]
 raw GET "$U/files?path=$(enc $P)&signature=$(sign "$P" read "" "$TOK2")" -H "E2b-Sandbox-Id: fs"
-check "another sandbox's signature: 401" [ "$code" = 401 ]
+check "another sandbox's signature (with the id): 502" [ "$code" = 502 ]
 SIGW=$(sign signed.txt write root "$TOK")
 raw POST "$U/files?path=signed.txt&username=root&signature=$SIGW" -H 'Content-Type: application/octet-stream' --data-binary 'signed'
 check "a signed write with a username (relative path, root's home)" eval '[ "$code" = 200 ] && [ "$(sh_in "cat /root/signed.txt")" = signed ]'
@@ -443,9 +443,9 @@ raw GET "$U/files?path=$(enc $P)&signature=$(sign "$P" read "" "$TOK" "$EXP")&si
 check "  with its expiration changed: 401" [ "$code" = 401 ]
 OLD=$(($(date +%s) - 10))
 raw GET "$U/files?path=$(enc $P)&signature=$(sign "$P" read "" "$TOK" "$OLD")&signature_expiration=$OLD" -H "E2b-Sandbox-Id: fs"
-check "an expired signature: 401" [ "$code" = 401 ]
+check "an expired signature (with the id): 502" [ "$code" = 502 ]
 raw GET "$U/files?path=$(enc $P)&signature=$SIG" -H "E2b-Sandbox-Id: fs" -H "X-Access-Token: wrong"
-check "a wrong token fails even with a good signature (as envd)" [ "$code" = 401 ]
+check "a wrong token fails even with a good signature (502)" [ "$code" = 502 ]
 raw GET "$U/files?path=$(enc $P)"
 check "no sandbox id and no signature: 401" [ "$code" = 401 ]
 
