@@ -415,17 +415,20 @@ describe('errors', () => {
         assert.ok(e instanceof TimeoutError, `watchDir onExit got ${e?.name}: ${e?.message}`);
     });
 
-    test('a wrong access token is refused by envd', async () => {
+    // a wrong token is answered as an unknown sandbox (502: the SDK's SandboxNotFoundError),
+    // not envd's 401, so that the answer does not tell whether the id exists (docs/e2b.md)
+    test('a wrong access token is refused as if there were no such sandbox', async () => {
         const sbx = await newSandbox();
         const forged = new Sandbox({
             sandboxId: sbx.sandboxId, envdVersion: '0.6.4', envdAccessToken: 'not-the-token',
         });
         await assert.rejects(forged.commands.run('true'), (e) => {
-            assert.match(e.name, /AuthenticationError/);
+            assert.match(e.name, /SandboxNotFoundError/);
             return true;
         });
         await assert.rejects(forged.files.read('/etc/hostname'), (e) => {
-            assert.match(e.name, /AuthenticationError/);
+            // envd REST's 502 is the SDK's "sandbox timed out or is gone" error
+            assert.match(e.name, /TimeoutError/);
             return true;
         });
         assert.equal((await sbx.commands.run('echo still-fine')).stdout, 'still-fine\n');
