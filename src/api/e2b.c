@@ -279,8 +279,7 @@ void gbx_e2b_data(struct gbx_server *s, struct event_base *base, struct evhttp_r
     /* a request with no credential of this sandbox (its access token, its traffic token, or
      * a URL signature that e2b_files checks) gets what an unknown id gets: the answer must
      * not tell whether the id exists */
-    const struct evhttp_uri *u = evhttp_request_get_evhttp_uri(req);
-    const char *query = u ? evhttp_uri_get_query(u) : NULL;
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
     int signed_files = path && strcmp(path, "/files") == 0 && query && strstr(query, "signature=");
     if (l == NULL || l->paused ||
         (!signed_files && !gbx_e2b_token_ok(req, l) && !gbx_e2b_traffic_token_ok(req, l)))

@@ -581,7 +581,7 @@ void gbx_e2b_files(struct gbx_server *s, struct event_base *base, struct evhttp_
          * E2B_SANDBOX_URL): the sandbox is the one whose token made the signature */
         struct find_signed f = {req, &q, operation, NULL};
         if (q.signature)
-            gbx_sandboxes_each(s, &gbx_actor_system, try_signed, &f);
+            gbx_sandboxes_each_any(s, try_signed, &f);
         l = f.found;
         if (l == NULL) {
             fquery_release(&q);

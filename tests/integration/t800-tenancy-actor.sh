@@ -18,7 +18,7 @@ start_daemon --listen "127.0.0.1:$PORT" --retain-snapshots count=1 --gc-interval
 hibernate_capability
 A=$("$GB" apikey create team-a 2>/dev/null)
 B=$("$GB" apikey create team-b 2>/dev/null)
-check "two keys" [ -n "$A" ] && [ -n "$B" ]
+check "two keys" eval '[ -n "$A" ] && [ -n "$B" ]'
 
 # the driver prints "ok - ..." / "not ok - ..." / "skip - ..." lines; they are counted here
 python3 - "$PORT" "$A" "$B" "$S" "$STATE/glovebox.db" "$CRIU_OK" > "$T/out" 2>&1 <<'EOF'
