@@ -177,7 +177,8 @@ static void check_restored(struct sbt *t, long before)
 }
 
 /* Skips (saying why) only when the probe says CRIU cannot work here; GLOVEBOX_REQUIRE_CRIU
- * makes that a failure, with the probe's reason. */
+ * makes that a failure, with the probe's reason, unless the probe measured that dumps hang on
+ * this kernel (a host limit, not a missing build: tests/lib/daemon.sh does the same). */
 static void require_criu(void)
 {
     const char *path;
@@ -186,7 +187,8 @@ static void require_criu(void)
     int r = gbx_criu_usable(probe_rt, &path, &err);
     sbt_runtime_free(probe_rt);
     if (r < 0) {
-        int required = getenv("GLOVEBOX_REQUIRE_CRIU") != NULL;
+        int required = getenv("GLOVEBOX_REQUIRE_CRIU") != NULL &&
+                       strstr(err->msg, "hangs on this kernel") == NULL;
         printf("%s: criu unavailable: %s\n", required ? "FAIL" : "skip", err->msg);
         gbx_err_free(err);
         exit(required ? 1 : 77);

@@ -43,7 +43,8 @@ start_daemon() {
 # hibernate_capability: wait for the running daemon's CRIU probe (GET /healthz), then
 # CRIU_OK=1, or CRIU_OK=0 with CRIU_WHY. A host that cannot hibernate skips hibernate's checks,
 # saying why, unless GLOVEBOX_REQUIRE_CRIU is set (CI): then the test fails now with the
-# probe's reason.
+# probe's reason, except where the probe measured that dumps hang on this kernel (skipped,
+# saying so: the host's limit, not a missing CRIU).
 hibernate_capability() {
     hstate=
     for i in $(seq 400); do
@@ -58,6 +59,13 @@ hibernate_capability() {
         return 0
     fi
     CRIU_OK=0
+    # required (CI) means CRIU is built and runs; a kernel on which the probe measured that
+    # dumps hang (issue 13) is the host's limit, said and skipped, not a missing build
+    case "${GLOVEBOX_REQUIRE_CRIU:-}:$CRIU_WHY" in
+    ?*:*"hangs on this kernel"*)
+        echo "# skip: hibernate is required here, but the probe measured that criu dumps hang on this kernel ($CRIU_WHY)"
+        return 0 ;;
+    esac
     if [ -n "${GLOVEBOX_REQUIRE_CRIU:-}" ]; then
         echo "not ok - hibernate is required here (GLOVEBOX_REQUIRE_CRIU) but the daemon says: ${hstate:-no answer}: $CRIU_WHY"
         exit 1
