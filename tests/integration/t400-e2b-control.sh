@@ -57,7 +57,7 @@ check "an impossible template name: 400 template not found" is_err 400
 e2b "$A" POST /v2/sandboxes '{"templateID":"code-interpreter-v1","timeout":0}'
 check "code-interpreter-v1 maps to the default template" eval '[ "$code" = 201 ] && [ "$(j "j['\''templateID'\'']")" = code-interpreter-v1 ]'
 S3=$(j "j['sandboxID']")
-e2b "$A" POST /v2/sandboxes '{"templateID":"base","timeout":30,"allow_internet_access":false,"network":{"allowOut":["1.1.1.1"],"denyOut":["0.0.0.0/0"],"allowPublicTraffic":false,"maskRequestHost":"${PORT}-x.local","httpsPorts":[3000]},"autoPause":false,"autoResume":{"enabled":false},"volumeMounts":[],"iam":{"tokens":{}},"someFutureField":{"x":1}}'
+e2b "$A" POST /v2/sandboxes '{"templateID":"base","timeout":600,"allow_internet_access":false,"network":{"allowOut":["1.1.1.1"],"denyOut":["0.0.0.0/0"],"allowPublicTraffic":false,"maskRequestHost":"${PORT}-x.local","httpsPorts":[3000]},"autoPause":false,"autoResume":{"enabled":false},"volumeMounts":[],"iam":{"tokens":{}},"someFutureField":{"x":1}}'
 check "the SDK's full create form and unknown fields are accepted" [ "$code" = 201 ]
 S4=$(j "j['sandboxID']")
 e2b "$A" POST /v2/sandboxes '{"templateID":"base"'
