@@ -38,6 +38,7 @@
 #include "api/boot.h"
 #include "api/hibernate.h"
 #include "api/snapshots.h"
+#include "sandbox/template.h"
 #include "sandbox/criu.h"
 #include "api/server.h"
 #include "base/clock.h"
@@ -270,8 +271,10 @@ static uint64_t mem_limit(const struct gbx_live *l)
  * attribute, in its record, so it survives a restart of the daemon. */
 static const char *derived_template(const struct gbx_live *l)
 {
-    return strcmp(l->template_name, GBX_DEFAULT_TEMPLATE) == 0 ? DEFAULT_TEMPLATE_ID
-                                                               : l->template_name;
+    static char buf[GBX_TEMPLATE_SHOWN_MAX]; /* the loop's: the name a key's template has */
+    return strcmp(l->template_name, GBX_DEFAULT_TEMPLATE) == 0
+               ? DEFAULT_TEMPLATE_ID
+               : gbx_template_shown(l->template_name, buf);
 }
 
 static const char *client_template(const struct gbx_live *l)

@@ -478,6 +478,7 @@ struct create_job {
     char *snap_id;        /* the snapshot it starts from, or NULL */
     char *id;             /* its id (reserved while it is made) */
     char *base;           /* the template the library makes it from */
+    char *tmpl;           /* the template's stored name (the key's own, or a shared one) */
     char **layers;
     size_t nlayers;
     struct gbx_egress_policy *policy;
@@ -505,6 +506,7 @@ static void create_job_free(struct create_job *j)
     free(j->snap_id);
     free(j->id);
     free(j->base);
+    free(j->tmpl);
     free(j);
 }
 
@@ -537,6 +539,10 @@ static int create_prepare(struct gbx_server *s, const struct gbx_actor *who, jso
         goto fail;
     j->spec_text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
     GBX_BUG_ON(j->spec_text == NULL);
+    if (c->template_name) { /* template names are per key: its own, else a shared one */
+        j->tmpl = gbx_templates_ref(s, who, c->template_name);
+        c->template_name = j->tmpl;
+    }
     if (c->idem_key) {
         struct gbx_live *prev = live_find_idem(s, who->owner, c->idem_key);
         if (prev && strcmp(prev->spec_text, j->spec_text) == 0) {

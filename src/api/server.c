@@ -63,6 +63,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "sandbox/template.h"
 #include "sandbox/backend.h"
 #include "sandbox/criu.h"
 #include "store/store.h"
@@ -128,7 +129,8 @@ json_t *gbx_srv_sandbox_json(const struct gbx_live *l)
                                              : json_null());
     json_object_set_new(limits, "disk", json_integer((json_int_t)l->disk_bytes));
     json_t *j = json_pack(
-        "{s:s,s:s,s:s,s:s,s:o,s:i}", "id", l->sb->id, "template", l->template_name, "state",
+        "{s:s,s:s%,s:s,s:s,s:o,s:i}", "id", l->sb->id, "template", l->template_name,
+        gbx_template_shown_len(l->template_name), "state",
         l->busy == GBX_BUSY_WORKER ? (l->hibernated ? "waking" : "hibernating")
         : l->hibernated            ? "hibernated"
         : l->paused                ? "paused"
@@ -297,7 +299,7 @@ static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
     size_t m = 0;
     for (struct gbx_live *l = s->live; l; l = l->next) {
         if (!gbx_actor_sees(who, l->owner) ||
-            (template_name && strcmp(l->template_name, template_name) != 0))
+            (template_name && !gbx_template_shown_is(l->template_name, template_name)))
             continue;
         size_t i;
         for (i = 0; i < nlabels; i++) {

@@ -166,9 +166,9 @@ static struct snap *find(struct gbx_snapshots *ss, const struct gbx_actor *who, 
 static json_t *snap_json(const struct snap *p)
 {
     gbx_autofree char *created = gbx_rfc3339(p->created_ns);
-    return json_pack("{s:s,s:s?,s:s,s:s,s:s?,s:s,s:s,s:I,s:s}", "id", p->id, "name", p->name,
+    return json_pack("{s:s,s:s?,s:s,s:s,s:s?,s:s%,s:s,s:I,s:s}", "id", p->id, "name", p->name,
                      "kind", p->kind, "sandbox", p->sandbox, "parent", p->parent, "template",
-                     p->tmpl, "created_at", created, "size_bytes", (json_int_t)p->size, "state",
+                     p->tmpl, gbx_template_shown_len(p->tmpl), "created_at", created, "size_bytes", (json_int_t)p->size, "state",
                      p->state);
 }
 
@@ -750,7 +750,7 @@ static void make_template(struct gbx_snapshots *ss, const struct gbx_actor *who,
         return;
     json_t *name = json_object_get(body, "name");
     if (!json_is_string(name) || json_object_size(body) != 1 ||
-        gbx_template_name_valid(json_string_value(name)) < 0) {
+        gbx_name_valid(json_string_value(name)) < 0) {
         json_decref(body);
         return gbx_http_reply_error(req, GBX_ERR_INVALID,
                                     "expected {\"name\": a template name (1-63 of [a-z0-9-])}");
