@@ -15,8 +15,8 @@
  * the daemon's capabilities but setuid/setgid; per thread), so it can read nothing the
  * sandbox's root could not: not even through the kernel's rule that the owner of a user
  * namespace (the daemon's euid 0 made the sandbox's) holds every capability in it, which let a
- * publish of /proc/1/maps or /proc/1/environ past the ptrace check that refuses them inside. A file is copied
- * into a temporary blob while hashed; a directory is written as a tar (libarchive, pax):
+ * publish of /proc/1/maps or /proc/1/environ past the ptrace check that refuses them inside. A file
+ * is copied into a temporary blob while hashed; a directory is written as a tar (libarchive, pax):
  * entries sorted by name within each directory, symlinks stored as symlinks, special files and
  * other file systems skipped, owners as numeric uids inside the sandbox. The blob is fsync'd
  * and renamed to <state>/artifacts/<sha256>; the row is written back on the loop.

@@ -128,14 +128,14 @@ json_t *gbx_srv_sandbox_json(const struct gbx_live *l)
                         l->limits.cpu_millis ? json_real((double)l->limits.cpu_millis / 1000.0)
                                              : json_null());
     json_object_set_new(limits, "disk", json_integer((json_int_t)l->disk_bytes));
-    json_t *j = json_pack(
-        "{s:s,s:s%,s:s,s:s,s:o,s:i}", "id", l->sb->id, "template", l->template_name,
-        gbx_template_shown_len(l->template_name), "state",
-        l->busy == GBX_BUSY_WORKER ? (l->hibernated ? "waking" : "hibernating")
-        : l->hibernated            ? "hibernated"
-        : l->paused                ? "paused"
-                                   : "running",
-        "created_at", created, "limits", limits, "host_uid", (json_int_t)l->sb->host_uid);
+    json_t *j =
+        json_pack("{s:s,s:s%,s:s,s:s,s:o,s:i}", "id", l->sb->id, "template", l->template_name,
+                  gbx_template_shown_len(l->template_name), "state",
+                  l->busy == GBX_BUSY_WORKER ? (l->hibernated ? "waking" : "hibernating")
+                  : l->hibernated            ? "hibernated"
+                  : l->paused                ? "paused"
+                                             : "running",
+                  "created_at", created, "limits", limits, "host_uid", (json_int_t)l->sb->host_uid);
     if (l->expires_ns) {
         gbx_autofree char *exp = gbx_rfc3339(l->expires_ns);
         json_object_set_new(j, "expires_at", json_string(exp));

@@ -168,8 +168,8 @@ static json_t *snap_json(const struct snap *p)
     gbx_autofree char *created = gbx_rfc3339(p->created_ns);
     return json_pack("{s:s,s:s?,s:s,s:s,s:s?,s:s%,s:s,s:I,s:s}", "id", p->id, "name", p->name,
                      "kind", p->kind, "sandbox", p->sandbox, "parent", p->parent, "template",
-                     p->tmpl, gbx_template_shown_len(p->tmpl), "created_at", created, "size_bytes", (json_int_t)p->size, "state",
-                     p->state);
+                     p->tmpl, gbx_template_shown_len(p->tmpl), "created_at", created, "size_bytes",
+                     (json_int_t)p->size, "state", p->state);
 }
 
 static int save(struct gbx_snapshots *ss, const struct snap *p, struct gbx_err **err)
