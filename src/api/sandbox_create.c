@@ -490,7 +490,8 @@ struct create_job {
     struct gbx_err *err;
     gbx_sandboxes_created_fn done;
     void *arg;
-    struct create_job *next; /* in s->creating */
+    struct create_job *next, **pprev; /* in s->creating; removed in O(1): a thousand creates
+                                       * at once end one after another on the loop */
 };
 
 static void create_job_free(struct create_job *j)
@@ -754,11 +755,9 @@ static void create_done(void *arg)
 {
     struct create_job *j = arg;
     struct gbx_server *s = j->s;
-    struct create_job **pp = &s->creating;
-    while (*pp && *pp != j)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = j->next;
+    *j->pprev = j->next;
+    if (j->next)
+        j->next->pprev = j->pprev;
     gbx_sandboxes_created_fn done = j->done;
     void *darg = j->arg;
     struct gbx_live *l = NULL;
@@ -794,6 +793,9 @@ void gbx_sandboxes_create_async(struct gbx_server *s, const struct gbx_actor *wh
     j->done = done;
     j->arg = arg;
     j->next = s->creating;
+    if (j->next)
+        j->next->pprev = &j->next;
+    j->pprev = &s->creating;
     s->creating = j;
     if (gbx_offload_submit(s->offload, create_work, create_done, j) < 0) {
         gbx_err_set(&j->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");

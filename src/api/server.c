@@ -431,11 +431,9 @@ static void destroy_done(void *arg)
 {
     struct destroy_job *j = arg;
     struct gbx_server *s = j->s;
-    struct reserved_id **pp = &s->going;
-    while (*pp && *pp != &j->rid)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = j->rid.next;
+    *j->rid.pprev = j->rid.next;
+    if (j->rid.next)
+        j->rid.next->pprev = j->rid.pprev;
     gbx_srv_store_delete(s, j->rid.id);
     gbx_server_audit(s, &j->who, j->kind, j->rid.id, j->detail);
     if (s->snapshots)
@@ -475,6 +473,9 @@ static void destroy_off_loop(struct gbx_server *s, const struct gbx_actor *who, 
     l->sb = NULL;
     gbx_srv_live_free(l); /* its egress listeners close here, on the loop */
     j->rid.next = s->going;
+    if (j->rid.next)
+        j->rid.next->pprev = &j->rid.next;
+    j->rid.pprev = &s->going;
     s->going = &j->rid;
     if (gbx_offload_submit(s->offload, destroy_work, destroy_done, j) < 0) {
         destroy_work(j);
@@ -1113,13 +1114,14 @@ static int listen_unix(struct gbx_server *s, struct gbx_err **err)
     mode_t old = umask(0177);
     int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
-    if (r < 0 || chmod(s->sock_path, 0600) < 0 || listen(fd, 128) < 0) {
+    if (r < 0 || chmod(s->sock_path, 0600) < 0 || listen(fd, SOMAXCONN) < 0) {
         int e = errno;
         close(fd);
         return gbx_err_sys(err, e, "cannot listen on '%s'", s->sock_path);
     }
+    /* backlog 0: listening already, with SOMAXCONN (libevent's -1 would make it 128) */
     s->unix_listener = evconnlistener_new(s->base, NULL, NULL,
-                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
     if (s->unix_listener == NULL) {
         close(fd);
         return gbx_err_set(err, 0, GBX_ERR_INTERNAL, "cannot listen on '%s'", s->sock_path);
@@ -1165,6 +1167,9 @@ static int listen_tcp(struct gbx_server *s, const struct gbx_server_config *cfg,
     if ((s->tcp_bound = evhttp_bind_socket_with_handle(s->http_tcp, addr, (uint16_t)port)) == NULL)
         return gbx_err_sys(err, errno ? errno : EADDRINUSE, "cannot listen on '%s'",
                            cfg->listen_tcp);
+    /* a burst of clients (a thousand creates at once) waits in the kernel's queue rather than
+     * being refused: libevent listens with a backlog of 128 */
+    (void)listen(evhttp_bound_socket_get_fd(s->tcp_bound), SOMAXCONN);
     /* streams write small frames one after another (a Connect stream's end, then its
      * trailer): without TCP_NODELAY, Nagle holds the second until the client's delayed ACK,
      * up to 40 ms. Accepted sockets inherit it from the listening one. */

@@ -21,7 +21,7 @@
 
 struct create_job;
 struct reserved_id {
-    struct reserved_id *next;
+    struct reserved_id *next, **pprev; /* in s->going: removed in O(1) (a flood ends at once) */
     char *id;
 };
 
