@@ -115,6 +115,7 @@ void gbx_srv_reap_expired(evutil_socket_t fd, short what, void *arg)
 {
     struct gbx_server *s = arg;
     reap_dead(s);
+    gbx_srv_pool_reap(s);
     int64_t now = gbx_realtime_ns();
     for (struct gbx_live *l = s->live, *next; l; l = next) {
         next = l->next;

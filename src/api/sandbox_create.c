@@ -866,11 +866,52 @@ void gbx_srv_handle_create(struct gbx_server *s, const struct gbx_actor *who,
 
 /* Pooled sandboxes have rows in state "pooled" (owner "", spec "{}"), so that a daemon that
  * was killed finds them again; they are never handed out twice. */
+static int pooled_dead(const struct pooled *p)
+{
+    struct pollfd pf = {.fd = p->sb->pidfd, .events = POLLIN};
+    return p->sb->pidfd >= 0 && poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN);
+}
+
+/* A pooled sandbox out of the pool: torn down, its row removed; why: it was lost. */
+static void pool_discard(struct gbx_server *s, struct pooled *p, const char *why)
+{
+    gbx_autofree char *id = gbx_xstrdup(p->sb->id);
+    if (why) {
+        gbx_log_warn("pooled sandbox '%s' is gone: %s; removed", id, why);
+        s->m.lost++;
+    }
+    gbx_egress_detach(p->egress);
+    (void)!gbx_sandbox_destroy(p->sb, NULL);
+    gbx_srv_store_delete(s, id);
+    free(p);
+}
+
+void gbx_srv_pool_reap(struct gbx_server *s)
+{
+    size_t gone = 0;
+    for (struct pooled **pp = &s->pool; *pp;) {
+        struct pooled *p = *pp;
+        if (!pooled_dead(p)) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        s->pool_len--;
+        pool_discard(s, p, "its init died");
+        gone++;
+    }
+    if (gone)
+        gbx_srv_pool_kick(s); /* made again */
+}
+
 static struct pooled *pool_take(struct gbx_server *s, const struct gbx_create_opts *c)
 {
-    if (s->pool == NULL || c->id || c->snapshot || c->disk_bytes || c->limits.memory_bytes ||
-        c->limits.pids || c->limits.cpu_millis ||
+    if (c->id || c->snapshot || c->disk_bytes || c->limits.memory_bytes || c->limits.pids ||
+        c->limits.cpu_millis ||
         (c->template_name && strcmp(c->template_name, GBX_DEFAULT_TEMPLATE) != 0))
+        return NULL;
+    gbx_srv_pool_reap(s); /* never hand out a sandbox whose init died since the reaper ran */
+    if (s->pool == NULL)
         return NULL;
     struct pooled *p = s->pool;
     s->pool = p->next;
@@ -981,10 +1022,6 @@ void gbx_srv_pool_drain(struct gbx_server *s)
         struct pooled *p = s->pool;
         s->pool = p->next;
         s->pool_len--;
-        gbx_autofree char *id = gbx_xstrdup(p->sb->id);
-        gbx_egress_detach(p->egress);
-        (void)!gbx_sandbox_destroy(p->sb, NULL);
-        gbx_srv_store_delete(s, id);
-        free(p);
+        pool_discard(s, p, NULL);
     }
 }

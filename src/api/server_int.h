@@ -89,6 +89,8 @@ int gbx_srv_json_size(json_t *v, uint64_t *out);
 void gbx_srv_live_set_extras(struct gbx_live *l, json_t *spec);
 void gbx_srv_new_token(char out[65]);
 void gbx_srv_pool_drain(struct gbx_server *s);
+/* Pooled sandboxes whose init died: removed (and made again). */
+void gbx_srv_pool_reap(struct gbx_server *s);
 void gbx_srv_pool_push(struct gbx_server *s, struct gbx_sandbox *sb, struct gbx_egress_sb *egress);
 void gbx_srv_store_delete(struct gbx_server *s, const char *id);
 void gbx_srv_pool_kick(struct gbx_server *s);
