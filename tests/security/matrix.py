@@ -259,6 +259,7 @@ def make_fixtures():
         st, j = jcall("POST", "/v1/sandboxes/%s/snapshots" % sid, {"name": sname}, key=KA)
         F[name] = must("snapshot", st, 201, j)["id"]
     F["snap_e2bdel"] = "m-snap-e2bdel:default"
+    F["snap_e2b"] = "m-snap:default"
     # the code interpreter's contexts in A's sandbox
     for name in ("ctx", "ctx_del"):
         st, j = jcall("POST", "/contexts", {"language": "python", "cwd": "/home/user"},
@@ -295,8 +296,8 @@ def make_fixtures():
 GHOSTS = {}
 # the fixtures a refused cell is also tried with a ghost of (A's ids, and its process handles)
 GHOSTABLE = ("sb", "sb_del", "sb_kill", "sb_pause", "sb_e2bpause", "sb_hib", "sb_rb", "ses",
-             "ses_del", "art", "art_del", "snap", "snap_del", "snap_rb", "snap_e2bdel", "ctx",
-             "ctx_del", "proc", "pid", "pid_kill")
+             "ses_del", "art", "art_del", "snap", "snap_del", "snap_rb", "snap_e2bdel", "snap_e2b",
+             "ctx", "ctx_del", "proc", "pid", "pid_kill")
 
 
 def ghost(name):
@@ -349,13 +350,15 @@ PH = re.compile(r"(?<!\$)\{([a-z][a-z0-9_]*)\}")
 uniq = [0]
 
 
-def expand(text, ghosts):
+def expand(text, ghosts, ident):
     """Fill the placeholders; ghosts: the set of fixture names to replace by their ghost."""
     def sub(m):
         name = m.group(1)
         if name == "uniq":
             uniq[0] += 1
             return "m-u%d" % uniq[0]
+        if name == "mine":  # the asker's own sandbox: a row whose body names A's objects
+            return F["sb_rb"] if ident == "owner" else F["sbB"]
         if name not in F:
             print("Bail out! no fixture {%s}" % name)
             sys.exit(1)
@@ -372,13 +375,13 @@ def fixtures_in(r):
 
 def build(r, ident, ghosts):
     """(admin, method, path, body, headers, stream) for row r as identity ident."""
-    path = expand(r.path, ghosts)
+    path = expand(r.path, ghosts, ident)
     h = {}
     body = None
     stream = False
     kind, _, text = r.body.partition(":")
     if r.body != "-":
-        text = expand(text, ghosts)
+        text = expand(text, ghosts, ident)
         if kind == "json":
             body, h["Content-Type"] = text.encode(), "application/json"
         elif kind == "raw":
@@ -604,7 +607,8 @@ def method_probe(rows):
         # one route: the same router, the same path with its fixtures named by their kind
         # ({sb_del} and {sb} are both a sandbox id)
         router = "v1" if r.plane in ("native", "admin", "public") else r.plane
-        route = PH.sub(lambda m: "{%s}" % m.group(1).split("_")[0], r.path.split("?")[0])
+        route = PH.sub(lambda m: "{%s}" % m.group(1).replace("mine", "sb").split("_")[0],
+                       r.path.split("?")[0])
         listed.setdefault((router, route), (r, set()))[1].add(r.method)
     served = []
     for (plane, p), (r, methods) in sorted(listed.items(), key=lambda kv: kv[0]):
