@@ -388,14 +388,16 @@ static void owner_json(json_t *j, const char *stored)
         json_object_set_new(j, "owner", json_string(owner));
 }
 
-static json_t *info_json(const struct gbx_template_info *i)
+static json_t *info_json(const struct gbx_actor *who, const struct gbx_template_info *i)
 {
     json_t *j = json_pack("{s:s%,s:s,s:i,s:b}", "name", i->name, gbx_template_shown_len(i->name),
                           "state", "ready", "format", i->format, "usr_host", i->usr_host);
     owner_json(j, i->name);
     if (i->description)
         json_object_set_new(j, "description", gbx_json_text(i->description));
-    if (i->source)
+    if (i->source && !who->admin && strncmp(i->source, "snapshot:", 9) == 0)
+        json_object_set_new(j, "source", json_string("snapshot")); /* whose: not a key's to see */
+    else if (i->source)
         json_object_set_new(j, "source", gbx_json_text(i->source));
     if (i->created)
         json_object_set_new(j, "created", gbx_json_text(i->created));
@@ -510,7 +512,7 @@ static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
         if (gbx_templates_visible(who, v[i].name))
-            json_array_append_new(arr, info_json(&v[i]));
+            json_array_append_new(arr, info_json(who, &v[i]));
     gbx_template_list_free(v, n);
     for (struct build *b = reg.list; b; b = b->next)
         if (b->state == B_BUILDING && gbx_templates_visible(who, b->name))
@@ -528,7 +530,7 @@ static void handle_show(struct gbx_server *s, const struct gbx_actor *who,
     struct gbx_err *err = NULL;
     if (gbx_template_inspect(state_dir_of(s), name, 1, &info, &err) == 0) {
         gbx_err_free(err);
-        json_t *j = info_json(&info);
+        json_t *j = info_json(who, &info);
         gbx_template_info_release(&info);
         return gbx_http_reply_json(req, 200, j);
     }

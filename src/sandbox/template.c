@@ -906,9 +906,12 @@ int gbx_template_install_layers(const char *state_dir, const char *name, const c
             goto fail;
     }
     created = gbx_rfc3339(gbx_realtime_ns());
-    conf = gbx_asprintf("format=%d\nbase=%s\nlayers=%zu\nsource=%s\ncreated=%s\ndescription=from "
-                        "%s on %s\n",
-                        GBX_TEMPLATE_FORMAT, base, nlayers, source, created, source, base);
+    /* the description is every key's to read (a shared template): no snapshot id in it */
+    char shown[GBX_TEMPLATE_SHOWN_MAX];
+    conf = gbx_asprintf("format=%d\nbase=%s\nlayers=%zu\nsource=%s\ncreated=%s\ndescription=a "
+                        "snapshot's files on %s\n",
+                        GBX_TEMPLATE_FORMAT, base, nlayers, source, created,
+                        gbx_template_shown(base, shown));
     if (gbx_template_install(state_dir, name, stage, conf, err) < 0)
         goto fail;
     return 0;
