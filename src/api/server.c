@@ -609,6 +609,12 @@ static void handle_pause(struct gbx_server *s, const struct gbx_actor *who,
                                             "duration like \"5m\"}");
     }
     struct gbx_err *err = NULL;
+    if (v && gbx_sandboxes_check_timeout(s, ms, &err) < 0) {
+        json_decref(body);
+        gbx_http_reply_err(req, err);
+        gbx_err_free(err);
+        return;
+    }
     if (l->busy) {
         json_decref(body);
         return gbx_http_reply_error(
@@ -634,7 +640,12 @@ static void handle_pause(struct gbx_server *s, const struct gbx_actor *who,
     else if (!pause && l->expires_ns && l->expires_ns <= gbx_realtime_ns() && l->on_timeout_pause)
         /* resumed after its timeout paused it: without a new timeout it would pause again at
          * once; it runs on with none, as if the caller had cleared it */
-        gbx_sandboxes_set_expiry(s, who, l, 0, json_pack("{s:s}", "reason", "resumed"));
+        gbx_sandboxes_set_expiry(s, who, l,
+                                 s->limits.max_timeout_ms ? gbx_realtime_ns() +
+                                                                (int64_t)s->limits.max_timeout_ms *
+                                                                    1000000
+                                                          : 0,
+                                 json_pack("{s:s}", "reason", "resumed"));
     json_decref(body);
     gbx_http_reply_json(req, 200, gbx_srv_sandbox_json(l));
 }
@@ -653,6 +664,11 @@ static void handle_timeout(struct gbx_server *s, const struct gbx_actor *who,
                              "expected {\"timeout\": seconds or a duration like \"5m\"}; 0 "
                              "removes the timeout");
         return;
+    }
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (gbx_sandboxes_check_timeout(s, ms, &err) < 0) {
+        json_decref(body);
+        return gbx_http_reply_err(req, err);
     }
     gbx_sandboxes_set_expiry(s, who, l, ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0, body);
     gbx_http_reply_json(req, 200, gbx_srv_sandbox_json(l));
@@ -1311,6 +1327,11 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     }
     s->pool_target = cfg->pool_size;
     s->max_upload = cfg->max_upload ? cfg->max_upload : GBX_DEFAULT_MAX_UPLOAD;
+    if (cfg->limits)
+        s->limits = *cfg->limits;
+    else
+        gbx_limits_init(&s->limits, gbx_srv_host_ram(), (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
+    s->pool_spec = gbx_srv_limits_spec(&s->limits.dflt, s->limits.dflt_disk);
     if (egress_new(s, cfg, err) < 0 || gbx_srv_adopt_all(s, err) < 0 ||
         gbx_snapshots_new(s, &s->snapshots, err) < 0 ||
         gbx_sessions_new(s, base, s->rt.state_dir, &s->sessions, err) < 0)
@@ -1459,6 +1480,7 @@ void gbx_server_free(struct gbx_server *s)
         if (s->lock_fds[i] >= 0)
             close(s->lock_fds[i]); /* the last thing: the next daemon may start now */
     free(s->sock_path);
+    free(s->pool_spec);
     free(s);
     gbx_reqmetrics_reset();
 }
