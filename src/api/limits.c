@@ -276,7 +276,7 @@ int gbx_limits_resolve(const struct gbx_limits *lim, struct gbx_cg_limits *cg, u
 {
     char a[32], b[32];
     if (lim->max.memory_bytes && cg->memory_bytes > lim->max.memory_bytes) {
-        snprintf(a, sizeof(a), "%" PRIu64, cg->memory_bytes);
+        gbx_limits_fmt_size(cg->memory_bytes, a, sizeof(a));
         gbx_limits_fmt_size(lim->max.memory_bytes, b, sizeof(b));
         return above(err, "memory", a, b);
     }
@@ -291,7 +291,7 @@ int gbx_limits_resolve(const struct gbx_limits *lim, struct gbx_cg_limits *cg, u
         return above(err, "cpus", a, b);
     }
     if (lim->max_disk && *disk > lim->max_disk) {
-        snprintf(a, sizeof(a), "%" PRIu64, *disk);
+        gbx_limits_fmt_size(*disk, a, sizeof(a));
         gbx_limits_fmt_size(lim->max_disk, b, sizeof(b));
         return above(err, "disk", a, b);
     }

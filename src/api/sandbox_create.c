@@ -148,7 +148,19 @@ bad:
     return -1;
 }
 
-static int parse_create(json_t *body, struct gbx_create_opts *c, struct gbx_err **err)
+/* A size too large to hold at all (a wrapped "100000000T"): the same answer as one above the
+ * maximum. */
+static int size_too_large(const char *field, json_t *v, uint64_t max, struct gbx_err **err)
+{
+    char m[32];
+    gbx_limits_fmt_size(max, m, sizeof(m));
+    return gbx_err_set(err, ERANGE, GBX_ERR_INVALID,
+                       "'%s' %s is too large: this daemon's maximum is %s", field,
+                       json_is_string(v) ? json_string_value(v) : "(a number)", max ? m : "16E");
+}
+
+static int parse_create(const struct gbx_limits *lim, json_t *body, struct gbx_create_opts *c,
+                        struct gbx_err **err)
 {
     memset(c, 0, sizeof(*c));
     const char *key;
@@ -166,7 +178,10 @@ static int parse_create(json_t *body, struct gbx_create_opts *c, struct gbx_err 
             }
             c->template_name = json_string_value(v);
         } else if (strcmp(key, "memory") == 0) {
-            if (gbx_srv_json_size(v, &c->limits.memory_bytes) < 0 ||
+            int r = gbx_srv_json_size(v, &c->limits.memory_bytes);
+            if (r == -ERANGE)
+                return size_too_large("memory", v, lim->max.memory_bytes, err);
+            if (r < 0 ||
                 c->limits.memory_bytes < (4u << 20)) {
                 gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
                             "'memory' must be a size of at least 4M (bytes, or a "
@@ -174,7 +189,10 @@ static int parse_create(json_t *body, struct gbx_create_opts *c, struct gbx_err 
                 return -1;
             }
         } else if (strcmp(key, "disk") == 0) {
-            if (gbx_srv_json_size(v, &c->disk_bytes) < 0 || c->disk_bytes < (1u << 20)) {
+            int r = gbx_srv_json_size(v, &c->disk_bytes);
+            if (r == -ERANGE)
+                return size_too_large("disk", v, lim->max_disk, err);
+            if (r < 0 || c->disk_bytes < (1u << 20)) {
                 gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "'disk' must be a size of at least 1M");
                 return -1;
             }
@@ -544,7 +562,7 @@ static int create_prepare(struct gbx_server *s, const struct gbx_actor *who, jso
     j->t0 = gbx_monotonic_ns();
     j->who = *who;
     struct gbx_create_opts *c = &j->c;
-    if (parse_create(body, c, err) < 0 ||
+    if (parse_create(&s->limits, body, c, err) < 0 ||
         gbx_limits_resolve(&s->limits, &c->limits, &c->disk_bytes, &c->timeout_ms,
                            json_object_get(body, "timeout") != NULL, err) < 0 ||
         create_policy(s, who, c->network, &j->policy, err) < 0)

@@ -2,8 +2,9 @@
 /* The server's insides, shared by the files it is split into: server.c (listeners, routing,
  * the live sandboxes, lifecycle), sandbox_create.c (parsing and making a sandbox, the warm
  * pool), adopt.c (the reaper and re-adoption at start), metrics.c (/healthz and /metrics),
- * quota.c (what a key holds against its quotas). Nothing outside src/api/server*.c,
- * sandbox_create.c, adopt.c, metrics.c and quota.c includes it. */
+ * quota.c (what a key holds against its quotas), apikeys_api.c (/v1/apikeys). Nothing
+ * outside src/api/server*.c, sandbox_create.c, adopt.c, metrics.c, quota.c and apikeys_api.c
+ * includes it. */
 #ifndef GBX_API_SERVER_INT_H
 #define GBX_API_SERVER_INT_H
 
@@ -115,6 +116,9 @@ char *gbx_srv_limits_spec(const struct gbx_cg_limits *cg, uint64_t disk);
 void gbx_srv_limits_from_json(json_t *j, struct gbx_cg_limits *cg, uint64_t *disk);
 uint64_t gbx_srv_quota_memory(const struct gbx_server *s, const struct gbx_cg_limits *cg);
 void gbx_srv_quota_of(struct gbx_server *s, const char *owner, struct gbx_quota *q);
+/* apikeys_api.c: /v1/apikeys and /v1/apikeys/... (path: the whole request path) */
+void gbx_srv_handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
+                            struct evhttp_request *req, const char *path);
 /* sandbox_create.c: what the creates still being made for owner add to use */
 void gbx_srv_creating_use(const struct gbx_server *s, const char *owner, struct gbx_quota_use *use);
 
