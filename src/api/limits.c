@@ -31,8 +31,8 @@ void gbx_limits_init(struct gbx_limits *lim, uint64_t ram_bytes, unsigned ncpus)
     lim->dflt.cpu_millis = 1000;
     lim->dflt_disk = 1 * GIB;
     lim->quota = (struct gbx_quota){.sandboxes = 64,
-                                    .memory = 16 * GIB,
-                                    .disk = 256 * GIB,
+                                    .memory = 32 * GIB, /* 64 of the default 512M */
+                                    .disk = 64 * GIB,   /* 64 of the default 1G */
                                     .snapshots = 256,
                                     .sessions = 256,
                                     .artifacts = 10000,
