@@ -181,7 +181,6 @@ static void handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
     method_not_allowed(req, name ? "DELETE" : "GET, POST");
 }
 
-
 void gbx_srv_handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
                             struct evhttp_request *req, const char *path)
 {

@@ -844,10 +844,10 @@ static void publish_done(void *arg)
     struct gbx_actor owner;
     gbx_actor_for(&owner, p->owner);
     struct gbx_err *qerr = NULL;
-    if (gbx_sandboxes_quota_admit(p->s, &owner,
-                                  &(struct gbx_quota_use){.artifacts = 1,
-                                                          .artifact_bytes = p->size ? p->size : 1},
-                                  &qerr) < 0) {
+    if (gbx_sandboxes_quota_admit(
+            p->s, &owner,
+            &(struct gbx_quota_use){.artifacts = 1, .artifact_bytes = p->size ? p->size : 1},
+            &qerr) < 0) {
         inflight_drop(p->sha);
         gbx_artifacts_blob_release(p->s, p->sha);
         if (p->req)

@@ -54,8 +54,7 @@ void gbx_limits_fmt_size(uint64_t b, char *buf, size_t bufsz)
             return;
         }
         if ((b * 10) / 10 == b && (b * 10) % u == 0) { /* one decimal, exactly */
-            snprintf(buf, bufsz, "%" PRIu64 ".%" PRIu64 "%c", b / u, (b * 10 / u) % 10,
-                     units[i].c);
+            snprintf(buf, bufsz, "%" PRIu64 ".%" PRIu64 "%c", b / u, (b * 10 / u) % 10, units[i].c);
             return;
         }
     }
@@ -171,8 +170,8 @@ int gbx_limits_check(const struct gbx_limits *lim, char *why, size_t whysz)
         return -1;
     }
     if (lim->max.pids && (lim->dflt.pids == 0 || lim->dflt.pids > lim->max.pids)) {
-        snprintf(why, whysz, "default-pids %" PRIu64 " is above max-pids %" PRIu64,
-                 lim->dflt.pids, lim->max.pids);
+        snprintf(why, whysz, "default-pids %" PRIu64 " is above max-pids %" PRIu64, lim->dflt.pids,
+                 lim->max.pids);
         return -1;
     }
     if (lim->max.cpu_millis &&

@@ -35,7 +35,8 @@ struct gbx_limits {
 /* The shipped defaults, from the host's size: memory 512M (at most 8G, at most half the
  * host's RAM), pids 256 (at most 4096), 1 CPU (at most every CPU of the host), disk 1G (at
  * most 64G); per key 64 sandboxes, 32G of memory, 64G of disk (64 sandboxes of the default
- * limits), 256 snapshots, 256 sessions, 10000 artifacts of 16G in all. ram_bytes and ncpus: the host's (0: unknown). */
+ * limits), 256 snapshots, 256 sessions, 10000 artifacts of 16G in all. ram_bytes and ncpus: the
+ * host's (0: unknown). */
 void gbx_limits_init(struct gbx_limits *lim, uint64_t ram_bytes, unsigned ncpus);
 /* Apply one daemon setting ("default-memory", "max-pids", "quota-sandboxes", ...; the value
  * as typed). 0 applied, 1 not a setting of limits (key unknown here), -1 with a message in

@@ -181,8 +181,7 @@ static int parse_create(const struct gbx_limits *lim, json_t *body, struct gbx_c
             int r = gbx_srv_json_size(v, &c->limits.memory_bytes);
             if (r == -ERANGE)
                 return size_too_large("memory", v, lim->max.memory_bytes, err);
-            if (r < 0 ||
-                c->limits.memory_bytes < (4u << 20)) {
+            if (r < 0 || c->limits.memory_bytes < (4u << 20)) {
                 gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
                             "'memory' must be a size of at least 4M (bytes, or a "
                             "string like \"512M\")");
@@ -608,9 +607,8 @@ static int create_prepare(struct gbx_server *s, const struct gbx_actor *who, jso
         j->snap_id = gbx_xstrdup(snap_id);
     }
     /* reserved from here: the job counts (s->creating) until it is a live sandbox or gone */
-    struct gbx_quota_use add = {.sandboxes = 1,
-                                .memory = gbx_srv_quota_memory(s, &c->limits),
-                                .disk = c->disk_bytes};
+    struct gbx_quota_use add = {
+        .sandboxes = 1, .memory = gbx_srv_quota_memory(s, &c->limits), .disk = c->disk_bytes};
     if (gbx_sandboxes_quota_admit(s, who, &add, err) < 0)
         goto fail;
     struct pooled *pp = pool_take(s, c);

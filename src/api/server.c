@@ -641,10 +641,10 @@ static void handle_pause(struct gbx_server *s, const struct gbx_actor *who,
         /* resumed after its timeout paused it: without a new timeout it would pause again at
          * once; it runs on with none, as if the caller had cleared it */
         gbx_sandboxes_set_expiry(s, who, l,
-                                 s->limits.max_timeout_ms ? gbx_realtime_ns() +
-                                                                (int64_t)s->limits.max_timeout_ms *
-                                                                    1000000
-                                                          : 0,
+                                 s->limits.max_timeout_ms
+                                     ? gbx_realtime_ns() +
+                                           (int64_t)s->limits.max_timeout_ms * 1000000
+                                     : 0,
                                  json_pack("{s:s}", "reason", "resumed"));
     json_decref(body);
     gbx_http_reply_json(req, 200, gbx_srv_sandbox_json(l));

@@ -64,7 +64,7 @@ struct gbx_server {
     struct event *reaper;        /* destroys sandboxes whose timeout passed */
     struct evhttp *http_tcp;     /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
-    size_t max_upload; /* the largest upload body (--max-upload) */
+    size_t max_upload;        /* the largest upload body (--max-upload) */
     struct gbx_limits limits; /* defaults, maximums and quotas (--default-*, --max-*, --quota-*) */
     char *pool_spec;          /* the limits pooled sandboxes are made with, as their rows say */
     struct metrics {

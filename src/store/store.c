@@ -742,8 +742,8 @@ int gbx_store_apikey_quota_set(struct gbx_store *s, const char *name, const char
 {
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(s->db,
-                           "UPDATE api_keys SET quota = ? WHERE name = ? AND revoked_ns IS NULL", -1,
-                           &st, NULL) != SQLITE_OK)
+                           "UPDATE api_keys SET quota = ? WHERE name = ? AND revoked_ns IS NULL",
+                           -1, &st, NULL) != SQLITE_OK)
         return gbx_store_db_err(s, err, "set the quota of API key");
     if (quota && quota[0])
         sqlite3_bind_text(st, 1, quota, -1, SQLITE_STATIC);
