@@ -118,41 +118,46 @@ static const char *kind_hint(enum kind k)
 int gbx_limits_set(struct gbx_limits *lim, const char *key, const char *value, char *why,
                    size_t whysz)
 {
-    struct {
+    uint64_t v;
+    if (strcmp(key, "default-cpus") == 0 || strcmp(key, "max-cpus") == 0) {
+        if (parse_value(CPUS, value, &v) < 0) {
+            snprintf(why, whysz, "%s must be %s", key, kind_hint(CPUS));
+            return -1;
+        }
+        if (key[0] == 'd')
+            lim->dflt.cpu_millis = (uint32_t)v;
+        else
+            lim->max.cpu_millis = (uint32_t)v;
+        return 0;
+    }
+    const struct {
         const char *key;
         enum kind kind;
-        uint64_t *u64;
-        uint32_t *u32;
+        size_t off; /* of the field in struct gbx_limits */
     } tab[] = {
-        {"default-memory", SIZE, &lim->dflt.memory_bytes, NULL},
-        {"default-pids", COUNT, &lim->dflt.pids, NULL},
-        {"default-cpus", CPUS, NULL, &lim->dflt.cpu_millis},
-        {"default-disk", SIZE, &lim->dflt_disk, NULL},
-        {"max-memory", SIZE, &lim->max.memory_bytes, NULL},
-        {"max-pids", COUNT, &lim->max.pids, NULL},
-        {"max-cpus", CPUS, NULL, &lim->max.cpu_millis},
-        {"max-disk", SIZE, &lim->max_disk, NULL},
-        {"max-timeout", DURATION, &lim->max_timeout_ms, NULL},
-        {"quota-sandboxes", COUNT, &lim->quota.sandboxes, NULL},
-        {"quota-memory", SIZE, &lim->quota.memory, NULL},
-        {"quota-disk", SIZE, &lim->quota.disk, NULL},
-        {"quota-snapshots", COUNT, &lim->quota.snapshots, NULL},
-        {"quota-sessions", COUNT, &lim->quota.sessions, NULL},
-        {"quota-artifacts", COUNT, &lim->quota.artifacts, NULL},
-        {"quota-artifact-bytes", SIZE, &lim->quota.artifact_bytes, NULL},
+        {"default-memory", SIZE, offsetof(struct gbx_limits, dflt.memory_bytes)},
+        {"default-pids", COUNT, offsetof(struct gbx_limits, dflt.pids)},
+        {"default-disk", SIZE, offsetof(struct gbx_limits, dflt_disk)},
+        {"max-memory", SIZE, offsetof(struct gbx_limits, max.memory_bytes)},
+        {"max-pids", COUNT, offsetof(struct gbx_limits, max.pids)},
+        {"max-disk", SIZE, offsetof(struct gbx_limits, max_disk)},
+        {"max-timeout", DURATION, offsetof(struct gbx_limits, max_timeout_ms)},
+        {"quota-sandboxes", COUNT, offsetof(struct gbx_limits, quota.sandboxes)},
+        {"quota-memory", SIZE, offsetof(struct gbx_limits, quota.memory)},
+        {"quota-disk", SIZE, offsetof(struct gbx_limits, quota.disk)},
+        {"quota-snapshots", COUNT, offsetof(struct gbx_limits, quota.snapshots)},
+        {"quota-sessions", COUNT, offsetof(struct gbx_limits, quota.sessions)},
+        {"quota-artifacts", COUNT, offsetof(struct gbx_limits, quota.artifacts)},
+        {"quota-artifact-bytes", SIZE, offsetof(struct gbx_limits, quota.artifact_bytes)},
     };
     for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
         if (strcmp(tab[i].key, key) != 0)
             continue;
-        uint64_t v;
         if (parse_value(tab[i].kind, value, &v) < 0) {
             snprintf(why, whysz, "%s must be %s", key, kind_hint(tab[i].kind));
             return -1;
         }
-        if (tab[i].u64)
-            *tab[i].u64 = v;
-        else
-            *tab[i].u32 = (uint32_t)v;
+        *(uint64_t *)((char *)lim + tab[i].off) = v;
         return 0;
     }
     return 1;
