@@ -201,5 +201,14 @@ tcp "$A" POST /v1/sandboxes '{"id":"a8"}'
 check "a key's own quota, set later, raises the daemon's for it" [ "$code" = 201 ]
 "$GB" apikey quota team-a sandboxes=lots 2>"$T/err"
 check "a quota that does not parse is refused, saying why" grep -q "quota sandboxes must be" "$T/err"
+req GET /v1/apikeys/team-a/quota
+check "a key's quota and use over the API" [ "$(field "(j['own'], j['quota']['sandboxes'], j['use']['sandboxes'])")" = "('sandboxes=4', 4, 4)" ]
+req PUT /v1/apikeys/team-a/quota '{"quota":null}'
+check "cleared: the daemon's quota again" [ "$(field "(j['own'], j['quota']['sandboxes'])")" = "(None, 3)" ]
+req PUT /v1/apikeys/nobody/quota '{"quota":"sandboxes=1"}'
+check "the quota of a key that does not exist: 404" [ "$code" = 404 ]
+tcp "$A" GET /v1/apikeys/team-a/quota
+check "a key cannot read or set quotas" [ "$code" = 403 ]
 
+spec_check
 summary
