@@ -6,7 +6,6 @@
 # (live sandboxes, their memory, snapshots, sessions) answer 429 naming the quota, for
 # native and E2B creates, for creates fired at once (no overshoot), and across a restart;
 # the admin socket has none; a key's own quota overrides the daemon's.
-# test-timeout: 600
 set -u
 NAME=limits
 . "$(dirname "$0")/../lib/daemon.sh"
