@@ -46,11 +46,18 @@ check "a default above its maximum: the daemon refuses to start, saying which" \
 rc=$?
 check "a quota that is not a number: refused" eval '[ $rc = 2 ] && grep -q "quota-sandboxes must be" "$T/err"'
 
-start_daemon --listen "127.0.0.1:$PORT" --quota-sandboxes 3 --max-memory 2G --max-timeout 1h
+metric() { curl -s --max-time 10 --unix-socket "$S" http://glovebox/metrics | awk -v m="$1" '$1 == m {print $2}'; }
+pool_full() {
+    for i in $(seq 200); do [ "$(metric 'glovebox_sandboxes{state="pooled"}')" = 1 ] && return 0; sleep 0.05; done
+    return 1
+}
+start_daemon --listen "127.0.0.1:$PORT" --quota-sandboxes 3 --max-memory 2G --max-timeout 1h --pool 1
 
 # ---- defaults ----------------------------------------------------------------------------------
+check "the warm pool fills" pool_full
 req POST /v1/sandboxes '{}'
-check "a create that asks for nothing: 201" [ "$code" = 201 ]
+check "a create that asks for nothing: 201, from the warm pool" \
+    eval '[ "$code" = 201 ] && grep -q "created sandbox .* (from the pool)" "$T/daemon.log"'
 D1=$(field "j['id']")
 check "it says the default limits: memory 512M, pids 256, 1 CPU, disk 1G" \
     [ "$(field "(j['limits']['memory'], j['limits']['pids'], j['limits']['cpus'], j['limits']['disk'])")" = "(536870912, 256, 1.0, 1073741824)" ]
@@ -181,9 +188,20 @@ tcp "$M" POST /v1/sessions '{}'
 check "a second session over sessions=1: 429" eval '[ "$code" = 429 ] && msg | grep -q "quota '"'sessions'"'"'
 
 # ---- across a restart: the counts come from what is kept, not from a counter --------------------
+check "a pooled sandbox is there for the next daemon" pool_full
 kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
 mv "$T/daemon.log" "$T/daemon-1.log"
-start_daemon --listen "127.0.0.1:$PORT" --quota-sandboxes 3 --max-memory 2G --max-timeout 1h
+start_daemon --listen "127.0.0.1:$PORT" --quota-sandboxes 3 --max-memory 2G --max-timeout 1h \
+    --pool 1 --default-pids 128
+check "a pooled sandbox made with other defaults is not handed out: removed at the start" \
+    grep -q "pooled sandbox .* has other limits than the defaults: removed" "$T/daemon.log"
+check "the pool fills again" pool_full
+req POST /v1/sandboxes '{}'
+P2=$(field "j['id']")
+check "and what it hands out has this daemon's defaults (pids.max 128)" \
+    eval '[ "$code" = 201 ] && [ "$(cg_file "$P2" pids.max)" = 128 ] && grep -q "created sandbox '"'$P2'"' (from the pool)" "$T/daemon.log"'
+req DELETE "/v1/sandboxes/$P2"
+
 tcp "$A" GET /v1/sandboxes
 check "after a restart, key A's 3 sandboxes are back" [ "$(field "len(j['sandboxes'])")" = 3 ]
 tcp "$A" POST /v1/sandboxes '{"id":"a6"}'
