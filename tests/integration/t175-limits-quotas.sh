@@ -3,7 +3,7 @@
 # pids, CPU and disk limits (seen from the host's cgroup files and felt from inside: a fork
 # bomb stops, a memory hog is killed); a request above a maximum is a 400 naming the field
 # and the maximum (native and E2B, sizes that would overflow too); an API key's quotas
-# (live sandboxes, their memory, snapshots, sessions) answer 429 naming the quota, for
+# (live sandboxes, their memory, snapshots, sessions, artifacts) answer 429 naming the quota, for
 # native and E2B creates, for creates fired at once (no overshoot), and across a restart;
 # the admin socket has none; a key's own quota overrides the daemon's.
 set -u
@@ -170,7 +170,7 @@ tcp "$C" GET /v1/sandboxes
 check "and key C has exactly 3 sandboxes" [ "$(field "len(j['sandboxes'])")" = 3 ]
 
 # ---- quotas: memory, snapshots, sessions (a key's own) -----------------------------------------
-M=$(newkey team-m --quota memory=1G,snapshots=1,sessions=1,sandboxes=10)
+M=$(newkey team-m --quota memory=1G,snapshots=1,sessions=1,sandboxes=10,artifacts=1)
 tcp "$M" POST /v1/sandboxes '{"id":"m1","memory":"512M"}'
 tcp "$M" POST /v1/sandboxes '{"id":"m2","memory":"512M"}'
 check "two of 512M fit a memory quota of 1G" [ "$code" = 201 ]
@@ -181,6 +181,10 @@ tcp "$M" POST /v1/sandboxes/m1/snapshots '{}'
 check "a snapshot within the quota: 201" [ "$code" = 201 ]
 tcp "$M" POST /v1/sandboxes/m2/snapshots '{}'
 check "a second snapshot over snapshots=1: 429" eval '[ "$code" = 429 ] && msg | grep -q "quota '"'snapshots'"'"'
+tcp "$M" POST /v1/sandboxes/m1/artifacts '{"path":"/etc/passwd"}'
+check "an artifact within the quota: 201" [ "$code" = 201 ]
+tcp "$M" POST /v1/sandboxes/m1/artifacts '{"path":"/etc/group"}'
+check "a second artifact over artifacts=1: 429" eval '[ "$code" = 429 ] && msg | grep -q "quota '"'artifacts'"' of key '"'team-m'"' reached: 1 of 1"'
 tcp "$M" DELETE /v1/sandboxes/m2
 tcp "$M" POST /v1/sessions '{}'
 check "a session within the quota: 201" [ "$code" = 201 ]
