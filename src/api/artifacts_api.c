@@ -853,6 +853,22 @@ static void publish_done(void *arg)
         pub_free(p);
         return;
     }
+    /* the quota, now that the size is known (the admission counted only one more) */
+    struct gbx_actor owner;
+    gbx_actor_for(&owner, p->owner);
+    struct gbx_err *qerr = NULL;
+    if (gbx_sandboxes_quota_admit(
+            p->s, &owner,
+            &(struct gbx_quota_use){.artifacts = 1, .artifact_bytes = p->size ? p->size : 1},
+            &qerr) < 0) {
+        inflight_drop(p->sha);
+        gbx_artifacts_blob_release(p->s, p->sha);
+        if (p->req)
+            gbx_http_reply_err(p->req, qerr);
+        gbx_err_free(qerr);
+        pub_free(p);
+        return;
+    }
     char id[21] = "art-";
     random_hex(id + 4, 8);
     struct gbx_store_artifact a = {
@@ -966,6 +982,13 @@ void gbx_api_sandbox_artifacts(struct gbx_server *s, const struct gbx_actor *who
     const char *session = json_string_value(jses);
     if (session && check_session(s, who, req, session) < 0)
         goto out;
+    {
+        gbx_autoerr struct gbx_err *qerr = NULL;
+        if (gbx_sandboxes_quota_admit(s, who, &(struct gbx_quota_use){.artifacts = 1}, &qerr) < 0) {
+            gbx_http_reply_err(req, qerr);
+            goto out;
+        }
+    }
     char proot[64];
     snprintf(proot, sizeof(proot), "/proc/%d/root", (int)l->sb->init_pid);
     int rootfd = open(proot, O_PATH | O_DIRECTORY | O_CLOEXEC);

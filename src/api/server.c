@@ -612,6 +612,12 @@ static void handle_pause(struct gbx_server *s, const struct gbx_actor *who,
                                             "duration like \"5m\"}");
     }
     struct gbx_err *err = NULL;
+    if (v && gbx_sandboxes_check_timeout(s, ms, &err) < 0) {
+        json_decref(body);
+        gbx_http_reply_err(req, err);
+        gbx_err_free(err);
+        return;
+    }
     if (l->busy) {
         json_decref(body);
         return gbx_http_reply_error(
@@ -637,7 +643,12 @@ static void handle_pause(struct gbx_server *s, const struct gbx_actor *who,
     else if (!pause && l->expires_ns && l->expires_ns <= gbx_realtime_ns() && l->on_timeout_pause)
         /* resumed after its timeout paused it: without a new timeout it would pause again at
          * once; it runs on with none, as if the caller had cleared it */
-        gbx_sandboxes_set_expiry(s, who, l, 0, json_pack("{s:s}", "reason", "resumed"));
+        gbx_sandboxes_set_expiry(s, who, l,
+                                 s->limits.max_timeout_ms
+                                     ? gbx_realtime_ns() +
+                                           (int64_t)s->limits.max_timeout_ms * 1000000
+                                     : 0,
+                                 json_pack("{s:s}", "reason", "resumed"));
     json_decref(body);
     gbx_http_reply_json(req, 200, gbx_srv_sandbox_json(l));
 }
@@ -656,6 +667,11 @@ static void handle_timeout(struct gbx_server *s, const struct gbx_actor *who,
                              "expected {\"timeout\": seconds or a duration like \"5m\"}; 0 "
                              "removes the timeout");
         return;
+    }
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (gbx_sandboxes_check_timeout(s, ms, &err) < 0) {
+        json_decref(body);
+        return gbx_http_reply_err(req, err);
     }
     gbx_sandboxes_set_expiry(s, who, l, ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0, body);
     gbx_http_reply_json(req, 200, gbx_srv_sandbox_json(l));
@@ -797,72 +813,6 @@ static void method_not_allowed(struct evhttp_request *req, const char *allow)
     json_t *body = json_pack("{s:{s:s,s:s}}", "error", "kind", "invalid", "message",
                              "method not allowed here");
     gbx_http_reply_json(req, 405, body);
-}
-
-/* ---- API keys (admin only) ---------------------------------------------------------------- */
-
-static int list_key(void *arg, const struct gbx_apikey_info *k)
-{
-    json_t *arr = arg;
-    json_t *o = json_pack("{s:s,s:b}", "name", k->name, "revoked", k->revoked_ns != 0);
-    json_array_append_new(arr, o);
-    return 0;
-}
-
-static void handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
-                           struct evhttp_request *req, const char *name)
-{
-    enum evhttp_cmd_type m = evhttp_request_get_command(req);
-    struct gbx_err *err = NULL;
-    if (!who->admin) {
-        gbx_http_reply_error(req, GBX_ERR_PERMISSION,
-                             "API keys are managed on the admin socket only");
-        return;
-    }
-    if (name == NULL && m == EVHTTP_REQ_POST) {
-        json_t *body = gbx_http_body_object(req);
-        if (body == NULL)
-            return;
-        const char *n = json_string_value(json_object_get(body, "name"));
-        if (n == NULL || json_object_size(body) != 1 || gbx_name_valid(n) < 0) {
-            json_decref(body);
-            gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                 "expected {\"name\": ...}: 1-63 of [a-z0-9-]");
-            return;
-        }
-        char key[GBX_APIKEY_LEN + 1];
-        if (gbx_store_apikey_create(s->store, n, key, &err) < 0) {
-            gbx_http_reply_err(req, err);
-            gbx_err_free(err);
-        } else {
-            gbx_server_audit(s, who, "apikey.create", NULL, json_pack("{s:s}", "name", n));
-            gbx_http_reply_json(req, 201, json_pack("{s:s,s:s}", "name", n, "key", key));
-        }
-        json_decref(body);
-        return;
-    }
-    if (name == NULL && m == EVHTTP_REQ_GET) {
-        json_t *arr = json_array();
-        if (gbx_store_apikey_each(s->store, list_key, arr, &err) < 0) {
-            json_decref(arr);
-            gbx_http_reply_err(req, err);
-            gbx_err_free(err);
-            return;
-        }
-        gbx_http_reply_json(req, 200, json_pack("{s:o}", "apikeys", arr));
-        return;
-    }
-    if (name && m == EVHTTP_REQ_DELETE) {
-        if (gbx_store_apikey_revoke(s->store, name, &err) < 0) {
-            gbx_http_reply_err(req, err);
-            gbx_err_free(err);
-            return;
-        }
-        gbx_server_audit(s, who, "apikey.revoke", NULL, json_pack("{s:s}", "name", name));
-        gbx_http_reply_json(req, 204, NULL);
-        return;
-    }
-    method_not_allowed(req, name ? "DELETE" : "GET, POST");
 }
 
 /* The key a TCP request carries: "Authorization: Bearer KEY" or "X-API-Key: KEY". */
@@ -1053,13 +1003,8 @@ static void route(struct gbx_server *s, const struct gbx_actor *who, struct evht
         return gbx_snapshots_route(s->snapshots, who, req, path);
     if (strcmp(path, "/v1/templates") == 0 || strncmp(path, "/v1/templates/", 14) == 0)
         return gbx_api_templates(s, who, s->base, req, path);
-    if (strcmp(path, "/v1/apikeys") == 0)
-        return handle_apikeys(s, who, req, NULL);
-    if (strncmp(path, "/v1/apikeys/", 12) == 0) {
-        if (gbx_name_valid(path + 12) < 0)
-            return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such API key");
-        return handle_apikeys(s, who, req, path + 12);
-    }
+    if (strcmp(path, "/v1/apikeys") == 0 || strncmp(path, "/v1/apikeys/", 12) == 0)
+        return gbx_srv_handle_apikeys(s, who, req, path);
     if (strcmp(path, "/v1/sandboxes") == 0) {
         if (m == EVHTTP_REQ_POST)
             return gbx_srv_handle_create(s, who, req);
@@ -1318,6 +1263,11 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     }
     s->pool_target = cfg->pool_size;
     s->max_upload = cfg->max_upload ? cfg->max_upload : GBX_DEFAULT_MAX_UPLOAD;
+    if (cfg->limits)
+        s->limits = *cfg->limits;
+    else
+        gbx_limits_init(&s->limits, gbx_srv_host_ram(), (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
+    s->pool_spec = gbx_srv_limits_spec(&s->limits.dflt, s->limits.dflt_disk);
     if (egress_new(s, cfg, err) < 0 || gbx_srv_adopt_all(s, err) < 0 ||
         gbx_snapshots_new(s, &s->snapshots, err) < 0 ||
         gbx_sessions_new(s, base, s->rt.state_dir, &s->sessions, err) < 0)
@@ -1466,6 +1416,7 @@ void gbx_server_free(struct gbx_server *s)
         if (s->lock_fds[i] >= 0)
             close(s->lock_fds[i]); /* the last thing: the next daemon may start now */
     free(s->sock_path);
+    free(s->pool_spec);
     free(s);
     gbx_reqmetrics_reset();
 }

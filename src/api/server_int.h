@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The server's insides, shared by the files it is split into: server.c (listeners, routing,
  * the live sandboxes, lifecycle), sandbox_create.c (parsing and making a sandbox, the warm
- * pool), adopt.c (the reaper and re-adoption at start), metrics.c (/healthz and /metrics).
- * Nothing outside src/api/server*.c, sandbox_create.c, adopt.c and metrics.c includes it. */
+ * pool), adopt.c (the reaper and re-adoption at start), metrics.c (/healthz and /metrics),
+ * quota.c (what a key holds against its quotas), apikeys_api.c (/v1/apikeys). Nothing
+ * outside src/api/server*.c, sandbox_create.c, adopt.c, metrics.c, quota.c and apikeys_api.c
+ * includes it. */
 #ifndef GBX_API_SERVER_INT_H
 #define GBX_API_SERVER_INT_H
 
@@ -11,6 +13,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "api/limits.h"
 #include "api/sandboxes.h"
 #include "api/server.h"
 #include "sandbox/backend.h"
@@ -61,7 +64,9 @@ struct gbx_server {
     struct event *reaper;        /* destroys sandboxes whose timeout passed */
     struct evhttp *http_tcp;     /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
-    size_t max_upload; /* the largest upload body (--max-upload) */
+    size_t max_upload;        /* the largest upload body (--max-upload) */
+    struct gbx_limits limits; /* defaults, maximums and quotas (--default-*, --max-*, --quota-*) */
+    char *pool_spec;          /* the limits pooled sandboxes are made with, as their rows say */
     struct metrics {
         uint64_t create_buckets[12]; /* cumulative counts per bound in create_bounds */
         double create_sum;
@@ -106,5 +111,17 @@ int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err);
 void gbx_srv_pool_fill_one(evutil_socket_t fd, short what, void *arg);
 void gbx_srv_live_free(struct gbx_live *l);
 void gbx_srv_reap_expired(evutil_socket_t fd, short what, void *arg);
+/* quota.c: limits as a live sandbox's row keeps them, and what a key holds */
+uint64_t gbx_srv_host_ram(void);
+json_t *gbx_srv_limits_json(const struct gbx_cg_limits *cg, uint64_t disk);
+char *gbx_srv_limits_spec(const struct gbx_cg_limits *cg, uint64_t disk);
+void gbx_srv_limits_from_json(json_t *j, struct gbx_cg_limits *cg, uint64_t *disk);
+uint64_t gbx_srv_quota_memory(const struct gbx_server *s, const struct gbx_cg_limits *cg);
+void gbx_srv_quota_of(struct gbx_server *s, const char *owner, struct gbx_quota *q);
+/* apikeys_api.c: /v1/apikeys and /v1/apikeys/... (path: the whole request path) */
+void gbx_srv_handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
+                            struct evhttp_request *req, const char *path);
+/* sandbox_create.c: what the creates still being made for owner add to use */
+void gbx_srv_creating_use(const struct gbx_server *s, const char *owner, struct gbx_quota_use *use);
 
 #endif
