@@ -36,7 +36,8 @@ void gbx_limits_init(struct gbx_limits *lim, uint64_t ram_bytes, unsigned ncpus)
                                     .snapshots = 256,
                                     .sessions = 256,
                                     .artifacts = 10000,
-                                    .artifact_bytes = 16 * GIB};
+                                    .artifact_bytes = 16 * GIB,
+                                    .templates = 32};
 }
 
 void gbx_limits_fmt_size(uint64_t b, char *buf, size_t bufsz)
@@ -149,6 +150,7 @@ int gbx_limits_set(struct gbx_limits *lim, const char *key, const char *value, c
         {"quota-sessions", COUNT, offsetof(struct gbx_limits, quota.sessions)},
         {"quota-artifacts", COUNT, offsetof(struct gbx_limits, quota.artifacts)},
         {"quota-artifact-bytes", SIZE, offsetof(struct gbx_limits, quota.artifact_bytes)},
+        {"quota-templates", COUNT, offsetof(struct gbx_limits, quota.templates)},
     };
     for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
         if (strcmp(tab[i].key, key) != 0)
@@ -212,6 +214,7 @@ static const struct {
     {"sessions", COUNT, offsetof(struct gbx_quota, sessions)},
     {"artifacts", COUNT, offsetof(struct gbx_quota, artifacts)},
     {"artifact-bytes", SIZE, offsetof(struct gbx_quota, artifact_bytes)},
+    {"templates", COUNT, offsetof(struct gbx_quota, templates)},
 };
 #define NQUOTA (sizeof(quota_fields) / sizeof(quota_fields[0]))
 
@@ -235,7 +238,7 @@ int gbx_quota_parse(const char *text, struct gbx_quota *q, char *why, size_t why
         if (i == NQUOTA) {
             snprintf(why, whysz,
                      "unknown quota '%.64s' (expected sandboxes, memory, disk, snapshots, "
-                     "sessions, artifacts, artifact-bytes)",
+                     "sessions, artifacts, artifact-bytes, templates)",
                      item);
             return -1;
         }
@@ -353,6 +356,8 @@ int gbx_quota_admit(const struct gbx_quota *q, const char *key, const struct gbx
          offsetof(struct gbx_quota_use, artifacts)},
         {"artifact-bytes", "of artifacts", 1, offsetof(struct gbx_quota, artifact_bytes),
          offsetof(struct gbx_quota_use, artifact_bytes)},
+        {"templates", "templates", 0, offsetof(struct gbx_quota, templates),
+         offsetof(struct gbx_quota_use, templates)},
     };
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
         uint64_t limit = *(const uint64_t *)((const char *)q + f[i].qoff);

@@ -21,6 +21,7 @@ struct gbx_quota {
     uint64_t sessions;       /* sessions kept */
     uint64_t artifacts;      /* artifacts kept */
     uint64_t artifact_bytes; /* their total size, bytes */
+    uint64_t templates;      /* its own templates (uploads; names per key) */
 };
 
 struct gbx_limits {
@@ -35,8 +36,8 @@ struct gbx_limits {
 /* The shipped defaults, from the host's size: memory 512M (at most 8G, at most half the
  * host's RAM), pids 256 (at most 4096), 1 CPU (at most every CPU of the host), disk 1G (at
  * most 64G); per key 64 sandboxes, 32G of memory, 64G of disk (64 sandboxes of the default
- * limits), 256 snapshots, 256 sessions, 10000 artifacts of 16G in all. ram_bytes and ncpus: the
- * host's (0: unknown). */
+ * limits), 256 snapshots, 256 sessions, 10000 artifacts of 16G in all, 32 templates. ram_bytes and
+ * ncpus: the host's (0: unknown). */
 void gbx_limits_init(struct gbx_limits *lim, uint64_t ram_bytes, unsigned ncpus);
 /* Apply one daemon setting ("default-memory", "max-pids", "quota-sandboxes", ...; the value
  * as typed). 0 applied, 1 not a setting of limits (key unknown here), -1 with a message in
@@ -63,7 +64,7 @@ int gbx_limits_check_timeout(const struct gbx_limits *lim, uint64_t timeout_ms,
 
 /* What one key holds now. */
 struct gbx_quota_use {
-    uint64_t sandboxes, memory, disk, snapshots, sessions, artifacts, artifact_bytes;
+    uint64_t sandboxes, memory, disk, snapshots, sessions, artifacts, artifact_bytes, templates;
 };
 /* Would adding add to use exceed q? -1 with *err (LIMIT, errno EDQUOT: "quota 'sandboxes' of
  * key 'k' reached: 64 of 64 live sandboxes; ...") for the first quota it would exceed. Only

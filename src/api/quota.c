@@ -13,6 +13,7 @@
 
 #include "api/server_int.h"
 #include "api/sessions.h"
+#include "api/templates_api.h"
 #include "api/snapshots.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -99,6 +100,8 @@ int gbx_sandboxes_quota_admit(struct gbx_server *s, const struct gbx_actor *who,
         use.snapshots = gbx_snapshots_count(s->snapshots, who->owner);
     if (add->sessions)
         use.sessions = gbx_sessions_count(s->sessions, who->owner);
+    if (add->templates)
+        use.templates = gbx_templates_count(s, who->owner);
     if (add->artifacts || add->artifact_bytes) {
         int64_t n = 0, bytes = 0;
         if (gbx_store_artifacts_totals(s->store, who->owner, &n, &bytes, err) < 0)

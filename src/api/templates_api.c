@@ -6,6 +6,7 @@
  * the loop. */
 #include "api/templates_api.h"
 
+#include <dirent.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -487,6 +488,23 @@ int gbx_templates_visible(const struct gbx_actor *who, const char *stored)
     return owner[0] == '\0' || gbx_actor_sees(who, owner);
 }
 
+uint64_t gbx_templates_count(struct gbx_server *s, const char *owner)
+{
+    uint64_t n = 0;
+    gbx_autofree char *dir = gbx_asprintf("%s/templates", state_dir_of(s));
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        if (e->d_name[0] != '.' && gbx_template_name_valid(e->d_name) == 0 &&
+            strcmp(gbx_template_owner(e->d_name), owner) == 0)
+            n++;
+    if (d)
+        closedir(d);
+    for (struct build *b = reg.list; b; b = b->next)
+        if (b->state == B_BUILDING && strcmp(gbx_template_owner(b->name), owner) == 0)
+            n++;
+    return n;
+}
+
 /* Names a key cannot take: the built-in template's and the names E2B clients use for it. */
 static int name_reserved(const char *name)
 {
@@ -685,6 +703,11 @@ static struct build *new_build(struct gbx_server *s, const struct gbx_actor *who
         gbx_http_reply_error(req, GBX_ERR_CONFLICT,
                              "template name '%s' is taken by a shared template; choose another",
                              shown);
+        return NULL;
+    }
+    gbx_autoerr struct gbx_err *qerr = NULL;
+    if (gbx_sandboxes_quota_admit(s, who, &(struct gbx_quota_use){.templates = 1}, &qerr) < 0) {
+        gbx_http_reply_err(req, qerr);
         return NULL;
     }
     gbx_autofree char *name =

@@ -15,6 +15,7 @@
 #define GBX_API_TEMPLATES_API_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "api/actor.h"
 
@@ -28,6 +29,9 @@ struct gbx_server;
 char *gbx_templates_ref(struct gbx_server *s, const struct gbx_actor *who, const char *name);
 /* May who see (and use) the stored template name? Shared ones: everyone. */
 int gbx_templates_visible(const struct gbx_actor *who, const char *stored);
+
+/* How many templates a key has (stored, and being built). */
+uint64_t gbx_templates_count(struct gbx_server *s, const char *owner);
 
 /* /v1/templates and /v1/templates/... */
 void gbx_api_templates(struct gbx_server *s, const struct gbx_actor *who, struct event_base *base,

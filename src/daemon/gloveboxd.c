@@ -60,8 +60,9 @@ static const char usage[] =
     "  --quota-disk SIZE      their disks (64G), snapshots (256), sessions (256),\n"
     "  --quota-snapshots N    artifacts (10000) and their bytes (16G); over: 429 naming\n"
     "  --quota-sessions N     the quota; 0: none. A key's own quota (glovebox apikey\n"
-    "  --quota-artifacts N    quota) overrides these\n"
+    "  --quota-artifacts N    quota) overrides these; templates (32)\n"
     "  --quota-artifact-bytes SIZE\n"
+    "  --quota-templates N\n"
     "  --egress-default MODE  network of sandboxes whose create does not say:\n"
     "                         policy (default: deny unless a rule allows), none, open\n"
     "  --egress-hosts LIST    'name=IPv4 ...': upstream addresses the proxy uses for\n"
@@ -364,6 +365,7 @@ int main(int argc, char **argv)
         {"quota-sessions", required_argument, NULL, 0},
         {"quota-artifacts", required_argument, NULL, 0},
         {"quota-artifact-bytes", required_argument, NULL, 0},
+        {"quota-templates", required_argument, NULL, 0},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };

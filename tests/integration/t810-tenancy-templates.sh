@@ -64,6 +64,15 @@ check "B cannot delete A's template: 404" [ "$code" = 404 ]
 tcp "$B" POST /v1/templates/pytools/oci "@$T/b.tar"
 check "B uploads its own 'pytools' (the name is not squatted): 202" [ "$code" = 202 ]
 check "ready too" ready "$B" pytools
+"$GB" apikey quota team-b templates=1 > /dev/null 2>&1
+tcp "$B" POST /v1/templates/second/oci "@$T/b.tar"
+check "a key's templates quota (1): the second upload is 429 naming it" \
+    eval "[ '$code' = 429 ] && grep -q \"quota 'templates' of key 'team-b'\" '$T/body'"
+tcp "$A" POST /v1/templates/second/oci "@$T/a.tar"
+check "another key's quota is its own" [ "$code" = 202 ]
+ready "$A" second
+tcp "$A" DELETE /v1/templates/second
+"$GB" apikey quota team-b --clear > /dev/null 2>&1
 
 tcp "$A" POST /v1/sandboxes '{"id":"sb-t810-a","template":"pytools"}'
 check "A's sandbox from 'pytools'" eval "[ '$code' = 201 ] && [ \"\$(field \"j['template']\")\" = pytools ]"
