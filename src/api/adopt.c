@@ -384,6 +384,23 @@ static void reap_orphans(struct gbx_server *s)
     }
 }
 
+/* Hibernate images of no sandbox (its row gone while a daemon was down, or removed by hand):
+ * nothing can wake them, and they can be large. Removed behind, on a worker. */
+static void sweep_images(struct gbx_server *s)
+{
+    gbx_autofree char *dir = gbx_asprintf("%s/hibernate", s->rt.state_dir);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        if (gbx_sandbox_id_valid(de->d_name) < 0 || known_id(s, de->d_name))
+            continue;
+        gbx_log_warn("removing the hibernate image of '%s': no sandbox has it", de->d_name);
+        gbx_hibernate_discard(s, de->d_name);
+    }
+    closedir(d);
+}
+
 /* Take back the sandboxes an earlier daemon left running; clean up those that died. */
 int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err)
 {
@@ -441,5 +458,6 @@ int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err)
         free(g);
     }
     reap_orphans(s);
+    sweep_images(s);
     return 0;
 }
