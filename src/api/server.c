@@ -1193,6 +1193,9 @@ static int egress_new(struct gbx_server *s, const struct gbx_server_config *cfg,
                                 .extra_ca_file = cfg->egress_extra_ca,
                                 .hosts = cfg->egress_hosts,
                                 .max_conns = cfg->egress_max_conns,
+                                .audit_rate = cfg->audit_rate,
+                                .audit_burst = cfg->audit_burst,
+                                .audit_unlimited = cfg->audit_unlimited,
                                 .store = s->store};
     if (gbx_egress_new(s->base, &o, egress_audit, s, &s->egress, err) < 0)
         return -1;

@@ -25,6 +25,11 @@ struct gbx_server_config {
     const char *egress_hosts;    /* "name=IPv4 ..." upstream overrides, or NULL */
     const char *egress_extra_ca; /* PEM file of extra upstream trust anchors, or NULL */
     unsigned egress_max_conns;   /* per sandbox; 0: 256 */
+    unsigned audit_rate;         /* egress audit rows/s per sandbox per kind; 0: 20 */
+    unsigned audit_burst;        /* 0: 100 */
+    int audit_unlimited;         /* every egress row written (--audit-rate 0) */
+    uint64_t state_reserve;      /* free bytes the state dir keeps (diskguard.h) */
+    int state_reserve_set;       /* 0: the default (the smaller of 64 MiB and 1% of the fs) */
     int64_t criu_timeout_ms;     /* one criu dump or restore; 0: 2 minutes */
     int64_t helper_timeout_ms;   /* tar, debootstrap and other helpers; 0: 30 minutes */
     struct gbx_gc_policy retention;
