@@ -218,11 +218,12 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
         char rate[32];
         const char *slash = strchr(value, '/');
         size_t len = slash ? (size_t)(slash - value) : strlen(value);
-        if (len >= sizeof(rate) || (memcpy(rate, value, len), rate[len] = '\0',
-                                    gbx_parse_u64(rate, 0, 1000000, &n) < 0) ||
+        if (len >= sizeof(rate) ||
+            (memcpy(rate, value, len), rate[len] = '\0', gbx_parse_u64(rate, 0, 1000000, &n) < 0) ||
             (slash && gbx_parse_u64(slash + 1, 1, 1000000, &b) < 0)) {
-            snprintf(err, errsz, "audit-rate must be ROWS or ROWS/BURST, numbers up to 1000000 "
-                                 "(e.g. 20/100; 0: no limit)");
+            snprintf(err, errsz,
+                     "audit-rate must be ROWS or ROWS/BURST, numbers up to 1000000 "
+                     "(e.g. 20/100; 0: no limit)");
             return -1;
         }
         st->cfg.audit_rate = (unsigned)n;

@@ -12,12 +12,13 @@ int gbx_egress_bucket_take(struct gbx_egress_bucket *b, int64_t now_ns, unsigned
         burst = 1;
     if (b->last_ns == 0) {
         b->tokens = burst;
-    } else if (now_ns > b->last_ns) {
+        b->last_ns = now_ns;
+    } else if (now_ns > b->last_ns) { /* (a time before the last gives nothing) */
         b->tokens += (double)(now_ns - b->last_ns) * rate / 1e9;
         if (b->tokens > burst)
             b->tokens = burst;
+        b->last_ns = now_ns;
     }
-    b->last_ns = now_ns;
     if (b->tokens < 1.0)
         return 0;
     b->tokens -= 1.0;

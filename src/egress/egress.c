@@ -501,9 +501,8 @@ void gbx_egress_audit(struct gbx_egress_sb *sb, const char *kind, json_t *detail
     size_t i = 0;
     while (i < GBX_ARRAY_SIZE(rated) && strcmp(rated[i].kind, kind) != 0)
         i++;
-    if (i == GBX_ARRAY_SIZE(rated) ||
-        gbx_egress_bucket_take(&sb->buckets[i], gbx_monotonic_ns(), eg->audit_rate,
-                               eg->audit_burst))
+    if (i == GBX_ARRAY_SIZE(rated) || gbx_egress_bucket_take(&sb->buckets[i], gbx_monotonic_ns(),
+                                                             eg->audit_rate, eg->audit_burst))
         return audit_emit(sb, kind, detail);
     /* over the rate: counted by decision (the decision itself was made and stands) */
     const char *d = json_string_value(json_object_get(detail, "decision"));
