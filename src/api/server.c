@@ -906,7 +906,8 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
      * finds the sandbox whose token made the signature */
     if (path && strcmp(path, "/files") == 0) {
         gbx_reqmetrics_track(req, path, "e2b");
-        gbx_e2b_files(s, s->base, req, NULL);
+        if (gbx_server_admit(s, req, path, GBX_ADMIT_E2B_DATA) == 0)
+            gbx_e2b_files(s, s->base, req, NULL);
         return;
     }
     int e2b = path && gbx_e2b_is_control_path(path);
@@ -933,9 +934,10 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
         gbx_actor_for(&who, name);
     }
     gbx_reqmetrics_track(req, path ? path : "", who.name);
-    if (e2b)
-        gbx_e2b_control(s, &who, req, path);
-    else
+    if (e2b) {
+        if (gbx_server_admit(s, req, path, GBX_ADMIT_E2B_CONTROL) == 0)
+            gbx_e2b_control(s, &who, req, path);
+    } else
         route(s, &who, req);
 }
 
@@ -1025,6 +1027,8 @@ static void route(struct gbx_server *s, const struct gbx_actor *who, struct evht
             return method_not_allowed(req, "GET");
         return gbx_http_reply_json(req, 200, gbx_srv_health_json(s, who));
     }
+    if (gbx_server_admit(s, req, path, GBX_ADMIT_NATIVE) < 0)
+        return;
     if (strcmp(path, "/metrics") == 0) {
         if (m != EVHTTP_REQ_GET)
             return method_not_allowed(req, "GET");
@@ -1297,7 +1301,9 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     s->rt_ready = 1;
     s->rt.criu_timeout_ms = cfg->criu_timeout_ms;
     s->rt.helper_timeout_ms = cfg->helper_timeout_ms;
-    if (lock_dirs(s, err) < 0)
+    if (lock_dirs(s, err) < 0 ||
+        gbx_diskguard_init(&s->disk, s->rt.state_dir, cfg->state_reserve, cfg->state_reserve_set,
+                           err) < 0)
         goto fail;
     db = gbx_asprintf("%s/glovebox.db", s->rt.state_dir);
     if (gbx_store_open(db, &s->store, err) < 0 || gbx_store_writer_new(db, &s->writer, err) < 0)
@@ -1456,6 +1462,7 @@ void gbx_server_free(struct gbx_server *s)
         event_free(s->writer_ev);
     gbx_store_writer_free(s->writer); /* makes every queued write durable first */
     gbx_store_close(s->store);
+    gbx_diskguard_release(&s->disk);
     if (s->rt_ready)
         gbx_runtime_release(&s->rt);
     for (int i = 0; i < 2; i++)

@@ -52,6 +52,18 @@ void gbx_server_audit(struct gbx_server *s, const struct gbx_actor *who, const c
 /* The same on behalf of an actor named by its audit name (the egress gateway's records). */
 void gbx_server_audit_as(struct gbx_server *s, const char *actor, const char *kind,
                          const char *sandbox, struct json_t *detail);
+/* Admission on the state disk (admit.c, base/diskguard.h), once the caller is known and
+ * before the request runs: a delete may use the reserve file; new work is refused while the
+ * disk is short (answered here, 507, in front's form: returns -1). */
+enum gbx_admit_front {
+    GBX_ADMIT_NATIVE,
+    GBX_ADMIT_E2B_CONTROL,
+    GBX_ADMIT_E2B_DATA,
+    GBX_ADMIT_E2B_INTERP,
+};
+struct evhttp_request;
+int gbx_server_admit(struct gbx_server *s, struct evhttp_request *req, const char *path,
+                     enum gbx_admit_front front);
 /* Metrics hooks for the exec streams. */
 /* A process started secs after its exec request arrived. */
 void gbx_server_exec_started(struct gbx_server *s, double secs);

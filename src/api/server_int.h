@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The server's insides, shared by the files it is split into: server.c (listeners, routing,
  * the live sandboxes, lifecycle), sandbox_create.c (parsing and making a sandbox, the warm
- * pool), adopt.c (the reaper and re-adoption at start), metrics.c (/healthz and /metrics).
- * Nothing outside src/api/server*.c, sandbox_create.c, adopt.c and metrics.c includes it. */
+ * pool), adopt.c (the reaper and re-adoption at start), metrics.c (/healthz and /metrics),
+ * admit.c (admission on the state disk).
+ * Nothing outside src/api/server*.c, sandbox_create.c, adopt.c, metrics.c and admit.c
+ * includes it. */
 #ifndef GBX_API_SERVER_INT_H
 #define GBX_API_SERVER_INT_H
 
@@ -13,6 +15,7 @@
 
 #include "api/sandboxes.h"
 #include "api/server.h"
+#include "base/diskguard.h"
 #include "sandbox/backend.h"
 
 #define GBX_DEFAULT_MAX_BODY (1u << 20)
@@ -62,6 +65,7 @@ struct gbx_server {
     struct evhttp *http_tcp;     /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
     size_t max_upload; /* the largest upload body (--max-upload) */
+    struct gbx_diskguard disk; /* the state disk's reserve (admit.c) */
     struct metrics {
         uint64_t create_buckets[12]; /* cumulative counts per bound in create_bounds */
         double create_sum;
