@@ -194,23 +194,6 @@ static void on_writer(evutil_socket_t fd, short what, void *arg)
     gbx_store_writer_complete(s->writer);
 }
 
-void gbx_server_audit(struct gbx_server *s, const struct gbx_actor *who, const char *kind,
-                      const char *sandbox, json_t *detail)
-{
-    gbx_server_audit_as(s, who->name, kind, sandbox, detail);
-}
-
-void gbx_server_audit_as(struct gbx_server *s, const char *actor, const char *kind,
-                         const char *sandbox, json_t *detail)
-{
-    char *text = detail ? json_dumps(detail, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    struct gbx_audit_entry e = {.actor = actor, .kind = kind, .sandbox = sandbox, .detail = text};
-    s->writes_pending++;
-    gbx_store_writer_audit(s->writer, &e, gbx_srv_write_done, s);
-    free(text);
-    json_decref(detail);
-}
-
 /* Newest first; ties broken by id, so that a cursor names one place in the order. */
 static int live_cmp(const void *a, const void *b)
 {

@@ -52,6 +52,13 @@ void gbx_server_audit(struct gbx_server *s, const struct gbx_actor *who, const c
 /* The same on behalf of an actor named by its audit name (the egress gateway's records). */
 void gbx_server_audit_as(struct gbx_server *s, const char *actor, const char *kind,
                          const char *sandbox, struct json_t *detail);
+/* The same, and done runs (on the loop) once the record is durable (err NULL) or could not be
+ * written (err says why: STORAGE for a full state disk); done may be NULL. Records complete in
+ * the order they were queued. For a reply that acknowledges the record (api/audit.c). */
+typedef void (*gbx_server_audit_fn)(void *arg, const struct gbx_err *err);
+void gbx_server_audit_then(struct gbx_server *s, const char *actor, const char *kind,
+                           const char *sandbox, struct json_t *detail, gbx_server_audit_fn done,
+                           void *arg);
 /* Admission on the state disk (admit.c, base/diskguard.h), once the caller is known and
  * before the request runs: a delete may use the reserve file; new work is refused while the
  * disk is short (answered here, 507, in front's form: returns -1). */

@@ -2,9 +2,9 @@
 /* The server's insides, shared by the files it is split into: server.c (listeners, routing,
  * the live sandboxes, lifecycle), sandbox_create.c (parsing and making a sandbox, the warm
  * pool), adopt.c (the reaper and re-adoption at start), metrics.c (/healthz and /metrics),
- * admit.c (admission on the state disk).
- * Nothing outside src/api/server*.c, sandbox_create.c, adopt.c, metrics.c and admit.c
- * includes it. */
+ * admit.c (admission on the state disk), audit.c (audit records).
+ * Nothing outside src/api/server*.c, sandbox_create.c, adopt.c, metrics.c, admit.c and
+ * audit.c includes it. */
 #ifndef GBX_API_SERVER_INT_H
 #define GBX_API_SERVER_INT_H
 
