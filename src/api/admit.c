@@ -42,7 +42,7 @@ static int native_is_new(const char *path)
     const char *sub = sandbox_sub(path);
     if (sub == NULL)
         return 1;
-    static const char *const exempt[] = {"/pause",   "/resume",     "/timeout",
+    static const char *const exempt[] = {"/pause",   "/resume",    "/timeout",
                                          "/network", "/processes", "/files/move"};
     for (size_t i = 0; i < GBX_ARRAY_SIZE(exempt); i++)
         if (prefixed(sub, exempt[i]))

@@ -1138,10 +1138,10 @@ static void handle_delete(struct gbx_server *s, const struct gbx_actor *who,
     }
     if (r == 0)
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "artifact '%s' not found", id);
-    gbx_server_audit(
+    gbx_server_audit_reply(
         s, who, "artifact.delete", NULL,
-        json_pack("{s:s,s:s,s:I}", "id", id, "sha256", row.sha, "size", (json_int_t)row.size));
-    evhttp_send_reply(req, 204, "No Content", NULL);
+        json_pack("{s:s,s:s,s:I}", "id", id, "sha256", row.sha, "size", (json_int_t)row.size), req,
+        204, NULL);
 }
 
 /* ---- download ---------------------------------------------------------------------------- */

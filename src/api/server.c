@@ -815,8 +815,8 @@ static void handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
             gbx_http_reply_err(req, err);
             gbx_err_free(err);
         } else {
-            gbx_server_audit(s, who, "apikey.create", NULL, json_pack("{s:s}", "name", n));
-            gbx_http_reply_json(req, 201, json_pack("{s:s,s:s}", "name", n, "key", key));
+            gbx_server_audit_reply(s, who, "apikey.create", NULL, json_pack("{s:s}", "name", n),
+                                   req, 201, json_pack("{s:s,s:s}", "name", n, "key", key));
         }
         json_decref(body);
         return;
@@ -838,8 +838,8 @@ static void handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
             gbx_err_free(err);
             return;
         }
-        gbx_server_audit(s, who, "apikey.revoke", NULL, json_pack("{s:s}", "name", name));
-        gbx_http_reply_json(req, 204, NULL);
+        gbx_server_audit_reply(s, who, "apikey.revoke", NULL, json_pack("{s:s}", "name", name), req,
+                               204, NULL);
         return;
     }
     method_not_allowed(req, name ? "DELETE" : "GET, POST");
@@ -1284,9 +1284,8 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     s->rt_ready = 1;
     s->rt.criu_timeout_ms = cfg->criu_timeout_ms;
     s->rt.helper_timeout_ms = cfg->helper_timeout_ms;
-    if (lock_dirs(s, err) < 0 ||
-        gbx_diskguard_init(&s->disk, s->rt.state_dir, cfg->state_reserve, cfg->state_reserve_set,
-                           err) < 0)
+    if (lock_dirs(s, err) < 0 || gbx_diskguard_init(&s->disk, s->rt.state_dir, cfg->state_reserve,
+                                                    cfg->state_reserve_set, err) < 0)
         goto fail;
     db = gbx_asprintf("%s/glovebox.db", s->rt.state_dir);
     if (gbx_store_open(db, &s->store, err) < 0 || gbx_store_writer_new(db, &s->writer, err) < 0)

@@ -358,8 +358,17 @@ static void run_next(struct gbx_session *ses)
                                                 e2->msg);
             return call_fail(c, m);
         }
-        (void)!gbx_session_log(ses, "sandbox.replaced", NULL,
-                               json_pack("{s:s?,s:s}", "old", old, "new", ses->sandbox_id), NULL);
+        if (gbx_session_log(ses, "sandbox.replaced", NULL,
+                            json_pack("{s:s?,s:s}", "old", old, "new", ses->sandbox_id),
+                            &err) < 0) {
+            /* the log says what the call ran in: a call whose sandbox is not in it is not run */
+            free(old);
+            gbx_err_wrap(&err,
+                         "call '%s' was not run: the replacement of the session's sandbox "
+                         "could not be recorded",
+                         c->tool_use_id);
+            return answer(c, err);
+        }
         gbx_log_info("session '%s': sandbox '%s' replaced by '%s'", ses->id, old ? old : "-",
                      ses->sandbox_id);
         free(old);
@@ -676,20 +685,25 @@ static void rm_tree(void *arg)
     (void)!gbx_rm_rf(arg);
 }
 
-static void delete_session(struct gbx_sessions *all, const struct gbx_actor *who,
-                           struct gbx_session *ses, const char *why)
+/* Delete ses: its row first (a session whose row could not be deleted stays, whole: it
+ * would come back at the next start), then its sandbox and workspace. req: the client to
+ * answer, once the session.delete record is durable (NULL: the collector's, why says why). */
+static int delete_session(struct gbx_sessions *all, const struct gbx_actor *who,
+                          struct gbx_session *ses, const char *why, struct evhttp_request *req)
 {
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (gbx_store_session_delete(store_of(ses), ses->id, &err) < 0) {
+        gbx_log_error("session '%s': %s", ses->id, err->msg);
+        if (req)
+            gbx_http_reply_error(req, err->kind, "delete session '%s': %s", ses->id, err->msg);
+        return -1;
+    }
     struct gbx_live *l = live_of(ses);
     ses->deleting = 1;
     gbx_session_drop_agent(ses);
     if (l) /* torn down off the loop */
         gbx_sandboxes_destroy_bg(all->srv, who, l, "sandbox.delete",
                                  json_pack("{s:s}", "session", ses->id));
-    struct gbx_err *err = NULL;
-    if (gbx_store_session_delete(store_of(ses), ses->id, &err) < 0) {
-        gbx_log_error("session '%s': %s", ses->id, err->msg);
-        gbx_err_free(err);
-    }
     /* the workspace copy may be large: renamed away at once, removed off the loop */
     gbx_autofree char *dir = gbx_asprintf("%s/sessions/%s", all->state_dir, ses->id);
     char *trash = gbx_asprintf("%s/sessions/.trash-%s", all->state_dir, ses->id);
@@ -699,18 +713,21 @@ static void delete_session(struct gbx_sessions *all, const struct gbx_actor *who
     else
         (void)!gbx_rm_rf(dir);
     free(trash);
-    gbx_server_audit(all->srv, who, "session.delete", NULL,
-                     why ? json_pack("{s:s,s:s}", "session", ses->id, "reason", why)
-                         : json_pack("{s:s}", "session", ses->id));
+    json_t *detail = why ? json_pack("{s:s,s:s}", "session", ses->id, "reason", why)
+                         : json_pack("{s:s}", "session", ses->id);
+    if (req)
+        gbx_server_audit_reply(all->srv, who, "session.delete", NULL, detail, req, 204, NULL);
+    else
+        gbx_server_audit(all->srv, who, "session.delete", NULL, detail);
     session_unlink(ses);
     session_free(ses);
+    return 0;
 }
 
 static void handle_delete(struct gbx_sessions *all, const struct gbx_actor *who,
                           struct evhttp_request *req, struct gbx_session *ses)
 {
-    delete_session(all, who, ses, NULL);
-    evhttp_send_reply(req, 204, "No Content", NULL);
+    (void)delete_session(all, who, ses, NULL, req);
 }
 
 void gbx_sessions_each_info(struct gbx_sessions *all,
@@ -732,8 +749,7 @@ int gbx_sessions_delete(struct gbx_sessions *all, const char *id, const char *wh
         if (strcmp(s->id, id) == 0) {
             if (s->busy || s->queue || s->ckpt)
                 return 0;
-            delete_session(all, &gbx_actor_system, s, why);
-            return 1;
+            return delete_session(all, &gbx_actor_system, s, why, NULL) == 0;
         }
     return 0;
 }

@@ -42,8 +42,8 @@ static int file_make(struct gbx_diskguard *g)
     return 0;
 }
 
-int gbx_diskguard_init(struct gbx_diskguard *g, const char *dir, uint64_t reserve,
-                       int reserve_set, struct gbx_err **err)
+int gbx_diskguard_init(struct gbx_diskguard *g, const char *dir, uint64_t reserve, int reserve_set,
+                       struct gbx_err **err)
 {
     memset(g, 0, sizeof(*g));
     g->dir = gbx_xstrdup(dir);

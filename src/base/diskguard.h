@@ -46,8 +46,8 @@ struct gbx_diskguard {
 /* reserve_set: use reserve as given (0: no check, no reserve file), else the default. Makes
  * the reserve file if there is room for it (a state dir that is already short starts
  * anyway: the guard then refuses new work until space is freed). */
-int gbx_diskguard_init(struct gbx_diskguard *g, const char *dir, uint64_t reserve,
-                       int reserve_set, struct gbx_err **err) GBX_WUR;
+int gbx_diskguard_init(struct gbx_diskguard *g, const char *dir, uint64_t reserve, int reserve_set,
+                       struct gbx_err **err) GBX_WUR;
 void gbx_diskguard_release(struct gbx_diskguard *g);
 /* Free bytes of the state dir's file system for the daemon (statvfs f_bavail), or -1. */
 int64_t gbx_diskguard_free(const struct gbx_diskguard *g);
