@@ -114,7 +114,7 @@ struct stream {
     int paused; /* not reading the agent until the client drains */
     int timed_out;
     int pty;
-    int keep_reading; /* after the client left, read and drop the output (ops streams) */
+    int keep_reading;     /* after the client left, read and drop the output (ops streams) */
     struct exec_rec *rec; /* from the start (a reference) */
     int ending;           /* exited; the reply waits for its exec.end record */
     json_t *how;          /* while ending: how it ended */
@@ -613,10 +613,10 @@ static void exit_reply(struct stream *st)
     } else if (st->req && st->ops) {
         struct evbuffer *b = buf_new();
         int have_sig = json_object_get(how, "signal") != NULL;
-        st->ops->exited(b, have_sig,
-                        (uint32_t)json_integer_value(
-                            json_object_get(how, have_sig ? "signal" : "exit_code")),
-                        st->timed_out);
+        st->ops->exited(
+            b, have_sig,
+            (uint32_t)json_integer_value(json_object_get(how, have_sig ? "signal" : "exit_code")),
+            st->timed_out);
         ops_send(st, b);
     } else if (st->req) {
         json_t *line = json_pack("{s:s}", "type", "exit");
@@ -792,8 +792,7 @@ static void take_over(struct stream *st)
 {
     for (struct stream *o = streams; o;) {
         if (o == st || !o->started || o->ending || o->proc != st->proc ||
-            strcmp(o->sandbox, st->sandbox) != 0 ||
-            (o->req == NULL && !o->keep_reading)) {
+            strcmp(o->sandbox, st->sandbox) != 0 || (o->req == NULL && !o->keep_reading)) {
             o = o->next;
             continue;
         }

@@ -64,7 +64,7 @@ struct gbx_server {
     struct event *reaper;        /* destroys sandboxes whose timeout passed */
     struct evhttp *http_tcp;     /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
-    size_t max_upload; /* the largest upload body (--max-upload) */
+    size_t max_upload;         /* the largest upload body (--max-upload) */
     struct gbx_diskguard disk; /* the state disk's reserve (admit.c) */
     struct metrics {
         uint64_t create_buckets[12]; /* cumulative counts per bound in create_bounds */
