@@ -408,6 +408,22 @@ static void destroy_work(void *arg)
     gbx_fault_point("delete.destroyed");
 }
 
+static void destroy_recorded(void *arg, const struct gbx_err *aerr)
+{
+    struct destroy_job *j = arg;
+    if (j->r == 0 && aerr) {
+        gbx_err_set(&j->err, aerr->errnum, aerr->kind,
+                    "sandbox '%s' is gone, but its audit record could not be written: %s",
+                    j->rid.id, aerr->msg);
+        j->r = -1;
+    }
+    j->done(j->arg, j->r < 0 ? j->err : NULL);
+    gbx_err_free(j->err);
+    free(j->rid.id);
+    free(j->kind);
+    free(j);
+}
+
 static void destroy_done(void *arg)
 {
     struct destroy_job *j = arg;
@@ -418,18 +434,14 @@ static void destroy_done(void *arg)
     if (*pp)
         *pp = j->rid.next;
     gbx_srv_store_delete(s, j->rid.id);
-    gbx_server_audit(s, &j->who, j->kind, j->rid.id, j->detail);
     if (s->snapshots)
         gbx_snapshots_sweep(s->snapshots); /* deleted snapshots it stacked on may go now */
     if (j->r < 0)
         gbx_log_warn("%s", j->err->msg);
     else
         gbx_log_info("destroyed sandbox '%s' (%s)", j->rid.id, j->kind);
-    j->done(j->arg, j->r < 0 ? j->err : NULL);
-    gbx_err_free(j->err);
-    free(j->rid.id);
-    free(j->kind);
-    free(j);
+    /* the delete is answered once it is recorded (api/audit.c) */
+    gbx_server_audit_then(s, j->who.name, j->kind, j->rid.id, j->detail, destroy_recorded, j);
 }
 
 /* Out of the registry now (its id stays taken), torn down on a worker, then done. */
