@@ -480,11 +480,12 @@ static void audit_summarise(struct gbx_egress_sb *sb)
         char msg[160];
         if (!gbx_egress_bucket_summary(b, rated[i].noun, now, msg, sizeof(msg), &allowed, &denied))
             continue;
+        uint64_t total = allowed + denied;
         gbx_autofree char *from = gbx_rfc3339(since), *to = gbx_rfc3339(now);
         audit_emit(sb, rated[i].summary,
                    json_pack("{s:s,s:I,s:I,s:I,s:s,s:s,s:i,s:i}", "message", msg, "count",
-                             (json_int_t)(allowed + denied), "allowed", (json_int_t)allowed,
-                             "denied", (json_int_t)denied, "since", from, "until", to, "rate",
+                             (json_int_t)total, "allowed", (json_int_t)allowed, "denied",
+                             (json_int_t)denied, "since", from, "until", to, "rate",
                              (int)sb->eg->audit_rate, "burst", (int)sb->eg->audit_burst));
         gbx_log_info("sandbox '%s': %s: %s", sb->id, rated[i].kind, msg);
     }
