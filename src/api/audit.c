@@ -88,7 +88,7 @@ static void reply_recorded(void *arg, const struct gbx_err *err)
     free(r);
 }
 
-void gbx_server_audit_reply(struct gbx_server *s, const struct gbx_actor *who, const char *kind,
+void gbx_server_audit_reply(struct gbx_server *s, const char *actor, const char *kind,
                             const char *sandbox, json_t *detail, struct evhttp_request *req,
                             int status, json_t *body)
 {
@@ -97,5 +97,5 @@ void gbx_server_audit_reply(struct gbx_server *s, const struct gbx_actor *who, c
     r->status = status;
     r->body = body;
     r->kind = gbx_xstrdup(kind);
-    gbx_server_audit_then(s, who->name, kind, sandbox, detail, reply_recorded, r);
+    gbx_server_audit_then(s, actor, kind, sandbox, detail, reply_recorded, r);
 }

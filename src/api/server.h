@@ -59,11 +59,11 @@ typedef void (*gbx_server_audit_fn)(void *arg, const struct gbx_err *err);
 void gbx_server_audit_then(struct gbx_server *s, const char *actor, const char *kind,
                            const char *sandbox, struct json_t *detail, gbx_server_audit_fn done,
                            void *arg);
-/* Record as who, then reply to req: status with body (stolen, may be NULL) once the record is
- * durable, or an error saying what was done and that its record could not be written (a
- * client that went away meanwhile gets nothing). */
+/* Record as actor (its audit name), then reply to req: status with body (stolen, may be NULL) once
+ * the record is durable, or an error saying what was done and that its record could not be written
+ * (a client that went away meanwhile gets nothing). */
 struct evhttp_request;
-void gbx_server_audit_reply(struct gbx_server *s, const struct gbx_actor *who, const char *kind,
+void gbx_server_audit_reply(struct gbx_server *s, const char *actor, const char *kind,
                             const char *sandbox, struct json_t *detail, struct evhttp_request *req,
                             int status, struct json_t *body);
 /* Admission on the state disk (admit.c, base/diskguard.h), once the caller is known and

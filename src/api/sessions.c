@@ -716,7 +716,7 @@ static int delete_session(struct gbx_sessions *all, const struct gbx_actor *who,
     json_t *detail = why ? json_pack("{s:s,s:s}", "session", ses->id, "reason", why)
                          : json_pack("{s:s}", "session", ses->id);
     if (req)
-        gbx_server_audit_reply(all->srv, who, "session.delete", NULL, detail, req, 204, NULL);
+        gbx_server_audit_reply(all->srv, who->name, "session.delete", NULL, detail, req, 204, NULL);
     else
         gbx_server_audit(all->srv, who, "session.delete", NULL, detail);
     session_unlink(ses);
