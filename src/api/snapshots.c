@@ -835,17 +835,18 @@ void gbx_snapshots_route(struct gbx_snapshots *ss, const struct gbx_actor *who,
         gbx_autofree char *id = gbx_xstrdup(p->id);
         int used = in_use(ss, p);
         struct gbx_err *err = NULL;
-        gbx_server_audit(ss->s, who, "snapshot.delete", p->sandbox,
-                         json_pack("{s:s,s:b}", "snapshot", id, "in_use", used));
+        gbx_autofree char *sandbox = gbx_xstrdup(p->sandbox);
         if (gbx_snapshots_delete(ss, id, &err) < 0) {
             gbx_http_reply_err(req, err);
             gbx_err_free(err);
             return;
         }
-        /* 202: hidden now, removed once the sandboxes and snapshots stacked on it are gone */
-        return gbx_http_reply_json(req, used ? 202 : 204,
-                                   used ? json_pack("{s:s,s:s}", "id", id, "state", "deleting")
-                                        : NULL);
+        /* 202: hidden now, removed once the sandboxes and snapshots stacked on it are gone;
+         * answered once the record is durable (api/audit.c) */
+        return gbx_server_audit_reply(
+            ss->s, who->name, "snapshot.delete", sandbox,
+            json_pack("{s:s,s:b}", "snapshot", id, "in_use", used), req, used ? 202 : 204,
+            used ? json_pack("{s:s,s:s}", "id", id, "state", "deleting") : NULL);
     }
     if (strcmp(slash, "/template") == 0) {
         if (m != EVHTTP_REQ_POST)
