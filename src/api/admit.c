@@ -9,8 +9,9 @@
  *   /v1/gc                                   the collector deletes
  *   /v1/egress/...                           the block, a security control
  *   /v1/sandboxes/{id}/pause|resume|timeout|network|processes/...|files/move
- * and, for E2B, a create (POST /sandboxes, /v2/sandboxes), POST /files, process Start,
- * MakeDir and the interpreter's POSTs. Deletes: DELETE, POST /v1/gc, E2B's Remove. */
+ * and, for E2B, a create (POST /sandboxes, /v2/sandboxes), snapshots and templates, POST
+ * /files, process Start, MakeDir and the interpreter's POSTs. Deletes: DELETE, POST /v1/gc, E2B's
+ * Remove. */
 #include <event2/http.h>
 #include <jansson.h>
 #include <string.h>
@@ -56,6 +57,7 @@ static int e2b_is_new(const char *path, int data, int interp)
         return 1; /* /execute, /contexts: processes */
     if (!data)
         return strcmp(path, "/sandboxes") == 0 || strcmp(path, "/v2/sandboxes") == 0 ||
+               prefixed(path, "/v3/templates") || prefixed(path, "/templates") ||
                (strncmp(path, "/sandboxes/", 11) == 0 && strstr(path, "/snapshots"));
     return strcmp(path, "/files") == 0 || strcmp(path, "/process.Process/Start") == 0 ||
            strcmp(path, "/filesystem.Filesystem/MakeDir") == 0;
