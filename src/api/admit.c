@@ -8,6 +8,7 @@
  * publishes, template imports, uploads and directories, keys, secrets), but for
  *   /v1/gc                                   the collector deletes
  *   /v1/egress/...                           the block, a security control
+ *   /v1/apikeys/{name}/quota                 an admin control
  *   /v1/sandboxes/{id}/pause|resume|timeout|network|processes/...|files/move
  * and, for E2B, a create (POST /sandboxes, /v2/sandboxes), snapshots and templates, POST
  * /files, process Start, MakeDir and the interpreter's POSTs. Deletes: DELETE, POST /v1/gc, E2B's
@@ -40,6 +41,9 @@ static int native_is_new(const char *path)
     if (strncmp(path, "/v1/", 4) != 0 || strcmp(path, "/v1/gc") == 0 ||
         prefixed(path, "/v1/egress"))
         return 0;
+    size_t n = strlen(path);
+    if (strncmp(path, "/v1/apikeys/", 12) == 0 && n > 18 && strcmp(path + n - 6, "/quota") == 0)
+        return 0; /* a key's quota: an admin control */
     const char *sub = sandbox_sub(path);
     if (sub == NULL)
         return 1;

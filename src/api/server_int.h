@@ -2,9 +2,10 @@
 /* The server's insides, shared by the files it is split into: server.c (listeners, routing,
  * the live sandboxes, lifecycle), sandbox_create.c (parsing and making a sandbox, the warm
  * pool), adopt.c (the reaper and re-adoption at start), metrics.c (/healthz and /metrics),
- * admit.c (admission on the state disk), audit.c (audit records).
- * Nothing outside src/api/server*.c, sandbox_create.c, adopt.c, metrics.c, admit.c and
- * audit.c includes it. */
+ * quota.c (what a key holds against its quotas), apikeys_api.c (/v1/apikeys), admit.c
+ * (admission on the state disk), audit.c (audit records). Nothing outside src/api/server*.c,
+ * sandbox_create.c, adopt.c, metrics.c, quota.c, apikeys_api.c, admit.c and audit.c includes
+ * it. */
 #ifndef GBX_API_SERVER_INT_H
 #define GBX_API_SERVER_INT_H
 
@@ -13,6 +14,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "api/limits.h"
 #include "api/sandboxes.h"
 #include "api/server.h"
 #include "base/diskguard.h"
@@ -24,7 +26,7 @@
 
 struct create_job;
 struct reserved_id {
-    struct reserved_id *next;
+    struct reserved_id *next, **pprev; /* in s->going: removed in O(1) (a flood ends at once) */
     char *id;
 };
 
@@ -65,6 +67,8 @@ struct gbx_server {
     struct evhttp *http_tcp;     /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
     size_t max_upload;         /* the largest upload body (--max-upload) */
+    struct gbx_limits limits;  /* defaults, maximums and quotas (--default-*, --max-*, --quota-*) */
+    char *pool_spec;           /* the limits pooled sandboxes are made with, as their rows say */
     struct gbx_diskguard disk; /* the state disk's reserve (admit.c) */
     struct metrics {
         uint64_t create_buckets[12]; /* cumulative counts per bound in create_bounds */
@@ -93,6 +97,8 @@ int gbx_srv_json_size(json_t *v, uint64_t *out);
 void gbx_srv_live_set_extras(struct gbx_live *l, json_t *spec);
 void gbx_srv_new_token(char out[65]);
 void gbx_srv_pool_drain(struct gbx_server *s);
+/* Pooled sandboxes whose init died: removed (and made again). */
+void gbx_srv_pool_reap(struct gbx_server *s);
 void gbx_srv_pool_push(struct gbx_server *s, struct gbx_sandbox *sb, struct gbx_egress_sb *egress);
 void gbx_srv_store_delete(struct gbx_server *s, const char *id);
 void gbx_srv_pool_kick(struct gbx_server *s);
@@ -108,5 +114,17 @@ int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err);
 void gbx_srv_pool_fill_one(evutil_socket_t fd, short what, void *arg);
 void gbx_srv_live_free(struct gbx_live *l);
 void gbx_srv_reap_expired(evutil_socket_t fd, short what, void *arg);
+/* quota.c: limits as a live sandbox's row keeps them, and what a key holds */
+uint64_t gbx_srv_host_ram(void);
+json_t *gbx_srv_limits_json(const struct gbx_cg_limits *cg, uint64_t disk);
+char *gbx_srv_limits_spec(const struct gbx_cg_limits *cg, uint64_t disk);
+void gbx_srv_limits_from_json(json_t *j, struct gbx_cg_limits *cg, uint64_t *disk);
+uint64_t gbx_srv_quota_memory(const struct gbx_server *s, const struct gbx_cg_limits *cg);
+void gbx_srv_quota_of(struct gbx_server *s, const char *owner, struct gbx_quota *q);
+/* apikeys_api.c: /v1/apikeys and /v1/apikeys/... (path: the whole request path) */
+void gbx_srv_handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
+                            struct evhttp_request *req, const char *path);
+/* sandbox_create.c: what the creates still being made for owner add to use */
+void gbx_srv_creating_use(const struct gbx_server *s, const char *owner, struct gbx_quota_use *use);
 
 #endif
