@@ -70,6 +70,16 @@ check "the summary says what it holds" eval \
     "q \"print(c.execute(\\\"select detail from audit where sandbox = 'fl' and kind = 'egress.dns.suppressed'\\\").fetchone()[0])\" | grep -qE '\"message\": *\"[0-9,]+ more queries \\([0-9,]+ denied\\) not recorded individually in the last [0-9]+ s\"'"
 check "the audit chain verifies" eval "\"$G\" audit verify --state-dir '$STATE' | grep -q 'audit log intact'"
 
+# ---- the summary also comes when its window ends, with the sandbox still there ----------
+mk fw
+out=$(probe fw dnsflood 300 wild.test)
+A=$(echo "$out" | awk '$1 == "sent" {print $4}')
+summarised() { [ "$(rows fw egress.dns.suppressed)" -ge 1 ]; }
+waited() { for i in $(seq 60); do summarised && return 0; sleep 0.5; done; return 1; }
+check "a flood's summary is written when its window ends (10 s), the sandbox still running" waited
+check "and it counts what was held back (recorded + summarised = $A answered)" \
+    eval "[ \$((\$(rows fw egress.dns) + \$(held fw count))) = '$A' ]"
+
 # ---- --audit-rate 0: every row written ---------------------------------------------------
 kill "$DPID"; wait "$DPID" 2>/dev/null; DPID=
 mv "$T/daemon.log" "$T/daemon-1.log"
