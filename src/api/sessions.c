@@ -560,6 +560,15 @@ static void created_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_
         return;
     struct gbx_session *ses = find_by_id(m->all, m->id);
     struct evhttp_request *req = gbx_http_later_take(m->later);
+    int ok = ses && h && h->type == GBX_MSG_OK;
+    if (ses && ok && req) { /* answered once the record is durable (api/audit.c) */
+        gbx_server_audit_reply(m->all->srv, ses->as.name, "session.create", ses->sandbox_id,
+                               json_pack("{s:s}", "session", ses->id), req, 201, session_json(ses));
+        return create_ctx_free(m);
+    }
+    if (ses)
+        gbx_server_audit(m->all->srv, &ses->as, "session.create", ses->sandbox_id,
+                         json_pack("{s:s}", "session", ses->id));
     if (req == NULL)
         ; /* the client left: the session is there for a list to find */
     else if (ses == NULL)
@@ -609,11 +618,11 @@ static void sandbox_made(void *arg, struct gbx_live *l, int existed, const struc
         create_undo(ses);
         return create_ctx_free(m);
     }
-    gbx_server_audit(all->srv, &ses->as, "session.create", ses->sandbox_id,
-                     json_pack("{s:s}", "session", ses->id));
     /* the workdir exists before the first call */
     struct gbx_aconn *ac = gbx_session_agent(ses, &err);
     if (ac == NULL) {
+        gbx_server_audit(all->srv, &ses->as, "session.create", ses->sandbox_id,
+                         json_pack("{s:s}", "session", ses->id));
         struct evhttp_request *req = gbx_http_later_take(m->later);
         if (req)
             gbx_http_reply_err(req, err);
