@@ -454,7 +454,9 @@ if [ -z "$ONLY" ] || [ "$ONLY" = flood ]; then
 echo
 FLOOD_N="${GBX_BENCH_FLOOD:-1000}"
 echo "== a create flood: $FLOOD_N creates at once, /healthz timed beside them"
+DAEMON_SESSION=setsid   # its own session (autogroup), as a service manager starts it
 start_daemon
+DAEMON_SESSION=
 "$BUILD/bench/bench_flood" "$GLOVEBOX_RUNTIME_DIR/api.sock" --creates "$FLOOD_N" ||
     { echo "flood: creates failed; the daemon's log ends:"; tail -n 20 "$T/daemon.log"; stop_daemon; exit 1; }
 stop_daemon
