@@ -51,6 +51,7 @@
 #include "agent/client.h"
 #include "egress/netns.h"
 #include "api/e2b.h"
+#include "api/gate.h"
 #include "api/exec.h"
 #include "api/files.h"
 #include "api/procs.h"
@@ -862,19 +863,6 @@ static void handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
     method_not_allowed(req, name ? "DELETE" : "GET, POST");
 }
 
-/* The key a TCP request carries: "Authorization: Bearer KEY" or "X-API-Key: KEY". */
-static const char *request_key(struct evhttp_request *req)
-{
-    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
-    const char *v = evhttp_find_header(h, "X-API-Key");
-    if (v)
-        return v;
-    v = evhttp_find_header(h, "Authorization");
-    if (v && strncasecmp(v, "Bearer ", 7) == 0)
-        return v + 7;
-    return NULL;
-}
-
 static void route(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req);
 
 static void dispatch_admin(struct evhttp_request *req, void *arg)
@@ -888,15 +876,51 @@ static void dispatch_admin(struct evhttp_request *req, void *arg)
     route(s, &who, req);
 }
 
+/* 429 when the key (or the sandbox owner's key) has used up its requests: 1 if answered. */
+static int rate_limited(struct evhttp_request *req, const char *name, int e2b, const char *path)
+{
+    unsigned retry = 0;
+    double rate = 0, burst = 0;
+    if (gbx_srv_rate_take(name, &retry, &rate, &burst) == 0)
+        return 0;
+    gbx_reqmetrics_track(req, path ? path : "", name);
+    char v[16];
+    snprintf(v, sizeof(v), "%u", retry);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", v);
+    if (e2b) {
+        gbx_e2b_error(req, 429,
+                      "too many requests for this API key (at most %g/s, burst %g); retry in %u s",
+                      rate, burst, retry);
+        return 1;
+    }
+    gbx_autofree char *msg = gbx_asprintf("too many requests for API key '%s': at most %g/s "
+                                          "(burst %g, gloveboxd --rate-limit); retry in %u s",
+                                          name[0] ? name : "admin", rate, burst, retry);
+    gbx_http_reply_json(req, 429,
+                        json_pack("{s:{s:s,s:s,s:{s:f,s:f},s:i}}", "error", "kind", "limit",
+                                  "message", msg, "limit", "rate", rate, "burst", burst,
+                                  "retry_after", (json_int_t)retry));
+    return 1;
+}
+
 static void dispatch_tcp(struct evhttp_request *req, void *arg)
 {
     struct gbx_server *s = arg;
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    /* the same question the HTTP gate asked before it let the body in (auth.c) */
+    char name[GBX_ACTOR_MAX];
+    int authed = gbx_srv_authenticate(s, in, evhttp_request_get_command(req), path, query, name,
+                                      sizeof(name));
+    const char *sid = evhttp_find_header(in, "E2b-Sandbox-Id");
+    int files = path && strcmp(path, "/files") == 0;
+    int e2b = path && gbx_e2b_is_control_path(path);
+    if (authed && rate_limited(req, name, e2b || sid || files, path))
+        return;
     /* E2B's data plane: the sandbox's access token decides (gbx_e2b_data), and the request
      * acts as the sandbox's owner (its actor is made there, once the sandbox is found) */
-    const char *sid = evhttp_find_header(in, "E2b-Sandbox-Id");
     if (sid) {
         gbx_reqmetrics_track(req, path ? path : "", "e2b");
         gbx_e2b_data(s, s->base, req, sid);
@@ -904,19 +928,16 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
     }
     /* a signed envd URL (sbx.downloadUrl()/uploadUrl()) carries no sandbox id: e2b_files.c
      * finds the sandbox whose token made the signature */
-    if (path && strcmp(path, "/files") == 0) {
+    if (files) {
         gbx_reqmetrics_track(req, path, "e2b");
         gbx_e2b_files(s, s->base, req, NULL);
         return;
     }
-    int e2b = path && gbx_e2b_is_control_path(path);
     /* no key: /healthz only (route answers nothing else to an actor that sees nothing) */
     struct gbx_actor who = {.admin = 0, .owner = "", .name = "-"};
     if (path == NULL || strcmp(path, "/healthz") != 0) {
-        const char *key = request_key(req);
-        char name[GBX_ACTOR_MAX];
-        if (key == NULL || strlen(key) > 256 ||
-            gbx_store_apikey_check(s->store, key, name, sizeof(name)) != 1) {
+        const char *key = gbx_srv_request_key(in);
+        if (!authed) {
             gbx_reqmetrics_track(req, path ? path : "", "-");
             evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
             if (e2b)
@@ -1149,6 +1170,17 @@ static struct evhttp *new_http(struct gbx_server *s, const struct gbx_server_con
     return h;
 }
 
+/* The HTTP gate of a listener (gate.c): timeouts for both, caps and credentials on TCP. */
+static void gate_http(struct gbx_server *s, const struct gbx_server_config *cfg, struct evhttp *h,
+                      int tcp)
+{
+    struct gbx_gate **g = tcp ? &s->gate_tcp : &s->gate_admin;
+    if (*g == NULL)
+        *g = gbx_gate_new(s->base, &cfg->http, tcp, tcp ? "tcp" : "admin",
+                          tcp ? gbx_srv_gate_allow : NULL, s);
+    gbx_gate_attach(*g, h);
+}
+
 static int listen_tcp(struct gbx_server *s, const struct gbx_server_config *cfg,
                       struct gbx_err **err)
 {
@@ -1160,6 +1192,7 @@ static int listen_tcp(struct gbx_server *s, const struct gbx_server_config *cfg,
                            "--listen '%s': use ADDR:PORT, e.g. 127.0.0.1:7070", cfg->listen_tcp);
     *colon = '\0';
     s->http_tcp = new_http(s, cfg, dispatch_tcp);
+    gate_http(s, cfg, s->http_tcp, 1);
     if ((s->tcp_bound = evhttp_bind_socket_with_handle(s->http_tcp, addr, (uint16_t)port)) == NULL)
         return gbx_err_sys(err, errno ? errno : EADDRINUSE, "cannot listen on '%s'",
                            cfg->listen_tcp);
@@ -1324,6 +1357,8 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
         goto fail;
     }
     s->http = new_http(s, cfg, dispatch_admin);
+    gate_http(s, cfg, s->http, 0);
+    gbx_srv_rate_init(cfg->rate_limit, cfg->rate_burst, cfg->rate_limit_set);
     s->sock_path = gbx_asprintf("%s/api.sock", s->rt.runtime_dir);
     if (listen_unix(s, err) < 0)
         goto fail;
@@ -1458,6 +1493,9 @@ void gbx_server_free(struct gbx_server *s)
     for (int i = 0; i < 2; i++)
         if (s->lock_fds[i] >= 0)
             close(s->lock_fds[i]); /* the last thing: the next daemon may start now */
+    gbx_gate_free(s->gate_admin); /* after the evhttp servers (gbx_server_shutdown) */
+    gbx_gate_free(s->gate_tcp);
+    gbx_srv_rate_release();
     free(s->sock_path);
     free(s);
     gbx_reqmetrics_reset();

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/* Who a TCP request is, from its headers alone: the one question that the HTTP gate (gate.c,
+ * before it lets a body in) and dispatch_tcp (server.c, before it routes) both ask, and the
+ * per-key request-rate limit that every authenticated TCP request passes. */
+#include <sys/queue.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api/e2b.h"
+#include "api/gate.h"
+#include "api/sandboxes.h"
+#include "api/server_int.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/ratelimit.h"
+#include "store/store.h"
+
+const char *gbx_srv_request_key(const struct evkeyvalq *h)
+{
+    const char *v = evhttp_find_header(h, "X-API-Key");
+    if (v)
+        return v;
+    v = evhttp_find_header(h, "Authorization");
+    if (v && strncasecmp(v, "Bearer ", 7) == 0)
+        return v + 7;
+    return NULL;
+}
+
+int gbx_srv_authenticate(struct gbx_server *s, const struct evkeyvalq *in, enum evhttp_cmd_type m,
+                         const char *path, const char *query, char *name, size_t namesz)
+{
+    /* E2B's data plane: the sandbox's credential, acting as its owner */
+    if (evhttp_find_header(in, "E2b-Sandbox-Id") || (path && strcmp(path, "/files") == 0)) {
+        struct gbx_live *l = gbx_e2b_credential(s, in, m, path, query);
+        if (l == NULL)
+            return 0;
+        snprintf(name, namesz, "%s", l->owner);
+        return 1;
+    }
+    const char *key = gbx_srv_request_key(in);
+    if (key == NULL || strlen(key) > 256)
+        return 0;
+    return gbx_store_apikey_check(s->store, key, name, namesz) == 1;
+}
+
+static enum evhttp_cmd_type method_of(const char *m)
+{
+    static const struct {
+        const char *name;
+        enum evhttp_cmd_type type;
+    } methods[] = {{"GET", EVHTTP_REQ_GET},         {"POST", EVHTTP_REQ_POST},
+                   {"HEAD", EVHTTP_REQ_HEAD},       {"PUT", EVHTTP_REQ_PUT},
+                   {"DELETE", EVHTTP_REQ_DELETE},   {"OPTIONS", EVHTTP_REQ_OPTIONS},
+                   {"TRACE", EVHTTP_REQ_TRACE},     {"CONNECT", EVHTTP_REQ_CONNECT},
+                   {"PATCH", EVHTTP_REQ_PATCH}};
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (strcmp(m, methods[i].name) == 0)
+            return methods[i].type;
+    return 0;
+}
+
+int gbx_srv_gate_allow(void *arg, const struct gbx_http_req_info *req)
+{
+    struct gbx_server *s = arg;
+    struct evkeyvalq in;
+    TAILQ_INIT(&in);
+    for (size_t i = 0; i < req->nheaders; i++)
+        (void)evhttp_add_header(&in, req->headers[i].name, req->headers[i].value);
+    struct evhttp_uri *uri = evhttp_uri_parse_with_flags(req->path, 0);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+    char name[GBX_ACTOR_MAX];
+    int ok = gbx_srv_authenticate(s, &in, method_of(req->method), path, query, name, sizeof(name));
+    /* /healthz needs no key, but nobody's body comes in without one */
+    if (!ok && !req->has_body && path && strcmp(path, "/healthz") == 0)
+        ok = 1;
+    if (uri)
+        evhttp_uri_free(uri);
+    evhttp_clear_headers(&in);
+    return ok;
+}
+
+/* ---- the rate limit ----------------------------------------------------------------------- */
+
+static struct gbx_ratelimit limiter;
+
+void gbx_srv_rate_init(double rate, double burst, int given)
+{
+    if (!given) {
+        /* GLOVEBOX_E2B_RATE, the E2B control plane's limit before it covered every route */
+        const char *v = getenv("GLOVEBOX_E2B_RATE");
+        rate = 100;
+        burst = 200;
+        if (v && *v && gbx_ratelimit_parse(v, &rate, &burst) < 0) {
+            gbx_log_warn("GLOVEBOX_E2B_RATE '%s': use RATE[/s][:BURST], e.g. 100/s:200, or off; "
+                         "keeping 100/s:200",
+                         v);
+            rate = 100;
+            burst = 200;
+        }
+    }
+    gbx_ratelimit_init(&limiter, rate, burst);
+    if (limiter.rate == 0)
+        gbx_log_info("http: no request rate limit per API key");
+    else
+        gbx_log_info("http: at most %g requests/s per API key (burst %g)", limiter.rate,
+                     limiter.burst);
+}
+
+void gbx_srv_rate_release(void)
+{
+    gbx_ratelimit_release(&limiter);
+}
+
+int gbx_srv_rate_take(const char *name, unsigned *retry_after, double *rate, double *burst)
+{
+    *rate = limiter.rate;
+    *burst = limiter.burst;
+    return gbx_ratelimit_take(&limiter, name, gbx_monotonic_ns(), retry_after);
+}
