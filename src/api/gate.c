@@ -222,6 +222,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 }
 
 static void on_writable(evutil_socket_t fd, short what, void *arg);
+static void on_output_added(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg);
 
 /* ---- set-up and the caps ---------------------------------------------------------------------- */
 
@@ -396,10 +397,21 @@ static enum bufferevent_filter_result out_filter(struct evbuffer *src, struct ev
     return BEV_OK;
 }
 
+/* The socket can take more, or evhttp added output: write it. BEV_FLUSH, because evhttp
+ * writes a reply before it enables writing, and enabling a filter does not process output
+ * that is already there. */
 static void on_writable(evutil_socket_t fd, short what, void *arg)
 {
     struct gate_conn *c = arg;
-    bufferevent_flush(c->filter, EV_WRITE, BEV_NORMAL);
+    if (evbuffer_get_length(bufferevent_get_output(c->filter)) > 0)
+        bufferevent_flush(c->filter, EV_WRITE, BEV_FLUSH);
+}
+
+static void on_output_added(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg)
+{
+    struct gate_conn *c = arg;
+    if (info->n_added > 0 && c->wev && !c->closing)
+        event_add(c->wev, NULL);
 }
 
 /* libevent frees the filter (evhttp freed its connection): forget it. */
@@ -443,6 +455,7 @@ static struct bufferevent *new_bev(struct event_base *base, void *arg)
     GBX_BUG_ON(c->filter == NULL);
     c->timer = evtimer_new(base, on_timer, c);
     GBX_BUG_ON(c->timer == NULL);
+    evbuffer_add_cb(bufferevent_get_output(c->filter), on_output_added, c);
     c->next = g->conns;
     if (g->conns)
         g->conns->prev = c;
