@@ -35,10 +35,13 @@ def conn(src="127.0.0.1", timeout=5.0):
     return s
 
 
+leftover = {}  # bytes read past a response, per socket (pipelining)
+
+
 def read_response(s, timeout=5.0):
     """One response: (status, headers dict, body bytes), or (None, {}, b'') on timeout/EOF."""
     s.settimeout(timeout)
-    buf = b""
+    buf = leftover.pop(s.fileno(), b"")
     try:
         while b"\r\n\r\n" not in buf:
             d = s.recv(65536)
@@ -58,6 +61,8 @@ def read_response(s, timeout=5.0):
             if not d:
                 break
             rest += d
+        if len(rest) > n:
+            leftover[s.fileno()] = rest[n:]
         return status, hdrs, rest[:n]
     except (socket.timeout, ConnectionError):
         return None, {}, buf

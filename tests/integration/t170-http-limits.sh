@@ -27,7 +27,7 @@ drive() {
 start_daemon --listen "127.0.0.1:$PORT" --header-timeout 1s --body-timeout 1s --idle-timeout 2s
 a=$("$GB" apikey create lim-a 2>/dev/null)
 b=$("$GB" apikey create lim-b 2>/dev/null)
-check "two API keys" [ -n "$a" ] -a -n "$b"
+check "two API keys" eval '[ -n "$a" ] && [ -n "$b" ]'
 code=$(curl -s -o "$T/body" -w '%{http_code}' -H "X-API-Key: $a" -X POST --data-binary '{"id":"lim"}' "$U/v1/sandboxes")
 check "key A creates its sandbox" [ "$code" = 201 ]
 code=$(curl -s -o /dev/null -w '%{http_code}' "$U/healthz")
