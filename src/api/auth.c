@@ -12,10 +12,13 @@
 
 #include "api/e2b.h"
 #include "api/gate.h"
+#include "api/http.h"
+#include "api/reqmetrics.h"
 #include "api/sandboxes.h"
 #include "api/server_int.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "base/ratelimit.h"
 #include "store/store.h"
 
@@ -52,10 +55,10 @@ static enum evhttp_cmd_type method_of(const char *m)
     static const struct {
         const char *name;
         enum evhttp_cmd_type type;
-    } methods[] = {{"GET", EVHTTP_REQ_GET},         {"POST", EVHTTP_REQ_POST},
-                   {"HEAD", EVHTTP_REQ_HEAD},       {"PUT", EVHTTP_REQ_PUT},
-                   {"DELETE", EVHTTP_REQ_DELETE},   {"OPTIONS", EVHTTP_REQ_OPTIONS},
-                   {"TRACE", EVHTTP_REQ_TRACE},     {"CONNECT", EVHTTP_REQ_CONNECT},
+    } methods[] = {{"GET", EVHTTP_REQ_GET},       {"POST", EVHTTP_REQ_POST},
+                   {"HEAD", EVHTTP_REQ_HEAD},     {"PUT", EVHTTP_REQ_PUT},
+                   {"DELETE", EVHTTP_REQ_DELETE}, {"OPTIONS", EVHTTP_REQ_OPTIONS},
+                   {"TRACE", EVHTTP_REQ_TRACE},   {"CONNECT", EVHTTP_REQ_CONNECT},
                    {"PATCH", EVHTTP_REQ_PATCH}};
     for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
         if (strcmp(m, methods[i].name) == 0)
@@ -121,4 +124,30 @@ int gbx_srv_rate_take(const char *name, unsigned *retry_after, double *rate, dou
     *rate = limiter.rate;
     *burst = limiter.burst;
     return gbx_ratelimit_take(&limiter, name, gbx_monotonic_ns(), retry_after);
+}
+
+int gbx_srv_rate_limited(struct evhttp_request *req, const char *name, int e2b, const char *path)
+{
+    unsigned retry = 0;
+    double rate = 0, burst = 0;
+    if (gbx_srv_rate_take(name, &retry, &rate, &burst) == 0)
+        return 0;
+    gbx_reqmetrics_track(req, path ? path : "", name);
+    char v[16];
+    snprintf(v, sizeof(v), "%u", retry);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", v);
+    if (e2b) {
+        gbx_e2b_error(req, 429,
+                      "too many requests for this API key (at most %g/s, burst %g); retry in %u s",
+                      rate, burst, retry);
+        return 1;
+    }
+    gbx_autofree char *msg = gbx_asprintf("too many requests for API key '%s': at most %g/s "
+                                          "(burst %g, gloveboxd --rate-limit); retry in %u s",
+                                          name[0] ? name : "admin", rate, burst, retry);
+    gbx_http_reply_json(req, 429,
+                        json_pack("{s:{s:s,s:s,s:{s:f,s:f},s:i}}", "error", "kind", "limit",
+                                  "message", msg, "limit", "rate", rate, "burst", burst,
+                                  "retry_after", (json_int_t)retry));
+    return 1;
 }

@@ -289,7 +289,6 @@ static void remember_template(struct gbx_server *s, const struct gbx_actor *who,
     gbx_sandboxes_set_attr(s, l, "e2b.template", json_string(name));
 }
 
-
 /* ---- response bodies ---------------------------------------------------------------------- */
 
 /* Sandbox: what create and connect return. */

@@ -45,12 +45,10 @@ struct gbx_gate_limits {
 };
 
 #define GBX_GATE_LIMITS_DEFAULT                                                                    \
-    {.max_conns = 1024,                                                                            \
-     .max_conns_per_ip = 256,                                                                      \
-     .header_timeout_ms = 10000,                                                                   \
-     .body_timeout_ms = 60000,                                                                     \
-     .body_min_rate = 16384,                                                                       \
-     .idle_timeout_ms = 60000}
+    {                                                                                              \
+        .max_conns = 1024, .max_conns_per_ip = 256, .header_timeout_ms = 10000,                    \
+        .body_timeout_ms = 60000, .body_min_rate = 16384, .idle_timeout_ms = 60000                 \
+    }
 
 /* May this request carry its body? 1 yes (it is forwarded whole), 0 no (its head alone, and
  * the connection closes after the answer). req and its strings are valid during the call. */

@@ -876,33 +876,6 @@ static void dispatch_admin(struct evhttp_request *req, void *arg)
     route(s, &who, req);
 }
 
-/* 429 when the key (or the sandbox owner's key) has used up its requests: 1 if answered. */
-static int rate_limited(struct evhttp_request *req, const char *name, int e2b, const char *path)
-{
-    unsigned retry = 0;
-    double rate = 0, burst = 0;
-    if (gbx_srv_rate_take(name, &retry, &rate, &burst) == 0)
-        return 0;
-    gbx_reqmetrics_track(req, path ? path : "", name);
-    char v[16];
-    snprintf(v, sizeof(v), "%u", retry);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", v);
-    if (e2b) {
-        gbx_e2b_error(req, 429,
-                      "too many requests for this API key (at most %g/s, burst %g); retry in %u s",
-                      rate, burst, retry);
-        return 1;
-    }
-    gbx_autofree char *msg = gbx_asprintf("too many requests for API key '%s': at most %g/s "
-                                          "(burst %g, gloveboxd --rate-limit); retry in %u s",
-                                          name[0] ? name : "admin", rate, burst, retry);
-    gbx_http_reply_json(req, 429,
-                        json_pack("{s:{s:s,s:s,s:{s:f,s:f},s:i}}", "error", "kind", "limit",
-                                  "message", msg, "limit", "rate", rate, "burst", burst,
-                                  "retry_after", (json_int_t)retry));
-    return 1;
-}
-
 static void dispatch_tcp(struct evhttp_request *req, void *arg)
 {
     struct gbx_server *s = arg;
@@ -917,7 +890,7 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
     const char *sid = evhttp_find_header(in, "E2b-Sandbox-Id");
     int files = path && strcmp(path, "/files") == 0;
     int e2b = path && gbx_e2b_is_control_path(path);
-    if (authed && rate_limited(req, name, e2b || sid || files, path))
+    if (authed && gbx_srv_rate_limited(req, name, e2b || sid || files, path))
         return;
     /* E2B's data plane: the sandbox's access token decides (gbx_e2b_data), and the request
      * acts as the sandbox's owner (its actor is made there, once the sandbox is found) */
@@ -1493,7 +1466,7 @@ void gbx_server_free(struct gbx_server *s)
     for (int i = 0; i < 2; i++)
         if (s->lock_fds[i] >= 0)
             close(s->lock_fds[i]); /* the last thing: the next daemon may start now */
-    gbx_gate_free(s->gate_admin); /* after the evhttp servers (gbx_server_shutdown) */
+    gbx_gate_free(s->gate_admin);  /* after the evhttp servers (gbx_server_shutdown) */
     gbx_gate_free(s->gate_tcp);
     gbx_srv_rate_release();
     free(s->sock_path);

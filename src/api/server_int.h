@@ -61,7 +61,7 @@ struct gbx_server {
     struct event *reaper;        /* destroys sandboxes whose timeout passed */
     struct evhttp *http_tcp;     /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
-    size_t max_upload; /* the largest upload body (--max-upload) */
+    size_t max_upload;                      /* the largest upload body (--max-upload) */
     struct gbx_gate *gate_admin, *gate_tcp; /* the HTTP front doors (gate.c) */
     struct metrics {
         uint64_t create_buckets[12]; /* cumulative counts per bound in create_bounds */
@@ -120,5 +120,7 @@ int gbx_srv_gate_allow(void *arg, const struct gbx_http_req_info *req);
 void gbx_srv_rate_init(double rate, double burst, int given);
 void gbx_srv_rate_release(void);
 int gbx_srv_rate_take(const char *name, unsigned *retry_after, double *rate, double *burst);
+/* 429 (E2B's error form when e2b) when name's bucket is empty: 1 if answered. */
+int gbx_srv_rate_limited(struct evhttp_request *req, const char *name, int e2b, const char *path);
 
 #endif

@@ -23,8 +23,8 @@ struct gbx_ratelimit_bucket {
 };
 
 struct gbx_ratelimit {
-    double rate;  /* tokens per second; 0: no limit */
-    double burst; /* the bucket's size, >= 1 */
+    double rate;                          /* tokens per second; 0: no limit */
+    double burst;                         /* the bucket's size, >= 1 */
     struct gbx_ratelimit_bucket *buckets; /* GBX_RATELIMIT_KEYS of them, allocated on first use */
 };
 

@@ -262,11 +262,12 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
         }
         st->loop_nice = (int)n;
     } else if (strcmp(key, "rate-limit") == 0) {
-        if (strcmp(value, "off") == 0 || gbx_ratelimit_parse(value, &st->cfg.rate_limit,
-                                                             &st->cfg.rate_burst) < 0) {
+        if (strcmp(value, "off") == 0 ||
+            gbx_ratelimit_parse(value, &st->cfg.rate_limit, &st->cfg.rate_burst) < 0) {
             if (strcmp(value, "off") != 0) {
-                snprintf(err, errsz, "rate-limit must be N[/BURST] requests per second (e.g. "
-                                     "100/200), or 0 for none");
+                snprintf(err, errsz,
+                         "rate-limit must be N[/BURST] requests per second (e.g. "
+                         "100/200), or 0 for none");
                 return -1;
             }
             st->cfg.rate_limit = 0;
@@ -298,8 +299,9 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
     } else if (strcmp(key, "body-min-rate") == 0) {
         uint64_t n;
         if (gbx_parse_size(value, &n) < 0 || n > (1ull << 30)) {
-            snprintf(err, errsz, "body-min-rate must be a size per second up to 1G (e.g. 16K), "
-                                 "or 0 for none");
+            snprintf(err, errsz,
+                     "body-min-rate must be a size per second up to 1G (e.g. 16K), "
+                     "or 0 for none");
             return -1;
         }
         st->cfg.http.body_min_rate = n;

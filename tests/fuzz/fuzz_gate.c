@@ -5,12 +5,12 @@
  *
  * The callback sees every head's headers NUL-terminated (a token, then a value without CR, LF
  * or NUL) and decides by a hash of the input which request goes on as its head alone (what
- * the gate does for a request without a credential, and for every Upgrade or CONNECT). Fed whole, byte by byte and in
- * pseudo-random pieces, the input gives the same result and the same output. The output is
- * then parsed by http-parser as evhttp would: it never fails to parse; it holds exactly the
- * heads the callback passed; and after a head-only verdict the last request there has no
- * body (not chunked, Content-Length 0), says "Connection: close", and nothing follows it: not
- * a byte of the client's body reaches evhttp. */
+ * the gate does for a request without a credential, and for every Upgrade or CONNECT). Fed whole,
+ * byte by byte and in pseudo-random pieces, the input gives the same result and the same output.
+ * The output is then parsed by http-parser as evhttp would: it never fails to parse; it holds
+ * exactly the heads the callback passed; and after a head-only verdict the last request there has
+ * no body (not chunked, Content-Length 0), says "Connection: close", and nothing follows it: not a
+ * byte of the client's body reaches evhttp. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -122,8 +122,8 @@ static void parse(void **state)
     assert_true(r == 0);
     assert_int_equal(gbx_ratelimit_parse("off", &r, &b), 0);
     assert_true(r == 0);
-    const char *bad[] = {"", "x", "-1", "1/", "1/0", "1/s/2", "1:", "1e9", "10/abc", " 1",
-                         "nan", "inf", "1/s:0", NULL};
+    const char *bad[] = {"",    "x",      "-1", "1/",  "1/0", "1/s/2", "1:",
+                         "1e9", "10/abc", " 1", "nan", "inf", "1/s:0", NULL};
     for (const char **p = bad; *p; p++)
         assert_int_equal(gbx_ratelimit_parse(*p, &r, &b), -22);
     assert_int_equal(gbx_ratelimit_parse(NULL, &r, &b), -22);
@@ -132,8 +132,8 @@ static void parse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(burst_then_refill),     cmocka_unit_test(keys_are_separate),
-        cmocka_unit_test(slow_rate_retry_after), cmocka_unit_test(off_and_defaults),
+        cmocka_unit_test(burst_then_refill),          cmocka_unit_test(keys_are_separate),
+        cmocka_unit_test(slow_rate_retry_after),      cmocka_unit_test(off_and_defaults),
         cmocka_unit_test(many_keys_evict_the_oldest), cmocka_unit_test(parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

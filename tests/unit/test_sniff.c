@@ -430,7 +430,7 @@ struct seen {
     char log[1024];                    /* "METHOD host:port path;" for every head */
     const struct gbx_http_header *add; /* headers the callback sets */
     size_t nadd;
-    int deny_at; /* refuse the request with this number (1-based), 0 never */
+    int deny_at;      /* refuse the request with this number (1-based), 0 never */
     int head_only_at; /* forward only the head of this one */
     int n;
     char headers[512]; /* "name=value;" of the last head, and whether it has a body */
@@ -928,9 +928,10 @@ static void test_relay_head_only(void **state)
         char *o = relay_run(in, sizeof(in) - 1, step, &s, &rc, &n);
         assert_int_equal(rc, GBX_HTTP_RELAY_HEAD_ONLY);
         assert_int_equal(n, 2);
-        assert_string_equal(o, "GET /a HTTP/1.1\r\nHost: d\r\nX-Key: k1\r\nConnection: close\r\n\r\n"
-                               "PUT /up HTTP/1.1\r\nHost: d\r\nConnection: close\r\n"
-                               "Content-Length: 0\r\n\r\n");
+        assert_string_equal(o,
+                            "GET /a HTTP/1.1\r\nHost: d\r\nX-Key: k1\r\nConnection: close\r\n\r\n"
+                            "PUT /up HTTP/1.1\r\nHost: d\r\nConnection: close\r\n"
+                            "Content-Length: 0\r\n\r\n");
         assert_string_equal(s.headers, "Host=d;Content-Length=10;Expect=100-continue;"
                                        "Connection=keep-alive;body=1");
         free(o);
@@ -943,8 +944,7 @@ static void test_relay_head_only(void **state)
     assert_int_equal(rc, 0);
     assert_non_null(strstr(s.headers, "body=1"));
     free(o);
-    o = relay_run("POST / HTTP/1.1\r\nHost: d\r\nContent-Length: 0\r\n\r\n", 47, 0, &s, &rc,
-                  NULL);
+    o = relay_run("POST / HTTP/1.1\r\nHost: d\r\nContent-Length: 0\r\n\r\n", 47, 0, &s, &rc, NULL);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(s.headers, "body=0"));
     free(o);
