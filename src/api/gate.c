@@ -370,7 +370,10 @@ static enum bufferevent_filter_result in_filter(struct evbuffer *src, struct evb
 }
 
 /* Write what evhttp wrote straight to the socket: the filter reports the output written (its
- * write callback, on which evhttp frees a connection after a last reply) only once it all is. */
+ * write callback, on which evhttp frees a connection after a last reply) only once it all is.
+ * Never from inside evhttp's own call that added the output (BEV_NORMAL, the filter's output
+ * callback): evhttp sets what to do once it is written only after adding it (as
+ * evhttp_send_reply_end does), so the writing waits for the loop (on_writable, BEV_FLUSH). */
 static enum bufferevent_filter_result out_filter(struct evbuffer *src, struct evbuffer *dst,
                                                  ev_ssize_t lim, enum bufferevent_flush_mode mode,
                                                  void *arg)
@@ -382,6 +385,10 @@ static enum bufferevent_filter_result out_filter(struct evbuffer *src, struct ev
     if (c->fd < 0 || c->wev == NULL) { /* cannot be: evhttp sets the socket before it writes */
         evbuffer_remove_buffer(src, dst, evbuffer_get_length(src));
         return BEV_OK;
+    }
+    if (mode == BEV_NORMAL) {
+        event_add(c->wev, NULL);
+        return BEV_NEED_MORE;
     }
     while (evbuffer_get_length(src) > 0) {
         int n = evbuffer_write(src, c->fd);
@@ -516,9 +523,10 @@ void gbx_gate_request_done(struct evhttp_request *req)
     if (fd < 0 || (size_t)fd >= by_fd_len || by_fd[fd] == NULL || by_fd[fd]->filter != bev)
         return;
     struct gate_conn *c = by_fd[fd];
-    if (c->inflight > 0)
-        c->inflight--;
-    conn_arm(c, gbx_monotonic_ns());
+    int64_t now = gbx_monotonic_ns();
+    if (c->inflight > 0 && --c->inflight == 0 && c->phase == GBX_HTTP_RELAY_IDLE)
+        c->phase_ns = now; /* idle from the end of the last reply, not of the last request */
+    conn_arm(c, now);
 }
 
 unsigned gbx_gate_conns(const struct gbx_gate *g)

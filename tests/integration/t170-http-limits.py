@@ -68,6 +68,42 @@ def read_response(s, timeout=5.0):
         return None, {}, buf
 
 
+def read_chunked(s, timeout=10.0):
+    """A chunked response to its end: (status, body), or (None, b'')."""
+    s.settimeout(timeout)
+    buf = leftover.pop(s.fileno(), b"")
+    try:
+        while b"\r\n\r\n" not in buf:
+            d = s.recv(65536)
+            if not d:
+                return None, b""
+            buf += d
+        head, rest = buf.split(b"\r\n\r\n", 1)
+        status = int(head.split(b"\r\n")[0].split()[1])
+        body = b""
+        while True:
+            while b"\r\n" not in rest:
+                d = s.recv(65536)
+                if not d:
+                    return None, body
+                rest += d
+            line, rest = rest.split(b"\r\n", 1)
+            n = int(line.split(b";")[0], 16)
+            while len(rest) < n + 2:
+                d = s.recv(65536)
+                if not d:
+                    return None, body
+                rest += d
+            body += rest[:n]
+            rest = rest[n + 2:]
+            if n == 0:
+                if rest:
+                    leftover[s.fileno()] = rest
+                return status, body
+    except (socket.timeout, ConnectionError, ValueError):
+        return None, b""
+
+
 def closed_within(s, secs):
     """Does the server close s (EOF or reset) within secs? Data before the close is read."""
     s.settimeout(secs)
@@ -196,6 +232,17 @@ def timeouts():
     check("keep-alive: two requests on one connection are both answered", (st1, st2) == (200, 200),
           "%s %s" % (st1, st2))
     check("an idle keep-alive connection is closed after the idle timeout", closed_within(s, 8))
+    s.close()
+    # a streamed reply (exec), then another request on the same connection
+    s = conn()
+    cmd = json.dumps({"cmd": ["sh", "-c", "echo one; sleep 0.2; echo two"]}).encode()
+    request(s, "POST", "/v1/sandboxes/%s/exec" % sandbox,
+            {"X-API-Key": key_a, "Content-Type": "application/json"}, cmd)
+    st1, body = read_chunked(s)
+    request(s, "GET", "/v1/sandboxes", {"X-API-Key": key_a})
+    st2, _, _ = read_response(s)
+    check("keep-alive after a streamed reply: the next request is answered",
+          (st1, st2) == (200, 200) and b'"exit"' in body, "%s %s" % (st1, st2))
     s.close()
     # pipelined: the second, anonymous request with a body is gated as well
     s = conn()
