@@ -67,8 +67,8 @@ static void by_fd_set(int fd, struct gate_conn *c)
         size_t n = by_fd_len ? by_fd_len : 256;
         while (n <= (size_t)fd)
             n *= 2;
-        by_fd = gbx_xrealloc(by_fd, n * sizeof(*by_fd));
-        memset(by_fd + by_fd_len, 0, (n - by_fd_len) * sizeof(*by_fd));
+        by_fd = gbx_xrealloc(by_fd, n * sizeof(struct gate_conn *));
+        memset(by_fd + by_fd_len, 0, (n - by_fd_len) * sizeof(struct gate_conn *));
         by_fd_len = n;
     }
     by_fd[fd] = c;
@@ -269,7 +269,7 @@ static void conn_setup(struct gate_conn *c)
     GBX_BUG_ON(c->wev == NULL);
     struct gbx_gate *g = c->g;
     if (g->capped) {
-        struct sockaddr_storage ss;
+        struct sockaddr_storage ss = {0};
         socklen_t sl = sizeof(ss);
         if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0) {
             if (ss.ss_family == AF_INET) {
