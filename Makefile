@@ -1,7 +1,8 @@
 # Glovebox: one non-recursive GNU Makefile.
 #   make                 library, glovebox-init, glovebox (CLI)
 #   make test            unit + integration tests (as root; sandbox tests need namespaces),
-#                        the fault suite (tests/faults), then the node suites (tests/e2b,
+#                        the cross-tenant matrix (tests/security), the fault suite
+#                        (tests/faults), then the node suites (tests/e2b,
 #                        tests/mcp, tests/worker), whose npm packages it installs from their
 #                        lockfiles (npm ci) when needed
 #   make test SANITIZE=address,undefined   the everyday loop (leak detection on)
@@ -52,7 +53,7 @@ LIBS := $(shell pkg-config --libs $(PKGS)) -lhttp_parser
 # (+ the daemon's pure parsers, so unit tests and fuzz targets can link them)
 LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c src/egress/*.c \
                        src/session/*.c) \
-            src/api/multipart.c src/api/connect.c
+            src/api/multipart.c src/api/connect.c src/api/limits.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o $(BUILD)/gen/seccomp_bpf.o
 LIB := $(BUILD)/libglovebox.a
 
@@ -184,7 +185,7 @@ NODE_STAMPS := $(NODE_SUITES:%=%/node_modules/.glovebox-npm-ci)
 
 test: all $(UNIT_BINS) $(INTEG_BINS) $(PROBE) $(NODE_STAMPS)
 	@BUILD=$(BUILD) ./tests/run-tests.sh tests/unit/test_runner.sh $(UNIT_BINS) $(INTEG_BINS) \
-	    tests/integration/t*.sh tests/faults/f*.sh $(NODE_SUITES:%=%/run.sh)
+	    tests/integration/t*.sh tests/security/*.sh tests/faults/f*.sh $(NODE_SUITES:%=%/run.sh)
 
 unit: $(UNIT_BINS)
 	@BUILD=$(BUILD) ./tests/run-tests.sh tests/unit/test_runner.sh $(UNIT_BINS)

@@ -11,7 +11,7 @@ IDLE="${GBX_BENCH_IDLE:-1000}"            # live idle sandboxes; 0 skips that st
 RATE_SECS="${GBX_BENCH_RATE_SECS:-10}"    # per line of the sustained-create loop
 POOL="${GBX_BENCH_POOL:-8}"
 E2B_RUNS="${BENCH_E2B_RUNS:-200}"        # E2B SDK: create + run + kill, and as many execs
-ONLY="${GBX_BENCH_ONLY:-}"                # "e2b", "egress", "sessions" or "state": only that section
+ONLY="${GBX_BENCH_ONLY:-}"                # "e2b", "egress", "sessions", "state", "load", "flood" or "adopt": only that section
 EG_N="${BENCH_EGRESS_N:-2000}"            # egress: sequential requests per path
 EG_BULK="${BENCH_EGRESS_BULK:-1073741824}" # egress: bytes of one bulk download
 EG_BULK_RUNS="${BENCH_EGRESS_BULK_RUNS:-5}" # egress: bulk downloads per path (the median counts)
@@ -445,6 +445,19 @@ grep -E '/healthz' "$T/load3.txt"
 [ -n "$PROBE_GROUP" ] && rmdir "$PROBE_GROUP" 2>/dev/null
 stop_daemon
 [ $LOAD_RC -eq 0 ] || { echo "load: errors (see above); the daemon's log ends:"; tail -n 20 "$T/daemon.log"; exit 1; }
+fi
+
+# A create flood (issue 14 #10): FLOOD_N creates sent at once on the admin socket, each on
+# its own connection, while a prober times /healthz every 10 ms (bench/bench_flood.c): the
+# loop must keep answering (target p99 <= 10 ms), compared with the same daemon idle.
+if [ -z "$ONLY" ] || [ "$ONLY" = flood ]; then
+echo
+FLOOD_N="${GBX_BENCH_FLOOD:-1000}"
+echo "== a create flood: $FLOOD_N creates at once, /healthz timed beside them"
+start_daemon
+"$BUILD/bench/bench_flood" "$GLOVEBOX_RUNTIME_DIR/api.sock" --creates "$FLOOD_N" ||
+    { echo "flood: creates failed; the daemon's log ends:"; tail -n 20 "$T/daemon.log"; stop_daemon; exit 1; }
+stop_daemon
 fi
 
 # Re-adoption (issue 13 §1): ADOPT_N sandboxes (one paused), the daemon killed with SIGKILL,

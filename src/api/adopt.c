@@ -115,6 +115,7 @@ void gbx_srv_reap_expired(evutil_socket_t fd, short what, void *arg)
 {
     struct gbx_server *s = arg;
     reap_dead(s);
+    gbx_srv_pool_reap(s);
     int64_t now = gbx_realtime_ns();
     for (struct gbx_live *l = s->live, *next; l; l = next) {
         next = l->next;
@@ -216,6 +217,8 @@ static struct gbx_live *live_from_row(struct gbx_server *s, const struct gbx_sto
             l->attrs = NULL;
         }
     }
+    /* the limits it was given, defaults included (a row from before them: its request's) */
+    gbx_srv_limits_from_json(json_object_get(l->attrs, "limits"), &l->limits, &l->disk_bytes);
     if (l->paused && json_object_get(l->attrs, "stopped_ns") == NULL) {
         /* the state was written alone (behind): its row's time is the pause's */
         if (l->attrs == NULL)
@@ -315,6 +318,15 @@ static int adopt_one(void *arg, const struct gbx_store_sandbox *row)
     }
     gbx_egress_policy_free(policy);
     if (row->state && strcmp(row->state, "pooled") == 0) {
+        if (row->spec == NULL || strcmp(row->spec, s->pool_spec) != 0) {
+            /* pooled with other limits than this daemon's defaults: of no use */
+            gbx_log_info("pooled sandbox '%s' has other limits than the defaults: removed",
+                         row->id);
+            gbx_egress_detach(egress);
+            (void)!gbx_sandbox_destroy(sb, NULL);
+            gbx_srv_store_delete(s, row->id);
+            return 0;
+        }
         gbx_srv_pool_push(s, sb, egress); /* trimmed to the pool's size after the walk */
         return 0;
     }

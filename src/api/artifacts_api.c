@@ -10,10 +10,13 @@
  * Publishing reads the sandbox's files on the host, on a worker thread (api/offload.h),
  * through the sandbox's own root: /proc/<init>/root opened as a directory and the path
  * resolved beneath it with openat2(RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS), so ".." and
- * symlinks (absolute ones too) stay inside the sandbox. The worker reads with the file-system
- * credentials of the sandbox's root (setfsuid/setfsgid to its host uid, no supplementary
- * groups; per thread), so it can read nothing the sandbox's root could not. A file is copied
- * into a temporary blob while hashed; a directory is written as a tar (libarchive, pax):
+ * symlinks (absolute ones too) stay inside the sandbox. The worker reads as the sandbox's root
+ * (its host uid as the thread's effective and file-system ids, no supplementary groups, none of
+ * the daemon's capabilities but setuid/setgid; per thread), so it can read nothing the
+ * sandbox's root could not: not even through the kernel's rule that the owner of a user
+ * namespace (the daemon's euid 0 made the sandbox's) holds every capability in it, which let a
+ * publish of /proc/1/maps or /proc/1/environ past the ptrace check that refuses them inside. A file
+ * is copied into a temporary blob while hashed; a directory is written as a tar (libarchive, pax):
  * entries sorted by name within each directory, symlinks stored as symlinks, special files and
  * other file systems skipped, owners as numeric uids inside the sandbox. The blob is fsync'd
  * and renamed to <state>/artifacts/<sha256>; the row is written back on the loop.
@@ -323,7 +326,7 @@ static int blob_write(struct pub *p, const void *b, size_t n)
 struct creds {
     gid_t groups[64];
     int ngroups;
-    uint32_t fsuid, fsgid;
+    uint32_t fsuid, fsgid, euid, egid;
     struct __user_cap_header_struct hdr;
     struct __user_cap_data_struct caps[2];
     int caps_saved;
@@ -337,11 +340,17 @@ static int creds_enter(struct creds *c, uint32_t uid)
         return -errno; /* nothing changed yet */
     c->fsuid = (uint32_t)syscall(SYS_setfsuid, -1);
     c->fsgid = (uint32_t)syscall(SYS_setfsgid, -1);
+    c->euid = geteuid();
+    c->egid = getegid();
     c->hdr.version = _LINUX_CAPABILITY_VERSION_3;
     if (syscall(SYS_capget, &c->hdr, c->caps) < 0)
         return -errno;
     c->caps_saved = 1;
     if (syscall(SYS_setgroups, 0, NULL) < 0)
+        return -errno;
+    /* the effective ids too (the real and saved ones stay, to come back): an euid 0 owns the
+     * sandbox's user namespace, and its owner passes every capability check made in it */
+    if (syscall(SYS_setresgid, -1, uid, -1) < 0 || syscall(SYS_setresuid, -1, uid, -1) < 0)
         return -errno;
     syscall(SYS_setfsgid, uid);
     syscall(SYS_setfsuid, uid);
@@ -359,6 +368,10 @@ static void creds_leave(struct creds *c)
 {
     if (c->ngroups < 0)
         return;
+    /* euid 0 again first: the permitted set becomes the effective one, then the saved set */
+    if (c->caps_saved && (syscall(SYS_setresuid, -1, c->euid, -1) < 0 ||
+                          syscall(SYS_setresgid, -1, c->egid, -1) < 0))
+        gbx_log_error("artifacts: cannot restore a worker's ids: %s", strerror(errno));
     if (c->caps_saved && syscall(SYS_capset, &c->hdr, c->caps) < 0)
         gbx_log_error("artifacts: cannot restore a worker's capabilities: %s", strerror(errno));
     syscall(SYS_setfsuid, c->fsuid);
@@ -840,6 +853,22 @@ static void publish_done(void *arg)
         pub_free(p);
         return;
     }
+    /* the quota, now that the size is known (the admission counted only one more) */
+    struct gbx_actor owner;
+    gbx_actor_for(&owner, p->owner);
+    struct gbx_err *qerr = NULL;
+    if (gbx_sandboxes_quota_admit(
+            p->s, &owner,
+            &(struct gbx_quota_use){.artifacts = 1, .artifact_bytes = p->size ? p->size : 1},
+            &qerr) < 0) {
+        inflight_drop(p->sha);
+        gbx_artifacts_blob_release(p->s, p->sha);
+        if (p->req)
+            gbx_http_reply_err(p->req, qerr);
+        gbx_err_free(qerr);
+        pub_free(p);
+        return;
+    }
     char id[21] = "art-";
     random_hex(id + 4, 8);
     struct gbx_store_artifact a = {
@@ -953,6 +982,13 @@ void gbx_api_sandbox_artifacts(struct gbx_server *s, const struct gbx_actor *who
     const char *session = json_string_value(jses);
     if (session && check_session(s, who, req, session) < 0)
         goto out;
+    {
+        gbx_autoerr struct gbx_err *qerr = NULL;
+        if (gbx_sandboxes_quota_admit(s, who, &(struct gbx_quota_use){.artifacts = 1}, &qerr) < 0) {
+            gbx_http_reply_err(req, qerr);
+            goto out;
+        }
+    }
     char proot[64];
     snprintf(proot, sizeof(proot), "/proc/%d/root", (int)l->sb->init_pid);
     int rootfd = open(proot, O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -39,6 +39,7 @@
 #include "api/boot.h"
 #include "api/hibernate.h"
 #include "api/snapshots.h"
+#include "sandbox/template.h"
 #include "sandbox/criu.h"
 #include "api/server.h"
 #include "base/clock.h"
@@ -271,8 +272,10 @@ static uint64_t mem_limit(const struct gbx_live *l)
  * attribute, in its record, so it survives a restart of the daemon. */
 static const char *derived_template(const struct gbx_live *l)
 {
-    return strcmp(l->template_name, GBX_DEFAULT_TEMPLATE) == 0 ? DEFAULT_TEMPLATE_ID
-                                                               : l->template_name;
+    static char buf[GBX_TEMPLATE_SHOWN_MAX]; /* the loop's: the name a key's template has */
+    return strcmp(l->template_name, GBX_DEFAULT_TEMPLATE) == 0
+               ? DEFAULT_TEMPLATE_ID
+               : gbx_template_shown(l->template_name, buf);
 }
 
 static const char *client_template(const struct gbx_live *l)
@@ -693,6 +696,11 @@ static void handle_connect(struct gbx_server *s, const struct gbx_actor *who,
     json_decref(body);
     if (has_timeout < 0)
         return;
+    if (has_timeout) {
+        gbx_autoerr struct gbx_err *terr = NULL;
+        if (gbx_sandboxes_check_timeout(s, (uint64_t)timeout * 1000, &terr) < 0)
+            return reply_gbx_err(req, terr);
+    }
     if (l->hibernated) {
         struct woken *w = gbx_xcalloc(1, sizeof(*w));
         *w = (struct woken){.s = s, .who = *who, .has_timeout = has_timeout, .timeout = timeout};
@@ -740,6 +748,9 @@ static void handle_timeout(struct gbx_server *s, const struct gbx_actor *who,
         return;
     if (r == 0)
         return gbx_e2b_error(req, 400, "expected {\"timeout\": seconds}");
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (gbx_sandboxes_check_timeout(s, (uint64_t)timeout * 1000, &err) < 0)
+        return reply_gbx_err(req, err);
     gbx_sandboxes_set_expiry(s, who, l, timeout ? gbx_realtime_ns() + (int64_t)timeout * NS : 0,
                              json_pack("{s:I,s:s}", "timeout", timeout, "via", "e2b"));
     reply_none(req);

@@ -6,6 +6,7 @@
  *   GET    /contexts               -> [context]
  *   DELETE /contexts/{id}
  *   POST   /contexts/{id}/restart
+ *   GET    /health                 -> 204 (no access token needed past the data plane's check)
  *
  * A context is one persistent Python process in the sandbox (interp_kernel.py, run with
  * `python3 -u -c`, as the default user), driven over its stdin and stdout through an agent
@@ -520,6 +521,8 @@ void gbx_e2b_interp(struct gbx_server *s, const struct gbx_actor *who, struct ev
                     struct evhttp_request *req, struct gbx_live *l, const char *path)
 {
     if (strcmp(path, "/health") == 0) {
+        if (evhttp_request_get_command(req) != EVHTTP_REQ_GET)
+            return gbx_e2b_error(req, 405, "method not allowed");
         evhttp_send_reply(req, 204, "No Content", NULL);
         return;
     }

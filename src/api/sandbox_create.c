@@ -148,7 +148,19 @@ bad:
     return -1;
 }
 
-static int parse_create(json_t *body, struct gbx_create_opts *c, struct gbx_err **err)
+/* A size too large to hold at all (a wrapped "100000000T"): the same answer as one above the
+ * maximum. */
+static int size_too_large(const char *field, json_t *v, uint64_t max, struct gbx_err **err)
+{
+    char m[32];
+    gbx_limits_fmt_size(max, m, sizeof(m));
+    return gbx_err_set(err, ERANGE, GBX_ERR_INVALID,
+                       "'%s' %s is too large: this daemon's maximum is %s", field,
+                       json_is_string(v) ? json_string_value(v) : "(a number)", max ? m : "16E");
+}
+
+static int parse_create(const struct gbx_limits *lim, json_t *body, struct gbx_create_opts *c,
+                        struct gbx_err **err)
 {
     memset(c, 0, sizeof(*c));
     const char *key;
@@ -166,15 +178,20 @@ static int parse_create(json_t *body, struct gbx_create_opts *c, struct gbx_err 
             }
             c->template_name = json_string_value(v);
         } else if (strcmp(key, "memory") == 0) {
-            if (gbx_srv_json_size(v, &c->limits.memory_bytes) < 0 ||
-                c->limits.memory_bytes < (4u << 20)) {
+            int r = gbx_srv_json_size(v, &c->limits.memory_bytes);
+            if (r == -ERANGE)
+                return size_too_large("memory", v, lim->max.memory_bytes, err);
+            if (r < 0 || c->limits.memory_bytes < (4u << 20)) {
                 gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
                             "'memory' must be a size of at least 4M (bytes, or a "
                             "string like \"512M\")");
                 return -1;
             }
         } else if (strcmp(key, "disk") == 0) {
-            if (gbx_srv_json_size(v, &c->disk_bytes) < 0 || c->disk_bytes < (1u << 20)) {
+            int r = gbx_srv_json_size(v, &c->disk_bytes);
+            if (r == -ERANGE)
+                return size_too_large("disk", v, lim->max_disk, err);
+            if (r < 0 || c->disk_bytes < (1u << 20)) {
                 gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "'disk' must be a size of at least 1M");
                 return -1;
             }
@@ -478,6 +495,7 @@ struct create_job {
     char *snap_id;        /* the snapshot it starts from, or NULL */
     char *id;             /* its id (reserved while it is made) */
     char *base;           /* the template the library makes it from */
+    char *tmpl;           /* the template's stored name (the key's own, or a shared one) */
     char **layers;
     size_t nlayers;
     struct gbx_egress_policy *policy;
@@ -489,7 +507,8 @@ struct create_job {
     struct gbx_err *err;
     gbx_sandboxes_created_fn done;
     void *arg;
-    struct create_job *next; /* in s->creating */
+    struct create_job *next, **pprev; /* in s->creating; removed in O(1): a thousand creates
+                                       * at once end one after another on the loop */
 };
 
 static void create_job_free(struct create_job *j)
@@ -505,7 +524,19 @@ static void create_job_free(struct create_job *j)
     free(j->snap_id);
     free(j->id);
     free(j->base);
+    free(j->tmpl);
     free(j);
+}
+
+void gbx_srv_creating_use(const struct gbx_server *s, const char *owner, struct gbx_quota_use *use)
+{
+    for (const struct create_job *j = s->creating; j; j = j->next) {
+        if (strcmp(j->who.owner, owner) != 0)
+            continue;
+        use->sandboxes++;
+        use->memory += gbx_srv_quota_memory(s, &j->c.limits);
+        use->disk += j->c.disk_bytes;
+    }
 }
 
 /* An id some create is making, or some delete still taking down. */
@@ -533,10 +564,17 @@ static int create_prepare(struct gbx_server *s, const struct gbx_actor *who, jso
     j->t0 = gbx_monotonic_ns();
     j->who = *who;
     struct gbx_create_opts *c = &j->c;
-    if (parse_create(body, c, err) < 0 || create_policy(s, who, c->network, &j->policy, err) < 0)
+    if (parse_create(&s->limits, body, c, err) < 0 ||
+        gbx_limits_resolve(&s->limits, &c->limits, &c->disk_bytes, &c->timeout_ms,
+                           json_object_get(body, "timeout") != NULL, err) < 0 ||
+        create_policy(s, who, c->network, &j->policy, err) < 0)
         goto fail;
     j->spec_text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
     GBX_BUG_ON(j->spec_text == NULL);
+    if (c->template_name) { /* template names are per key: its own, else a shared one */
+        j->tmpl = gbx_templates_ref(s, who, c->template_name);
+        c->template_name = j->tmpl;
+    }
     if (c->idem_key) {
         struct gbx_live *prev = live_find_idem(s, who->owner, c->idem_key);
         if (prev && strcmp(prev->spec_text, j->spec_text) == 0) {
@@ -575,6 +613,11 @@ static int create_prepare(struct gbx_server *s, const struct gbx_actor *who, jso
         c->template_name = snap_tmpl;
         j->snap_id = gbx_xstrdup(snap_id);
     }
+    /* reserved from here: the job counts (s->creating) until it is a live sandbox or gone */
+    struct gbx_quota_use add = {
+        .sandboxes = 1, .memory = gbx_srv_quota_memory(s, &c->limits), .disk = c->disk_bytes};
+    if (gbx_sandboxes_quota_admit(s, who, &add, err) < 0)
+        goto fail;
     struct pooled *pp = pool_take(s, c);
     if (pp) {
         j->pooled = 1;
@@ -669,8 +712,8 @@ static int create_finish(struct create_job *j, struct gbx_live **out, struct gbx
     l->sb = j->sb;
     l->template_name = gbx_xstrdup(c->template_name ? c->template_name : GBX_DEFAULT_TEMPLATE);
     l->owner = gbx_xstrdup(j->who.owner);
-    l->limits = c->limits;
-    l->disk_bytes = c->disk_bytes ? c->disk_bytes : (1024ull << 20);
+    l->limits = c->limits; /* with the defaults for what it did not ask */
+    l->disk_bytes = c->disk_bytes;
     l->created_ns = gbx_realtime_ns();
     l->expires_ns = c->timeout_ms ? l->created_ns + (int64_t)c->timeout_ms * 1000000 : 0;
     l->spec_text = gbx_steal_ptr(&j->spec_text);
@@ -679,10 +722,11 @@ static int create_finish(struct create_job *j, struct gbx_live **out, struct gbx
     l->egress = egress;
     l->on_timeout_pause = c->on_timeout_pause;
     env_add_template(s, l);
-    if (j->snap_id) {
-        l->attrs = json_object();
+    l->attrs = json_object();
+    if (j->snap_id)
         json_object_set_new(l->attrs, "snapshot", json_string(j->snap_id));
-    }
+    /* what it was given, for a restarted daemon (its request says only what it asked) */
+    json_object_set_new(l->attrs, "limits", gbx_srv_limits_json(&l->limits, l->disk_bytes));
     gbx_srv_env_add_trust(l);
     l->next = s->live;
     s->live = l;
@@ -748,11 +792,9 @@ static void create_done(void *arg)
 {
     struct create_job *j = arg;
     struct gbx_server *s = j->s;
-    struct create_job **pp = &s->creating;
-    while (*pp && *pp != j)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = j->next;
+    *j->pprev = j->next;
+    if (j->next)
+        j->next->pprev = j->pprev;
     gbx_sandboxes_created_fn done = j->done;
     void *darg = j->arg;
     struct gbx_live *l = NULL;
@@ -788,6 +830,9 @@ void gbx_sandboxes_create_async(struct gbx_server *s, const struct gbx_actor *wh
     j->done = done;
     j->arg = arg;
     j->next = s->creating;
+    if (j->next)
+        j->next->pprev = &j->next;
+    j->pprev = &s->creating;
     s->creating = j;
     if (gbx_offload_submit(s->offload, create_work, create_done, j) < 0) {
         gbx_err_set(&j->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
@@ -856,13 +901,58 @@ void gbx_srv_handle_create(struct gbx_server *s, const struct gbx_actor *who,
 
 /* ---- warm pool ------------------------------------------------------------------------------ */
 
-/* Pooled sandboxes have rows in state "pooled" (owner "", spec "{}"), so that a daemon that
- * was killed finds them again; they are never handed out twice. */
+static int pooled_dead(const struct pooled *p)
+{
+    struct pollfd pf = {.fd = p->sb->pidfd, .events = POLLIN};
+    return p->sb->pidfd >= 0 && poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN);
+}
+
+/* A pooled sandbox out of the pool: torn down, its row removed; why: it was lost. */
+static void pool_discard(struct gbx_server *s, struct pooled *p, const char *why)
+{
+    gbx_autofree char *id = gbx_xstrdup(p->sb->id);
+    if (why) {
+        gbx_log_warn("pooled sandbox '%s' is gone: %s; removed", id, why);
+        s->m.lost++;
+    }
+    gbx_egress_detach(p->egress);
+    (void)!gbx_sandbox_destroy(p->sb, NULL);
+    gbx_srv_store_delete(s, id);
+    free(p);
+}
+
+void gbx_srv_pool_reap(struct gbx_server *s)
+{
+    size_t gone = 0;
+    for (struct pooled **pp = &s->pool; *pp;) {
+        struct pooled *p = *pp;
+        if (!pooled_dead(p)) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        s->pool_len--;
+        pool_discard(s, p, "its init died");
+        gone++;
+    }
+    if (gone)
+        gbx_srv_pool_kick(s); /* made again */
+}
+
+/* Pooled sandboxes have rows in state "pooled" (owner "", spec: the default limits they were
+ * made with), so that a daemon that was killed finds them again (and keeps them only if its
+ * defaults are the same); they are never handed out twice. */
 static struct pooled *pool_take(struct gbx_server *s, const struct gbx_create_opts *c)
 {
-    if (s->pool == NULL || c->id || c->snapshot || c->disk_bytes || c->limits.memory_bytes ||
-        c->limits.pids || c->limits.cpu_millis ||
+    /* pooled sandboxes have the default limits (c's, with the defaults applied, must match) */
+    const struct gbx_limits *lim = &s->limits;
+    if (c->id || c->snapshot || c->disk_bytes != lim->dflt_disk ||
+        c->limits.memory_bytes != lim->dflt.memory_bytes || c->limits.pids != lim->dflt.pids ||
+        c->limits.cpu_millis != lim->dflt.cpu_millis ||
         (c->template_name && strcmp(c->template_name, GBX_DEFAULT_TEMPLATE) != 0))
+        return NULL;
+    gbx_srv_pool_reap(s); /* never hand out a sandbox whose init died since the reaper ran */
+    if (s->pool == NULL)
         return NULL;
     struct pooled *p = s->pool;
     s->pool = p->next;
@@ -898,7 +988,8 @@ void gbx_srv_pool_fill_one(evutil_socket_t fd, short what, void *arg)
     s->pool_backoff = 0;
     if (s->pool_len + s->pool_inflight >= s->pool_target)
         return;
-    struct gbx_sandbox_spec spec = {.ctl_socket = 1};
+    struct gbx_sandbox_spec spec = {
+        .ctl_socket = 1, .limits = s->limits.dflt, .disk_bytes = s->limits.dflt_disk};
     gbx_autofree char *id = gbx_sandbox_id_new();
     spec.id = id;
     struct gbx_sandbox *sb = NULL;
@@ -920,7 +1011,7 @@ void gbx_srv_pool_fill_one(evutil_socket_t fd, short what, void *arg)
                                     .owner = "",
                                     .template_name = GBX_DEFAULT_TEMPLATE,
                                     .state = "pooled",
-                                    .spec = "{}",
+                                    .spec = s->pool_spec, /* its limits (adopt.c) */
                                     .created_ns = gbx_realtime_ns(),
                                     .host_uid = sb->host_uid,
                                     .uid_slot = sb->uid_slot,
@@ -973,10 +1064,6 @@ void gbx_srv_pool_drain(struct gbx_server *s)
         struct pooled *p = s->pool;
         s->pool = p->next;
         s->pool_len--;
-        gbx_autofree char *id = gbx_xstrdup(p->sb->id);
-        gbx_egress_detach(p->egress);
-        (void)!gbx_sandbox_destroy(p->sb, NULL);
-        gbx_srv_store_delete(s, id);
-        free(p);
+        pool_discard(s, p, NULL);
     }
 }

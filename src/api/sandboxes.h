@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "api/actor.h"
+#include "api/limits.h"
 #include "base/err.h"
 #include "sandbox/backend.h"
 
@@ -145,5 +146,16 @@ int gbx_sandboxes_layers(struct gbx_server *s, const struct gbx_actor *who, cons
  * When the new start fails, the sandbox is gone (destroyed) and -1 says why. */
 int gbx_sandboxes_rebuild(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
                           const char *snapshot, struct gbx_err **err) GBX_WUR;
+
+/* Would who holding add more stay within its key's quotas (the daemon's --quota-*, or the
+ * key's own)? 0, or -1 with *err (LIMIT: the API's 429, naming the quota, its limit and what
+ * is in use). The admin has no quota. Sandboxes count from the moment a create is admitted
+ * (its reservation is dropped when the create fails). */
+int gbx_sandboxes_quota_admit(struct gbx_server *s, const struct gbx_actor *who,
+                              const struct gbx_quota_use *add, struct gbx_err **err) GBX_WUR;
+/* A timeout set on a live sandbox (0: none) against --max-timeout: 0, or -1 with *err
+ * (INVALID). */
+int gbx_sandboxes_check_timeout(struct gbx_server *s, uint64_t timeout_ms,
+                                struct gbx_err **err) GBX_WUR;
 
 #endif

@@ -64,6 +64,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "sandbox/template.h"
 #include "sandbox/backend.h"
 #include "sandbox/criu.h"
 #include "store/store.h"
@@ -128,13 +129,14 @@ json_t *gbx_srv_sandbox_json(const struct gbx_live *l)
                         l->limits.cpu_millis ? json_real((double)l->limits.cpu_millis / 1000.0)
                                              : json_null());
     json_object_set_new(limits, "disk", json_integer((json_int_t)l->disk_bytes));
-    json_t *j = json_pack(
-        "{s:s,s:s,s:s,s:s,s:o,s:i}", "id", l->sb->id, "template", l->template_name, "state",
-        l->busy == GBX_BUSY_WORKER ? (l->hibernated ? "waking" : "hibernating")
-        : l->hibernated            ? "hibernated"
-        : l->paused                ? "paused"
-                                   : "running",
-        "created_at", created, "limits", limits, "host_uid", (json_int_t)l->sb->host_uid);
+    json_t *j =
+        json_pack("{s:s,s:s%,s:s,s:s,s:o,s:i}", "id", l->sb->id, "template", l->template_name,
+                  gbx_template_shown_len(l->template_name), "state",
+                  l->busy == GBX_BUSY_WORKER ? (l->hibernated ? "waking" : "hibernating")
+                  : l->hibernated            ? "hibernated"
+                  : l->paused                ? "paused"
+                                             : "running",
+                  "created_at", created, "limits", limits, "host_uid", (json_int_t)l->sb->host_uid);
     if (l->expires_ns) {
         gbx_autofree char *exp = gbx_rfc3339(l->expires_ns);
         json_object_set_new(j, "expires_at", json_string(exp));
@@ -298,7 +300,7 @@ static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
     size_t m = 0;
     for (struct gbx_live *l = s->live; l; l = l->next) {
         if (!gbx_actor_sees(who, l->owner) ||
-            (template_name && strcmp(l->template_name, template_name) != 0))
+            (template_name && !gbx_template_shown_is(l->template_name, template_name)))
             continue;
         size_t i;
         for (i = 0; i < nlabels; i++) {
@@ -430,11 +432,9 @@ static void destroy_done(void *arg)
 {
     struct destroy_job *j = arg;
     struct gbx_server *s = j->s;
-    struct reserved_id **pp = &s->going;
-    while (*pp && *pp != &j->rid)
-        pp = &(*pp)->next;
-    if (*pp)
-        *pp = j->rid.next;
+    *j->rid.pprev = j->rid.next;
+    if (j->rid.next)
+        j->rid.next->pprev = j->rid.pprev;
     gbx_srv_store_delete(s, j->rid.id);
     gbx_server_audit(s, &j->who, j->kind, j->rid.id, j->detail);
     if (s->snapshots)
@@ -474,6 +474,9 @@ static void destroy_off_loop(struct gbx_server *s, const struct gbx_actor *who, 
     l->sb = NULL;
     gbx_srv_live_free(l); /* its egress listeners close here, on the loop */
     j->rid.next = s->going;
+    if (j->rid.next)
+        j->rid.next->pprev = &j->rid.next;
+    j->rid.pprev = &s->going;
     s->going = &j->rid;
     if (gbx_offload_submit(s->offload, destroy_work, destroy_done, j) < 0) {
         destroy_work(j);
@@ -610,6 +613,12 @@ static void handle_pause(struct gbx_server *s, const struct gbx_actor *who,
                                             "duration like \"5m\"}");
     }
     struct gbx_err *err = NULL;
+    if (v && gbx_sandboxes_check_timeout(s, ms, &err) < 0) {
+        json_decref(body);
+        gbx_http_reply_err(req, err);
+        gbx_err_free(err);
+        return;
+    }
     if (l->busy) {
         json_decref(body);
         return gbx_http_reply_error(
@@ -635,7 +644,12 @@ static void handle_pause(struct gbx_server *s, const struct gbx_actor *who,
     else if (!pause && l->expires_ns && l->expires_ns <= gbx_realtime_ns() && l->on_timeout_pause)
         /* resumed after its timeout paused it: without a new timeout it would pause again at
          * once; it runs on with none, as if the caller had cleared it */
-        gbx_sandboxes_set_expiry(s, who, l, 0, json_pack("{s:s}", "reason", "resumed"));
+        gbx_sandboxes_set_expiry(s, who, l,
+                                 s->limits.max_timeout_ms
+                                     ? gbx_realtime_ns() +
+                                           (int64_t)s->limits.max_timeout_ms * 1000000
+                                     : 0,
+                                 json_pack("{s:s}", "reason", "resumed"));
     json_decref(body);
     gbx_http_reply_json(req, 200, gbx_srv_sandbox_json(l));
 }
@@ -654,6 +668,11 @@ static void handle_timeout(struct gbx_server *s, const struct gbx_actor *who,
                              "expected {\"timeout\": seconds or a duration like \"5m\"}; 0 "
                              "removes the timeout");
         return;
+    }
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (gbx_sandboxes_check_timeout(s, ms, &err) < 0) {
+        json_decref(body);
+        return gbx_http_reply_err(req, err);
     }
     gbx_sandboxes_set_expiry(s, who, l, ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0, body);
     gbx_http_reply_json(req, 200, gbx_srv_sandbox_json(l));
@@ -795,72 +814,6 @@ static void method_not_allowed(struct evhttp_request *req, const char *allow)
     json_t *body = json_pack("{s:{s:s,s:s}}", "error", "kind", "invalid", "message",
                              "method not allowed here");
     gbx_http_reply_json(req, 405, body);
-}
-
-/* ---- API keys (admin only) ---------------------------------------------------------------- */
-
-static int list_key(void *arg, const struct gbx_apikey_info *k)
-{
-    json_t *arr = arg;
-    json_t *o = json_pack("{s:s,s:b}", "name", k->name, "revoked", k->revoked_ns != 0);
-    json_array_append_new(arr, o);
-    return 0;
-}
-
-static void handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
-                           struct evhttp_request *req, const char *name)
-{
-    enum evhttp_cmd_type m = evhttp_request_get_command(req);
-    struct gbx_err *err = NULL;
-    if (!who->admin) {
-        gbx_http_reply_error(req, GBX_ERR_PERMISSION,
-                             "API keys are managed on the admin socket only");
-        return;
-    }
-    if (name == NULL && m == EVHTTP_REQ_POST) {
-        json_t *body = gbx_http_body_object(req);
-        if (body == NULL)
-            return;
-        const char *n = json_string_value(json_object_get(body, "name"));
-        if (n == NULL || json_object_size(body) != 1 || gbx_name_valid(n) < 0) {
-            json_decref(body);
-            gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                 "expected {\"name\": ...}: 1-63 of [a-z0-9-]");
-            return;
-        }
-        char key[GBX_APIKEY_LEN + 1];
-        if (gbx_store_apikey_create(s->store, n, key, &err) < 0) {
-            gbx_http_reply_err(req, err);
-            gbx_err_free(err);
-        } else {
-            gbx_server_audit(s, who, "apikey.create", NULL, json_pack("{s:s}", "name", n));
-            gbx_http_reply_json(req, 201, json_pack("{s:s,s:s}", "name", n, "key", key));
-        }
-        json_decref(body);
-        return;
-    }
-    if (name == NULL && m == EVHTTP_REQ_GET) {
-        json_t *arr = json_array();
-        if (gbx_store_apikey_each(s->store, list_key, arr, &err) < 0) {
-            json_decref(arr);
-            gbx_http_reply_err(req, err);
-            gbx_err_free(err);
-            return;
-        }
-        gbx_http_reply_json(req, 200, json_pack("{s:o}", "apikeys", arr));
-        return;
-    }
-    if (name && m == EVHTTP_REQ_DELETE) {
-        if (gbx_store_apikey_revoke(s->store, name, &err) < 0) {
-            gbx_http_reply_err(req, err);
-            gbx_err_free(err);
-            return;
-        }
-        gbx_server_audit(s, who, "apikey.revoke", NULL, json_pack("{s:s}", "name", name));
-        gbx_http_reply_json(req, 204, NULL);
-        return;
-    }
-    method_not_allowed(req, name ? "DELETE" : "GET, POST");
 }
 
 static void route(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req);
@@ -1044,13 +997,8 @@ static void route(struct gbx_server *s, const struct gbx_actor *who, struct evht
         return gbx_snapshots_route(s->snapshots, who, req, path);
     if (strcmp(path, "/v1/templates") == 0 || strncmp(path, "/v1/templates/", 14) == 0)
         return gbx_api_templates(s, who, s->base, req, path);
-    if (strcmp(path, "/v1/apikeys") == 0)
-        return handle_apikeys(s, who, req, NULL);
-    if (strncmp(path, "/v1/apikeys/", 12) == 0) {
-        if (gbx_name_valid(path + 12) < 0)
-            return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such API key");
-        return handle_apikeys(s, who, req, path + 12);
-    }
+    if (strcmp(path, "/v1/apikeys") == 0 || strncmp(path, "/v1/apikeys/", 12) == 0)
+        return gbx_srv_handle_apikeys(s, who, req, path);
     if (strcmp(path, "/v1/sandboxes") == 0) {
         if (m == EVHTTP_REQ_POST)
             return gbx_srv_handle_create(s, who, req);
@@ -1105,13 +1053,14 @@ static int listen_unix(struct gbx_server *s, struct gbx_err **err)
     mode_t old = umask(0177);
     int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
-    if (r < 0 || chmod(s->sock_path, 0600) < 0 || listen(fd, 128) < 0) {
+    if (r < 0 || chmod(s->sock_path, 0600) < 0 || listen(fd, SOMAXCONN) < 0) {
         int e = errno;
         close(fd);
         return gbx_err_sys(err, e, "cannot listen on '%s'", s->sock_path);
     }
+    /* backlog 0: listening already, with SOMAXCONN (libevent's -1 would make it 128) */
     s->unix_listener = evconnlistener_new(s->base, NULL, NULL,
-                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
+                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
     if (s->unix_listener == NULL) {
         close(fd);
         return gbx_err_set(err, 0, GBX_ERR_INTERNAL, "cannot listen on '%s'", s->sock_path);
@@ -1169,6 +1118,9 @@ static int listen_tcp(struct gbx_server *s, const struct gbx_server_config *cfg,
     if ((s->tcp_bound = evhttp_bind_socket_with_handle(s->http_tcp, addr, (uint16_t)port)) == NULL)
         return gbx_err_sys(err, errno ? errno : EADDRINUSE, "cannot listen on '%s'",
                            cfg->listen_tcp);
+    /* a burst of clients (a thousand creates at once) waits in the kernel's queue rather than
+     * being refused: libevent listens with a backlog of 128 */
+    (void)listen(evhttp_bound_socket_get_fd(s->tcp_bound), SOMAXCONN);
     /* streams write small frames one after another (a Connect stream's end, then its
      * trailer): without TCP_NODELAY, Nagle holds the second until the client's delayed ACK,
      * up to 40 ms. Accepted sockets inherit it from the listening one. */
@@ -1317,6 +1269,11 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     }
     s->pool_target = cfg->pool_size;
     s->max_upload = cfg->max_upload ? cfg->max_upload : GBX_DEFAULT_MAX_UPLOAD;
+    if (cfg->limits)
+        s->limits = *cfg->limits;
+    else
+        gbx_limits_init(&s->limits, gbx_srv_host_ram(), (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
+    s->pool_spec = gbx_srv_limits_spec(&s->limits.dflt, s->limits.dflt_disk);
     if (egress_new(s, cfg, err) < 0 || gbx_srv_adopt_all(s, err) < 0 ||
         gbx_snapshots_new(s, &s->snapshots, err) < 0 ||
         gbx_sessions_new(s, base, s->rt.state_dir, &s->sessions, err) < 0)
@@ -1470,6 +1427,7 @@ void gbx_server_free(struct gbx_server *s)
     gbx_gate_free(s->gate_tcp);
     gbx_srv_rate_release();
     free(s->sock_path);
+    free(s->pool_spec);
     free(s);
     gbx_reqmetrics_reset();
 }

@@ -14,6 +14,7 @@
 
 struct event_base;
 struct gbx_server;
+struct gbx_limits;
 
 struct gbx_server_config {
     const char *state_dir;       /* NULL: $GLOVEBOX_STATE_DIR or /var/lib/glovebox */
@@ -29,9 +30,10 @@ struct gbx_server_config {
     int64_t criu_timeout_ms;     /* one criu dump or restore; 0: 2 minutes */
     int64_t helper_timeout_ms;   /* tar, debootstrap and other helpers; 0: 30 minutes */
     struct gbx_gc_policy retention;
-    struct gbx_gate_limits http;   /* timeouts and connection caps (0: off; see gate.h) */
-    double rate_limit, rate_burst; /* requests/s per API key, and the burst (0: twice) */
-    int rate_limit_set;            /* else GLOVEBOX_E2B_RATE, or 100/s burst 200 */
+    struct gbx_gate_limits http;     /* timeouts and connection caps (0: off; see gate.h) */
+    double rate_limit, rate_burst;   /* requests/s per API key, and the burst (0: twice) */
+    int rate_limit_set;              /* else GLOVEBOX_E2B_RATE, or 100/s burst 200 */
+    const struct gbx_limits *limits; /* defaults, maximums, quotas; NULL: gbx_limits_init's */
 };
 
 int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
@@ -75,6 +77,8 @@ const char *gbx_server_socket_path(const struct gbx_server *s);
 /* The v1 cpu controller's directory the daemon's groups are made in (NULL without one), and
  * the prefix of this daemon's group names (its runtime dir's scope). */
 const char *gbx_server_cpu_dir(const struct gbx_server *s, const char **scope);
+/* Defaults, maximums and quotas (owned by the server). */
+const struct gbx_limits *gbx_server_limits(const struct gbx_server *s);
 /* The store writer thread's id (0 if it has not started). */
 int gbx_server_writer_tid(const struct gbx_server *s);
 

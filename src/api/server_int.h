@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The server's insides, shared by the files it is split into: server.c (listeners, routing,
  * the live sandboxes, lifecycle), sandbox_create.c (parsing and making a sandbox, the warm
- * pool), adopt.c (the reaper and re-adoption at start), metrics.c (/healthz and /metrics).
- * Nothing outside src/api/server*.c, sandbox_create.c, adopt.c and metrics.c includes it. */
+ * pool), adopt.c (the reaper and re-adoption at start), metrics.c (/healthz and /metrics),
+ * quota.c (what a key holds against its quotas), apikeys_api.c (/v1/apikeys). Nothing
+ * outside src/api/server*.c, sandbox_create.c, adopt.c, metrics.c, quota.c and apikeys_api.c
+ * includes it. */
 #ifndef GBX_API_SERVER_INT_H
 #define GBX_API_SERVER_INT_H
 
@@ -11,6 +13,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "api/limits.h"
 #include "api/sandboxes.h"
 #include "api/server.h"
 #include "sandbox/backend.h"
@@ -21,7 +24,7 @@
 
 struct create_job;
 struct reserved_id {
-    struct reserved_id *next;
+    struct reserved_id *next, **pprev; /* in s->going: removed in O(1) (a flood ends at once) */
     char *id;
 };
 
@@ -63,6 +66,8 @@ struct gbx_server {
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
     size_t max_upload;                      /* the largest upload body (--max-upload) */
     struct gbx_gate *gate_admin, *gate_tcp; /* the HTTP front doors (gate.c) */
+    struct gbx_limits limits; /* defaults, maximums and quotas (--default-*, --max-*, --quota-*) */
+    char *pool_spec;          /* the limits pooled sandboxes are made with, as their rows say */
     struct metrics {
         uint64_t create_buckets[12]; /* cumulative counts per bound in create_bounds */
         double create_sum;
@@ -90,6 +95,8 @@ int gbx_srv_json_size(json_t *v, uint64_t *out);
 void gbx_srv_live_set_extras(struct gbx_live *l, json_t *spec);
 void gbx_srv_new_token(char out[65]);
 void gbx_srv_pool_drain(struct gbx_server *s);
+/* Pooled sandboxes whose init died: removed (and made again). */
+void gbx_srv_pool_reap(struct gbx_server *s);
 void gbx_srv_pool_push(struct gbx_server *s, struct gbx_sandbox *sb, struct gbx_egress_sb *egress);
 void gbx_srv_store_delete(struct gbx_server *s, const char *id);
 void gbx_srv_pool_kick(struct gbx_server *s);
@@ -122,5 +129,17 @@ void gbx_srv_rate_release(void);
 int gbx_srv_rate_take(const char *name, unsigned *retry_after, double *rate, double *burst);
 /* 429 (E2B's error form when e2b) when name's bucket is empty: 1 if answered. */
 int gbx_srv_rate_limited(struct evhttp_request *req, const char *name, int e2b, const char *path);
+/* quota.c: limits as a live sandbox's row keeps them, and what a key holds */
+uint64_t gbx_srv_host_ram(void);
+json_t *gbx_srv_limits_json(const struct gbx_cg_limits *cg, uint64_t disk);
+char *gbx_srv_limits_spec(const struct gbx_cg_limits *cg, uint64_t disk);
+void gbx_srv_limits_from_json(json_t *j, struct gbx_cg_limits *cg, uint64_t *disk);
+uint64_t gbx_srv_quota_memory(const struct gbx_server *s, const struct gbx_cg_limits *cg);
+void gbx_srv_quota_of(struct gbx_server *s, const char *owner, struct gbx_quota *q);
+/* apikeys_api.c: /v1/apikeys and /v1/apikeys/... (path: the whole request path) */
+void gbx_srv_handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
+                            struct evhttp_request *req, const char *path);
+/* sandbox_create.c: what the creates still being made for owner add to use */
+void gbx_srv_creating_use(const struct gbx_server *s, const char *owner, struct gbx_quota_use *use);
 
 #endif

@@ -50,7 +50,10 @@ struct gbx_ckpt_job {
     struct evbuffer *buf;
     uint32_t handle;
     int failed;
-    int refresh; /* a listing after a restore: learn the restored files' metadata */
+    int refresh;  /* a listing after a restore: learn the restored files' metadata */
+    size_t nlost; /* files of the workspace the copy could not take (a full disk, say) */
+    char *lost;   /* the first of them */
+    int lost_err; /* and why */
 };
 
 static struct ckpt_entry *manifest_find(struct gbx_session *ses, const char *rel)
@@ -93,6 +96,7 @@ static void job_free(struct gbx_ckpt_job *j)
     free(j->todo);
     if (j->buf)
         evbuffer_free(j->buf);
+    free(j->lost);
     free(j);
 }
 
@@ -144,6 +148,22 @@ static void mirror_remove(struct gbx_session *ses, const char *rel)
 
 /* ---- after a call ------------------------------------------------------------------------- */
 
+/* The copy could not take what the call changed: the answer says so (it is recorded with the
+ * result), so that nobody takes the change for kept should the sandbox be lost. */
+static void ckpt_lost(struct gbx_call *c, const char *rel, size_t n, int e)
+{
+    gbx_log_warn("session '%s': the workspace checkpoint could not take '%s'%s: %s", c->ses->id,
+                 rel, n > 1 ? " and others" : "", strerror(e));
+    json_t *content = json_object_get(c->result, "content");
+    if (!json_is_array(content))
+        return;
+    gbx_autofree char *text = gbx_asprintf(
+        "Warning: the workspace checkpoint could not be brought up to date (%s%s: %s). The "
+        "change is in the sandbox, but if the sandbox is lost it is not restored.",
+        rel, n > 1 ? " and other files" : "", strerror(e));
+    json_array_append_new(content, json_pack("{s:s,s:s}", "type", "text", "text", text));
+}
+
 static void fetch_next(struct gbx_ckpt_job *j);
 
 static void job_finish(struct gbx_ckpt_job *j)
@@ -151,6 +171,8 @@ static void job_finish(struct gbx_ckpt_job *j)
     struct gbx_call *c = j->c;
     c->ses->ckpt = NULL;
     void (*done)(struct gbx_call *) = j->done;
+    if (j->nlost)
+        ckpt_lost(c, j->lost, j->nlost, j->lost_err);
     job_free(j);
     done(c);
 }
@@ -168,11 +190,15 @@ static void fetched(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, 
     struct ckpt_entry *t = &j->todo[j->i];
     if (h && h->type == GBX_MSG_OK) {
         size_t len = evbuffer_get_length(j->buf);
-        if (mirror_write(ses, t->rel, evbuffer_pullup(j->buf, -1), len, t->mode) == 0) {
+        int r = mirror_write(ses, t->rel, evbuffer_pullup(j->buf, -1), len, t->mode);
+        if (r == 0) {
             struct ckpt_entry *e = manifest_put(ses, t->rel);
             e->size = t->size;
             e->mtime_ns = t->mtime_ns;
             e->mode = t->mode;
+        } else if (j->nlost++ == 0) {
+            j->lost = gbx_xstrdup(t->rel);
+            j->lost_err = -r;
         }
     } else if (h == NULL) {
         return job_finish(j); /* the sandbox went away: keep what we have */
@@ -276,11 +302,14 @@ void gbx_session_ckpt_after(struct gbx_call *c, const char *file, const void *co
     struct gbx_session *ses = c->ses;
     if (file) {
         const char *rel = rel_of(ses, file);
-        if (rel && len <= CKPT_FILE_MAX && mirror_write(ses, rel, content, len, 0644) == 0) {
+        int r = rel && len <= CKPT_FILE_MAX ? mirror_write(ses, rel, content, len, 0644) : 1;
+        if (r == 0) {
             struct ckpt_entry *e = manifest_put(ses, rel);
             e->size = len;
             e->mtime_ns = -1; /* the next listing refreshes it (one read back) */
             e->mode = 0644;
+        } else if (r < 0) {
+            ckpt_lost(c, rel, 1, -r);
         }
         return done(c);
     }

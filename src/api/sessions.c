@@ -639,6 +639,14 @@ static void handle_create(struct gbx_sessions *all, const struct gbx_actor *who,
     }
     if (w)
         workdir = json_string_value(w);
+    {
+        gbx_autoerr struct gbx_err *qerr = NULL;
+        if (gbx_sandboxes_quota_admit(all->srv, who, &(struct gbx_quota_use){.sessions = 1},
+                                      &qerr) < 0) {
+            json_decref(body);
+            return gbx_http_reply_err(req, qerr);
+        }
+    }
     gbx_autofree char *id = new_id();
     struct gbx_session *ses = session_new(all, id, who->owner, workdir, body, gbx_realtime_ns());
     struct gbx_err *err = NULL;
@@ -724,6 +732,14 @@ void gbx_sessions_each_info(struct gbx_sessions *all,
                                      .busy = s->busy || s->queue != NULL || s->ckpt != NULL};
         fn(arg, &i);
     }
+}
+
+uint64_t gbx_sessions_count(const struct gbx_sessions *all, const char *owner)
+{
+    uint64_t n = 0;
+    for (const struct gbx_session *s = all->list; s; s = s->next)
+        n += !s->deleting && strcmp(s->owner, owner) == 0;
+    return n;
 }
 
 int gbx_sessions_delete(struct gbx_sessions *all, const char *id, const char *why)

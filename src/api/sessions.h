@@ -15,6 +15,7 @@
 #define GBX_API_SESSIONS_H
 
 #include <event2/http.h>
+#include <stdint.h>
 
 #include "api/server.h"
 
@@ -40,5 +41,7 @@ void gbx_sessions_each_info(struct gbx_sessions *all,
 /* Delete a session as DELETE does (its sandbox, workspace copy and log), unless a call is
  * running. 1 deleted, 0 not (no such session, or busy). */
 int gbx_sessions_delete(struct gbx_sessions *all, const char *id, const char *why);
+/* The sessions owner keeps (its quota counts them). */
+uint64_t gbx_sessions_count(const struct gbx_sessions *all, const char *owner);
 
 #endif

@@ -37,10 +37,13 @@ struct snap {
     uint64_t size;
 };
 
+struct take;
+
 struct gbx_snapshots {
     struct gbx_server *s;
     char *dir; /* <state>/snapshots */
     struct snap *list;
+    struct take *taking; /* snapshots being taken (their quota is reserved) */
 };
 
 static void snap_free(struct snap *p)
@@ -166,10 +169,10 @@ static struct snap *find(struct gbx_snapshots *ss, const struct gbx_actor *who, 
 static json_t *snap_json(const struct snap *p)
 {
     gbx_autofree char *created = gbx_rfc3339(p->created_ns);
-    return json_pack("{s:s,s:s?,s:s,s:s,s:s?,s:s,s:s,s:I,s:s}", "id", p->id, "name", p->name,
+    return json_pack("{s:s,s:s?,s:s,s:s,s:s?,s:s%,s:s,s:I,s:s}", "id", p->id, "name", p->name,
                      "kind", p->kind, "sandbox", p->sandbox, "parent", p->parent, "template",
-                     p->tmpl, "created_at", created, "size_bytes", (json_int_t)p->size, "state",
-                     p->state);
+                     p->tmpl, gbx_template_shown_len(p->tmpl), "created_at", created, "size_bytes",
+                     (json_int_t)p->size, "state", p->state);
 }
 
 static int save(struct gbx_snapshots *ss, const struct snap *p, struct gbx_err **err)
@@ -384,6 +387,7 @@ struct take {
     struct gbx_actor who; /* who asked: the finish is recorded as theirs */
     gbx_snapshot_taken_fn done;
     void *arg;
+    struct take *next; /* in ss->taking */
 };
 
 /* <runtime>/sandboxes/<id>/snapshot.freeze: there while a snapshot holds the sandbox frozen */
@@ -444,6 +448,11 @@ static void take_done(void *arg)
     struct gbx_snapshots *ss = t->ss;
     struct gbx_server *s = ss->s;
     struct evhttp_request *req = gbx_http_later_take(t->later);
+    for (struct take **pp = &ss->taking; *pp; pp = &(*pp)->next)
+        if (*pp == t) {
+            *pp = t->next;
+            break;
+        }
     struct gbx_live *l = gbx_sandboxes_find_any(s, t->sandbox);
     if (l && !t->was_paused) {
         struct gbx_err *e = NULL;
@@ -501,6 +510,21 @@ static char *new_id(void)
     return gbx_asprintf("sn-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3], b[4], b[5]);
 }
 
+static int counted(const struct snap *p, const char *owner)
+{
+    return strcmp(p->owner, owner) == 0 && strcmp(p->kind, "hibernate") != 0;
+}
+
+uint64_t gbx_snapshots_count(const struct gbx_snapshots *ss, const char *owner)
+{
+    uint64_t n = 0;
+    for (const struct snap *p = ss->list; p; p = p->next)
+        n += counted(p, owner);
+    for (const struct take *t = ss->taking; t; t = t->next)
+        n += counted(t->snap, owner);
+    return n;
+}
+
 /* Freeze l, copy its changes off the loop, thaw, then call done. */
 void gbx_snapshots_take(struct gbx_snapshots *ss, const struct gbx_actor *who,
                         struct evhttp_request *req, struct gbx_live *l, const char *name,
@@ -517,6 +541,8 @@ void gbx_snapshots_take(struct gbx_snapshots *ss, const struct gbx_actor *who,
         gbx_err_set(&err, EEXIST, GBX_ERR_CONFLICT, "a snapshot named '%s' exists", name);
         goto fail;
     }
+    if (gbx_sandboxes_quota_admit(s, who, &(struct gbx_quota_use){.snapshots = 1}, &err) < 0)
+        goto fail;
     int64_t t0 = gbx_monotonic_ns();
     int lfd = -1, ufd = -1;
     if (gbx_sandbox_layer_open(l->sb, &lfd, &err) < 0)
@@ -562,6 +588,8 @@ void gbx_snapshots_take(struct gbx_snapshots *ss, const struct gbx_actor *who,
     t->snap = p;
     t->dir = gbx_asprintf("%s/%s", ss->dir, p->id);
     t->later = gbx_http_later_new(req);
+    t->next = ss->taking;
+    ss->taking = t;
     if (gbx_offload_submit(gbx_server_offload(s), take_work, take_done, t) < 0) {
         gbx_err_set(&t->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
         take_done(t);
@@ -750,7 +778,7 @@ static void make_template(struct gbx_snapshots *ss, const struct gbx_actor *who,
         return;
     json_t *name = json_object_get(body, "name");
     if (!json_is_string(name) || json_object_size(body) != 1 ||
-        gbx_template_name_valid(json_string_value(name)) < 0) {
+        gbx_name_valid(json_string_value(name)) < 0) {
         json_decref(body);
         return gbx_http_reply_error(req, GBX_ERR_INVALID,
                                     "expected {\"name\": a template name (1-63 of [a-z0-9-])}");

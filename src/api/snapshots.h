@@ -89,6 +89,9 @@ struct gbx_snapshot_info {
     uint64_t size_bytes;
     int in_use; /* a live sandbox or another snapshot stacks on it */
 };
+/* The snapshots and forks owner keeps, and those being taken (not hibernation images): its
+ * quota counts them. */
+uint64_t gbx_snapshots_count(const struct gbx_snapshots *ss, const char *owner);
 void gbx_snapshots_each(struct gbx_snapshots *ss,
                         void (*fn)(void *arg, const struct gbx_snapshot_info *i), void *arg);
 /* Delete one as DELETE does (as the system). 0, or -1 with *err. */

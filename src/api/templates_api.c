@@ -6,6 +6,7 @@
  * the loop. */
 #include "api/templates_api.h"
 
+#include <dirent.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -26,6 +27,8 @@
 #include "base/fileutil.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/parse.h"
+#include "sandbox/backend.h"
 #include "sandbox/debootstrap.h"
 #include "sandbox/oci.h"
 #include "sandbox/template.h"
@@ -347,8 +350,8 @@ static void build_done(void *arg)
                     "nothing was installed",
                     (long long)(ms / 1000));
     }
-    json_t *ev = json_pack("{s:s,s:s,s:s}", "type", b->failed ? "error" : "done", "state",
-                           state_name(b->state), "name", b->name);
+    json_t *ev = json_pack("{s:s,s:s,s:s%}", "type", b->failed ? "error" : "done", "state",
+                           state_name(b->state), "name", b->name, gbx_template_shown_len(b->name));
     if (b->failed && b->err) {
         json_object_set_new(ev, "message", gbx_json_text(b->err->msg));
         json_object_set_new(ev, "kind", json_string(gbx_err_kind_name(b->err->kind)));
@@ -377,13 +380,25 @@ static void set_json_text(json_t *o, const char *key, const char *text)
         json_object_set_new(o, key, v);
 }
 
-static json_t *info_json(const struct gbx_template_info *i)
+/* Whose a template is: "shared" (the admin's, every key's to use), else "owner" (its key). */
+static void owner_json(json_t *j, const char *stored)
 {
-    json_t *j = json_pack("{s:s,s:s,s:i,s:b}", "name", i->name, "state", "ready", "format",
-                          i->format, "usr_host", i->usr_host);
+    const char *owner = gbx_template_owner(stored);
+    json_object_set_new(j, "shared", json_boolean(owner[0] == '\0'));
+    if (owner[0])
+        json_object_set_new(j, "owner", json_string(owner));
+}
+
+static json_t *info_json(const struct gbx_actor *who, const struct gbx_template_info *i)
+{
+    json_t *j = json_pack("{s:s%,s:s,s:i,s:b}", "name", i->name, gbx_template_shown_len(i->name),
+                          "state", "ready", "format", i->format, "usr_host", i->usr_host);
+    owner_json(j, i->name);
     if (i->description)
         json_object_set_new(j, "description", gbx_json_text(i->description));
-    if (i->source)
+    if (i->source && !who->admin && strncmp(i->source, "snapshot:", 9) == 0)
+        json_object_set_new(j, "source", json_string("snapshot")); /* whose: not a key's to see */
+    else if (i->source)
         json_object_set_new(j, "source", gbx_json_text(i->source));
     if (i->created)
         json_object_set_new(j, "created", gbx_json_text(i->created));
@@ -410,8 +425,9 @@ static json_t *info_json(const struct gbx_template_info *i)
 static json_t *build_json(struct build *b)
 {
     gbx_autofree char *started = gbx_rfc3339(b->started_ns);
-    json_t *j = json_pack("{s:s,s:s,s:s,s:s}", "name", b->name, "state", state_name(b->state),
-                          "source", b->source, "started", started);
+    json_t *j = json_pack("{s:s%,s:s,s:s,s:s}", "name", b->name, gbx_template_shown_len(b->name),
+                          "state", state_name(b->state), "source", b->source, "started", started);
+    owner_json(j, b->name);
     pthread_mutex_lock(&b->mu);
     if (b->phase[0]) {
         json_t *p = json_pack("{s:s,s:I,s:I}", "phase", b->phase, "step", (json_int_t)b->step,
@@ -443,6 +459,63 @@ static const char *state_dir_of(struct gbx_server *s)
     return gbx_server_runtime(s)->state_dir;
 }
 
+/* ---- names per tenant ----------------------------------------------------------------------- */
+
+static int stored_exists(struct gbx_server *s, const char *stored)
+{
+    struct build *b = find(stored);
+    if ((b && b->state == B_BUILDING) || strcmp(stored, GBX_TEMPLATE_HOST) == 0)
+        return 1;
+    gbx_autofree char *dir = gbx_asprintf("%s/templates/%s", state_dir_of(s), stored);
+    struct stat sb;
+    return lstat(dir, &sb) == 0;
+}
+
+char *gbx_templates_ref(struct gbx_server *s, const struct gbx_actor *who, const char *name)
+{
+    if (!who->admin && who->owner[0] && strchr(name, '@') == NULL) {
+        char *own = gbx_asprintf("%s@%s", name, who->owner);
+        if (stored_exists(s, own))
+            return own;
+        free(own);
+    }
+    return gbx_xstrdup(name);
+}
+
+int gbx_templates_visible(const struct gbx_actor *who, const char *stored)
+{
+    const char *owner = gbx_template_owner(stored);
+    return owner[0] == '\0' || gbx_actor_sees(who, owner);
+}
+
+uint64_t gbx_templates_count(struct gbx_server *s, const char *owner)
+{
+    uint64_t n = 0;
+    gbx_autofree char *dir = gbx_asprintf("%s/templates", state_dir_of(s));
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        if (e->d_name[0] != '.' && gbx_template_name_valid(e->d_name) == 0 &&
+            strcmp(gbx_template_owner(e->d_name), owner) == 0)
+            n++;
+    if (d)
+        closedir(d);
+    for (struct build *b = reg.list; b; b = b->next)
+        if (b->state == B_BUILDING && strcmp(gbx_template_owner(b->name), owner) == 0)
+            n++;
+    return n;
+}
+
+/* Names a key cannot take: the built-in template's and the names E2B clients use for it. */
+static int name_reserved(const char *name)
+{
+    static const char *const v[] = {GBX_TEMPLATE_HOST, GBX_DEFAULT_TEMPLATE, "base",
+                                    "code-interpreter-v1", "default"};
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        if (strcmp(name, v[i]) == 0)
+            return 1;
+    return 0;
+}
+
 static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
                         struct evhttp_request *req)
 {
@@ -456,10 +529,11 @@ static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
     }
     json_t *arr = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(arr, info_json(&v[i]));
+        if (gbx_templates_visible(who, v[i].name))
+            json_array_append_new(arr, info_json(who, &v[i]));
     gbx_template_list_free(v, n);
     for (struct build *b = reg.list; b; b = b->next)
-        if (b->state == B_BUILDING)
+        if (b->state == B_BUILDING && gbx_templates_visible(who, b->name))
             json_array_append_new(arr, build_json(b));
     gbx_http_reply_json(req, 200, json_pack("{s:o}", "templates", arr));
 }
@@ -474,7 +548,7 @@ static void handle_show(struct gbx_server *s, const struct gbx_actor *who,
     struct gbx_err *err = NULL;
     if (gbx_template_inspect(state_dir_of(s), name, 1, &info, &err) == 0) {
         gbx_err_free(err);
-        json_t *j = info_json(&info);
+        json_t *j = info_json(who, &info);
         gbx_template_info_release(&info);
         return gbx_http_reply_json(req, 200, j);
     }
@@ -506,7 +580,8 @@ static void handle_events(struct gbx_server *s, const struct gbx_actor *who,
         struct evbuffer *out = evbuffer_new();
         GBX_BUG_ON(out == NULL);
         gbx_autofree char *line =
-            json_dumps(json_pack("{s:s,s:s,s:s}", "type", "done", "state", "ready", "name", name),
+            json_dumps(json_pack("{s:s,s:s,s:s%}", "type", "done", "state", "ready", "name", name,
+                                 gbx_template_shown_len(name)),
                        JSON_COMPACT);
         evbuffer_add_printf(out, "%s\n", line);
         evhttp_send_reply(req, 200, "OK", out);
@@ -554,9 +629,14 @@ static void purge_work(void *arg)
 static void handle_delete(struct gbx_server *s, const struct gbx_actor *who,
                           struct evhttp_request *req, const char *name)
 {
-    if (!who->admin)
+    if (gbx_template_owner(name)[0] == '\0' && !who->admin) {
+        if (!stored_exists(s, name))
+            return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no template '%s'", name);
         return gbx_http_reply_error(req, GBX_ERR_PERMISSION,
-                                    "templates are deleted by the admin (use the unix socket)");
+                                    "template '%s' is shared: the admin deletes it (the unix "
+                                    "socket); a key deletes its own templates",
+                                    name);
+    }
     struct build *b = find(name);
     if (b && b->state == B_BUILDING) {
         b->cancel = 1; /* the build ends as failed ("cancelled"); nothing is installed */
@@ -608,24 +688,39 @@ static void handle_delete(struct gbx_server *s, const struct gbx_actor *who,
     evhttp_send_reply(req, 204, "No Content", NULL);
 }
 
-/* A new build record, or NULL after replying 409 when the name is taken. */
+/* A new build record, or NULL after replying 409 when the name is taken. A key's template
+ * is its own ("NAME@KEY" in the store); a name the built-in template or a shared template
+ * has is not for a key to take. */
 static struct build *new_build(struct gbx_server *s, const struct gbx_actor *who,
-                               struct evhttp_request *req, const char *name, const char *kind)
+                               struct evhttp_request *req, const char *shown, const char *kind)
 {
-    if (gbx_template_name_valid(name) < 0) {
+    if (gbx_name_valid(shown) < 0) {
         gbx_http_reply_error(req, GBX_ERR_INVALID,
                              "name: expected 1-63 of [a-z0-9-], not starting with '-'");
         return NULL;
     }
+    if (!who->admin && (name_reserved(shown) || stored_exists(s, shown))) {
+        gbx_http_reply_error(req, GBX_ERR_CONFLICT,
+                             "template name '%s' is taken by a shared template; choose another",
+                             shown);
+        return NULL;
+    }
+    gbx_autoerr struct gbx_err *qerr = NULL;
+    if (gbx_sandboxes_quota_admit(s, who, &(struct gbx_quota_use){.templates = 1}, &qerr) < 0) {
+        gbx_http_reply_err(req, qerr);
+        return NULL;
+    }
+    gbx_autofree char *name =
+        who->admin ? gbx_xstrdup(shown) : gbx_asprintf("%s@%s", shown, who->owner);
     struct build *old = find(name);
     if (old && old->state == B_BUILDING) {
-        gbx_http_reply_error(req, GBX_ERR_CONFLICT, "template '%s' is being built", name);
+        gbx_http_reply_error(req, GBX_ERR_CONFLICT, "template '%s' is being built", shown);
         return NULL;
     }
     gbx_autofree char *conf = gbx_asprintf("%s/templates/%s", state_dir_of(s), name);
     struct stat sb;
     if (strcmp(name, GBX_TEMPLATE_HOST) == 0 || lstat(conf, &sb) == 0) {
-        gbx_http_reply_error(req, GBX_ERR_CONFLICT, "template '%s' already exists", name);
+        gbx_http_reply_error(req, GBX_ERR_CONFLICT, "template '%s' already exists", shown);
         return NULL;
     }
     if (old) {
@@ -871,13 +966,20 @@ void gbx_api_templates(struct gbx_server *s, const struct gbx_actor *who, struct
     const char *rest = path + strlen("/v1/templates/");
     const char *slash = strchr(rest, '/');
     size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
-    char name[64];
-    if (n == 0 || n >= sizeof(name))
+    char shown[128];
+    if (n == 0 || n >= sizeof(shown))
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such template");
-    memcpy(name, rest, n);
-    name[n] = '\0';
-    if (gbx_template_name_valid(name) < 0)
+    memcpy(shown, rest, n);
+    shown[n] = '\0';
+    /* a key names its own and the shared templates; the admin any stored name (NAME@KEY) */
+    if ((who->admin ? gbx_template_name_valid(shown) : gbx_name_valid(shown)) < 0)
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such template");
+    if (slash && strcmp(slash, "/oci") == 0) {
+        if (m != EVHTTP_REQ_POST)
+            return not_allowed(req, "POST");
+        return handle_upload(s, who, base, req, shown);
+    }
+    gbx_autofree char *name = gbx_templates_ref(s, who, shown);
     if (slash == NULL) {
         if (m == EVHTTP_REQ_GET)
             return handle_show(s, who, req, name);
@@ -890,11 +992,6 @@ void gbx_api_templates(struct gbx_server *s, const struct gbx_actor *who, struct
             return not_allowed(req, "GET");
         return handle_events(s, who, base, req, name);
     }
-    if (strcmp(slash, "/oci") == 0) {
-        if (m != EVHTTP_REQ_POST)
-            return not_allowed(req, "POST");
-        return handle_upload(s, who, base, req, name);
-    }
     gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
 }
 
@@ -905,7 +1002,8 @@ size_t gbx_api_templates_drain(const char *why)
         if (b->state == B_BUILDING) {
             b->cancel = 1;
             (void)why; /* that one speaks of processes going on; a build does not */
-            push_event(b, json_pack("{s:s,s:s,s:s}", "type", "error", "name", b->name, "message",
+            push_event(b, json_pack("{s:s,s:s%,s:s}", "type", "error", "name", b->name,
+                                    gbx_template_shown_len(b->name), "message",
                                     "the daemon is stopping: the build is cancelled"));
         }
         for (struct tstream *st = b->streams; st; st = st->next)

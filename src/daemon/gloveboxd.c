@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "api/limits.h"
 #include "api/server.h"
 #include "base/log.h"
 #include "base/conf.h"
@@ -56,6 +57,23 @@ static const char usage[] =
     "  --body-min-rate SIZE   slowest average body rate per second, after its first 5 s\n"
     "                         (default 16K; 0 = off)\n"
     "  --idle-timeout DURATION     an idle keep-alive connection closes (default 60s)\n"
+    "  --default-memory SIZE  limits of a sandbox whose create does not say: memory\n"
+    "  --default-pids N       (default 512M), processes (256), CPUs (1), writable layer\n"
+    "  --default-cpus N       and /tmp size (1G); 0 for memory, pids or cpus: no limit\n"
+    "  --default-disk SIZE\n"
+    "  --max-memory SIZE      the most a create may ask for: memory (default 8G, at most\n"
+    "  --max-pids N           half the RAM), processes (4096), CPUs (every CPU), disk\n"
+    "  --max-cpus N           (64G), timeout (default none; a create without a timeout\n"
+    "  --max-disk SIZE        then gets this one); above: 400 naming the field; 0: none\n"
+    "  --max-timeout DURATION\n"
+    "  --quota-sandboxes N    per API key (the admin socket has none): live sandboxes\n"
+    "  --quota-memory SIZE    (default 64), the sum of their memory limits (32G) and of\n"
+    "  --quota-disk SIZE      their disks (64G), snapshots (256), sessions (256),\n"
+    "  --quota-snapshots N    artifacts (10000) and their bytes (16G); over: 429 naming\n"
+    "  --quota-sessions N     the quota; 0: none. A key's own quota (glovebox apikey\n"
+    "  --quota-artifacts N    quota) overrides these; templates (32)\n"
+    "  --quota-artifact-bytes SIZE\n"
+    "  --quota-templates N\n"
     "  --egress-default MODE  network of sandboxes whose create does not say:\n"
     "                         policy (default: deny unless a rule allows), none, open\n"
     "  --egress-hosts LIST    'name=IPv4 ...': upstream addresses the proxy uses for\n"
@@ -116,6 +134,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 struct settings {
     struct gbx_server_config cfg;
+    struct gbx_limits limits;
     int kill_on_exit;
     int loop_nice;   /* how much higher the loop's priority is than the process's */
     char *owned[16]; /* strings read from the configuration file */
@@ -311,8 +330,11 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
             return -1;
         }
     } else {
-        snprintf(err, errsz, "unknown setting '%s'", key);
-        return -1;
+        int r = gbx_limits_set(&st->limits, key, value, err, errsz);
+        if (r == 1)
+            snprintf(err, errsz, "unknown setting '%s'", key);
+        if (r != 0)
+            return -1;
     }
     return 0;
 }
@@ -389,11 +411,34 @@ int main(int argc, char **argv)
         {"body-timeout", required_argument, NULL, 0},
         {"body-min-rate", required_argument, NULL, 0},
         {"idle-timeout", required_argument, NULL, 0},
+        {"default-memory", required_argument, NULL, 0},
+        {"default-pids", required_argument, NULL, 0},
+        {"default-cpus", required_argument, NULL, 0},
+        {"default-disk", required_argument, NULL, 0},
+        {"max-memory", required_argument, NULL, 0},
+        {"max-pids", required_argument, NULL, 0},
+        {"max-cpus", required_argument, NULL, 0},
+        {"max-disk", required_argument, NULL, 0},
+        {"max-timeout", required_argument, NULL, 0},
+        {"quota-sandboxes", required_argument, NULL, 0},
+        {"quota-memory", required_argument, NULL, 0},
+        {"quota-disk", required_argument, NULL, 0},
+        {"quota-snapshots", required_argument, NULL, 0},
+        {"quota-sessions", required_argument, NULL, 0},
+        {"quota-artifacts", required_argument, NULL, 0},
+        {"quota-artifact-bytes", required_argument, NULL, 0},
+        {"quota-templates", required_argument, NULL, 0},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     struct settings st = {.loop_nice = 10, .cfg = {.http = GBX_GATE_LIMITS_DEFAULT}};
     int c, idx;
+    {
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        gbx_limits_init(&st.limits, pages > 0 && psize > 0 ? (uint64_t)pages * (uint64_t)psize : 0,
+                        ncpu > 0 ? (unsigned)ncpu : 1);
+    }
     gbx_log_set_level(GBX_LOG_INFO);
     /* the file first, so that flags override it */
     const char *config = getenv("GLOVEBOX_CONFIG");
@@ -428,6 +473,14 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    {
+        char why[200];
+        if (gbx_limits_check(&st.limits, why, sizeof(why)) < 0) {
+            fprintf(stderr, "gloveboxd: %s\n", why);
+            return 2;
+        }
+    }
+    st.cfg.limits = &st.limits;
     struct gbx_server_config cfg = st.cfg;
     int kill_on_exit = st.kill_on_exit;
     int loop_nice = st.loop_nice;

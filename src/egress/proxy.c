@@ -5,7 +5,10 @@
  *   SO_ORIGINAL_DST -> the address the sandbox dialled -> the DNS name behind it (dns.c)
  *   policy on (name, port) -> deny (RST, audited) or go on
  *   ports 80 and 443, and any connection to be intercepted: peek (never consume) the first
- *     bytes: TLS ClientHello -> SNI, HTTP -> Host; a mismatch with the name is denied
+ *     bytes: TLS ClientHello -> SNI, HTTP -> Host; a mismatch with the name is denied, and so
+ *     is a connection to a name that says none (a ClientHello without SNI, a request without
+ *     Host); plain HTTP to a name is relayed, not spliced, so that every request on the
+ *     connection (a pipelined or keep-alive one too) has its Host checked
  *   resolve the name on the host; refuse loopback, private, link-local, metadata and the
  *     host's own addresses unless a rule names the address (DNS rebinding)
  *   connect, then either
@@ -349,7 +352,10 @@ static int on_head(void *arg, const struct gbx_http_req_info *req,
     } else if (strcmp(req->method, "CONNECT") == 0) {
         d.allow = 0;
         reason = "CONNECT through an intercepted connection";
-    } else if (req->host && req->host[0] && strcmp(req->host, c->name) != 0) {
+    } else if (req->host == NULL || req->host[0] == '\0') {
+        d.allow = 0;
+        reason = "a request without a Host header";
+    } else if (strcmp(req->host, c->name) != 0) {
         d.allow = 0;
         reason = "Host does not match the connection's name";
     } else if (c->l7) {
@@ -727,7 +733,10 @@ static void on_sniff(evutil_socket_t fd, short what, void *arg)
             return;
         if (r != GBX_SNIFF_OK)
             return deny(c, "malformed TLS ClientHello");
-        if (c->name[0] && c->seen[0] && strcmp(c->seen, c->name) != 0)
+        if (c->name[0] && c->seen[0] == '\0')
+            return deny(c, "a TLS ClientHello without a server name (the connection is to '%s')",
+                        c->name);
+        if (c->name[0] && strcmp(c->seen, c->name) != 0)
             return deny(c, "TLS server name '%s' does not match '%s'", c->seen, c->name);
         c->mode = "tls";
     } else if (looks_like_http(buf, len)) {
@@ -738,9 +747,14 @@ static void on_sniff(evutil_socket_t fd, short what, void *arg)
         if (r != GBX_SNIFF_OK)
             return deny(c, "malformed HTTP request");
         snprintf(c->seen, sizeof(c->seen), "%s", h.host);
-        if (c->name[0] && h.host[0] && strcmp(h.host, c->name) != 0)
+        if (c->name[0] && h.host[0] == '\0')
+            return deny(c, "an HTTP request without a Host header (the connection is to '%s')",
+                        c->name);
+        if (c->name[0] && strcmp(h.host, c->name) != 0)
             return deny(c, "HTTP Host '%s' does not match '%s'", h.host, c->name);
         c->mode = "http";
+        if (c->name[0])
+            c->intercept = 1; /* relayed: the next request's Host is checked too */
     } else {
         if (c->l7)
             return deny(c, "not HTTP: request rules cannot be applied");

@@ -18,7 +18,42 @@
 
 int gbx_template_name_valid(const char *name)
 {
-    return gbx_name_valid(name);
+    const char *at = name ? strchr(name, '@') : NULL;
+    if (at == NULL)
+        return gbx_name_valid(name);
+    char head[64];
+    size_t n = (size_t)(at - name);
+    if (n == 0 || n >= sizeof(head))
+        return -EINVAL;
+    memcpy(head, name, n);
+    head[n] = '\0';
+    return gbx_name_valid(head) < 0 ? -EINVAL : gbx_name_valid(at + 1);
+}
+
+size_t gbx_template_shown_len(const char *name)
+{
+    return strcspn(name, "@");
+}
+
+const char *gbx_template_shown(const char *name, char buf[GBX_TEMPLATE_SHOWN_MAX])
+{
+    size_t n = gbx_template_shown_len(name);
+    if (name[n] == '\0')
+        return name;
+    snprintf(buf, GBX_TEMPLATE_SHOWN_MAX, "%.*s", (int)n, name);
+    return buf;
+}
+
+int gbx_template_shown_is(const char *stored, const char *name)
+{
+    size_t n = gbx_template_shown_len(stored);
+    return strncmp(stored, name, n) == 0 && name[n] == '\0';
+}
+
+const char *gbx_template_owner(const char *name)
+{
+    const char *at = strchr(name, '@');
+    return at ? at + 1 : "";
 }
 
 /* The host /etc entries a working userland needs and that hold no host secrets. */
@@ -871,9 +906,12 @@ int gbx_template_install_layers(const char *state_dir, const char *name, const c
             goto fail;
     }
     created = gbx_rfc3339(gbx_realtime_ns());
-    conf = gbx_asprintf("format=%d\nbase=%s\nlayers=%zu\nsource=%s\ncreated=%s\ndescription=from "
-                        "%s on %s\n",
-                        GBX_TEMPLATE_FORMAT, base, nlayers, source, created, source, base);
+    /* the description is every key's to read (a shared template): no snapshot id in it */
+    char shown[GBX_TEMPLATE_SHOWN_MAX];
+    conf = gbx_asprintf("format=%d\nbase=%s\nlayers=%zu\nsource=%s\ncreated=%s\ndescription=a "
+                        "snapshot's files on %s\n",
+                        GBX_TEMPLATE_FORMAT, base, nlayers, source, created,
+                        gbx_template_shown(base, shown));
     if (gbx_template_install(state_dir, name, stage, conf, err) < 0)
         goto fail;
     return 0;

@@ -25,8 +25,19 @@ struct gbx_template {
     int usr_host; /* bind the host's /usr */
 };
 
-/* Validate a template name (same rules as sandbox ids). */
+/* Template names are per tenant. What a client names is "NAME" (1-63 of [a-z0-9-], as sandbox
+ * ids); the store keeps an API key's own template as "NAME@KEY" and a shared one (the admin's,
+ * visible to every key, read-only to them) as "NAME". A stored name: 0 or -EINVAL. */
 int gbx_template_name_valid(const char *name);
+/* The part of a stored name a client sees (its length: the NAME before any '@'). */
+size_t gbx_template_shown_len(const char *name);
+/* The NAME of a stored name, in buf when it has a key's part (else the name itself). */
+#define GBX_TEMPLATE_SHOWN_MAX 64
+const char *gbx_template_shown(const char *name, char buf[GBX_TEMPLATE_SHOWN_MAX]);
+/* Is name (as a client says it) the NAME of the stored name? */
+int gbx_template_shown_is(const char *stored, const char *name);
+/* The key a stored name belongs to, or "" for a shared template. */
+const char *gbx_template_owner(const char *name);
 /* Open a template; the built-in "host" one is generated on first use. */
 int gbx_template_open(const char *state_dir, const char *name, struct gbx_template *t,
                       struct gbx_err **err) GBX_WUR;

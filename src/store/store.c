@@ -127,6 +127,8 @@ static const char *const migrations[] = {
     ");"
     "CREATE INDEX artifacts_sha ON artifacts(sha256);"
     "CREATE INDEX artifacts_session ON artifacts(session, created_ns);",
+    /* 8: an API key's own quotas ("sandboxes=10,memory=4G"; NULL: the daemon's) */
+    "ALTER TABLE api_keys ADD COLUMN quota TEXT;",
 };
 
 #define GENESIS_HASH GBX_STORE_GENESIS_HASH
@@ -733,6 +735,50 @@ int gbx_store_apikey_each(struct gbx_store *s, gbx_store_apikey_fn fn, void *arg
     }
     sqlite3_finalize(st);
     return 0;
+}
+
+int gbx_store_apikey_quota_set(struct gbx_store *s, const char *name, const char *quota,
+                               struct gbx_err **err)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "UPDATE api_keys SET quota = ? WHERE name = ? AND revoked_ns IS NULL",
+                           -1, &st, NULL) != SQLITE_OK)
+        return gbx_store_db_err(s, err, "set the quota of API key");
+    if (quota && quota[0])
+        sqlite3_bind_text(st, 1, quota, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 1);
+    sqlite3_bind_text(st, 2, name, -1, SQLITE_STATIC);
+    strict_begin(s);
+    int rc = sqlite3_step(st);
+    strict_end(s);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return gbx_store_db_err(s, err, "set the quota of API key");
+    if (sqlite3_changes(s->db) == 0)
+        return gbx_err_set(err, ENOENT, GBX_ERR_NOT_FOUND, "no live API key named '%s'", name);
+    return 0;
+}
+
+int gbx_store_apikey_quota_get(struct gbx_store *s, const char *name, char **quota)
+{
+    *quota = NULL;
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT quota FROM api_keys WHERE name = ? AND revoked_ns IS NULL", -1,
+                           &st, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int found = 0;
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        found = 1;
+        const unsigned char *q = sqlite3_column_text(st, 0);
+        if (q)
+            *quota = gbx_xstrdup((const char *)q);
+    }
+    sqlite3_finalize(st);
+    return found;
 }
 
 /* ---- secrets -------------------------------------------------------------------------------- */

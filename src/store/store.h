@@ -71,6 +71,12 @@ int gbx_store_apikey_create(struct gbx_store *s, const char *name, char key[GBX_
 /* The name of the live (not revoked) key, copied into name; 1 found, 0 not, -1 error. */
 int gbx_store_apikey_check(struct gbx_store *s, const char *key, char *name, size_t namesz);
 int gbx_store_apikey_revoke(struct gbx_store *s, const char *name, struct gbx_err **err) GBX_WUR;
+/* A key's own quotas, as text ("sandboxes=10,memory=4G"; parsed by api/limits.h); NULL or ""
+ * clears them (the daemon's apply). -1 with *err NOT_FOUND for no live key of that name. */
+int gbx_store_apikey_quota_set(struct gbx_store *s, const char *name, const char *quota,
+                               struct gbx_err **err) GBX_WUR;
+/* 1 with *quota (malloc'd, NULL when the key has none of its own), 0 no live key, -1 error. */
+int gbx_store_apikey_quota_get(struct gbx_store *s, const char *name, char **quota);
 struct gbx_apikey_info {
     const char *name;
     int64_t created_ns, revoked_ns; /* revoked_ns 0: live */

@@ -63,6 +63,22 @@ for i in $(seq 100); do [ "$(metric 'glovebox_sandboxes{state="pooled"}')" = 2 ]
 check "the pool refills" [ "$(metric 'glovebox_sandboxes{state="pooled"}')" = 2 ]
 req GET /v1/sandboxes
 check "pooled sandboxes are not listed" [ "$(field 'len(j["sandboxes"])')" = 3 ]
+# a pooled sandbox whose init dies is never handed out: taken out, made again
+pooled_pids=$(python3 -c "
+import sqlite3
+print(' '.join(str(r[0]) for r in sqlite3.connect('$STATE/glovebox.db').execute(\"select init_pid from sandboxes where state = 'pooled'\")))")
+check "two pooled inits" [ "$(echo $pooled_pids | wc -w)" = 2 ]
+kill -9 $pooled_pids
+req POST /v1/sandboxes '{}'
+dead_pick=$(field 'j["id"]')
+check "a create after the pool's inits died: 201" [ "$code" = 201 ]
+req POST "/v1/sandboxes/$dead_pick/exec" '{"shell":"echo alive"}'
+check "and its sandbox works" [ "$(decode_stdout | head -n 1)" = alive ]
+check "the dead pooled sandboxes were removed, saying so" \
+    [ "$(grep -c "pooled sandbox '.*' is gone: its init died" "$T/daemon.log")" = 2 ]
+for i in $(seq 100); do [ "$(metric 'glovebox_sandboxes{state="pooled"}')" = 2 ] && break; sleep 0.05; done
+check "and the pool is made again" [ "$(metric 'glovebox_sandboxes{state="pooled"}')" = 2 ]
+req DELETE "/v1/sandboxes/$dead_pick"
 
 # idempotency: a retried create returns the first sandbox; a different body with the key is 409
 req POST /v1/sandboxes '{"labels":{"team":"c"},"idempotency_key":"retry-1"}'

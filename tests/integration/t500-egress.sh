@@ -92,6 +92,19 @@ check "a TLS server name other than the resolved name is refused" eval \
     'probe pa https https://api.test/ other.test | grep -q "^ERR"'
 check "an HTTP Host other than the resolved name is refused" eval \
     'probe pa http http://api.test/ other.test | grep -q "^ERR"'
+# a connection to a name must say which name (issue 14 #11): no SNI, no Host, and every request
+# of a connection, a pipelined one too, names the connection's host
+check "a TLS ClientHello without a server name to a name is refused" eval \
+    'probe pa nosni api.test 443 | grep -q "^ERR"'
+check "HTTP/1.0 without Host to a name is refused" eval \
+    'probe pa http10 api.test /t500-nohost | grep -q -e "^ERR" -e "^closed"'
+out=$(probe pa pipeline api.test /t500-pipe1 other.test /t500-pipe2)
+check "a pipelined request with another Host: the first is answered, the second refused" \
+    eval "echo '$out' | grep -q 'responses [12]' && grep -q '/t500-pipe1' '$T/upstream.log'"
+check "and the second never reached the upstream" eval "! grep -q '/t500-pipe2' '$T/upstream.log'"
+check "nor did the request without Host" eval "! grep -q '/t500-nohost' '$T/upstream.log'"
+check "keep-alive requests to the same name all go (relayed plain HTTP)" \
+    [ "$(probe pa keepalive http://api.test/ka 3)" = "200 no 200 no 200 no" ]
 
 # ---- request rules: method and path prefix (the host is intercepted for them) -------------
 mk pl "{\"rules\":[{\"action\":\"allow\",\"host\":\"api.test\",\"methods\":[\"GET\"],\"path_prefix\":\"/v1/\"},{\"action\":\"allow\",\"host\":\"$UP\"}]}"

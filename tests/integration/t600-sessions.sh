@@ -47,6 +47,23 @@ dumb" ]
 # ---- files ------------------------------------------------------------------------------------
 x f1 write '{"file_path":"notes/a.txt","content":"hello\nworld\nworld\n"}'
 check "write (parents created)" [ "$(text)" = "wrote 18 bytes to /workspace/notes/a.txt" ]
+# the host's copy of the workspace cannot take a change (its directory made immutable): the
+# answer says so, and so does the recorded result, rather than a plain success
+CK="$STATE/sessions/$SID/workspace/notes"
+if chattr +i "$CK" 2>/dev/null; then
+    x fck write '{"file_path":"notes/ck.txt","content":"kept?"}'
+    check "a checkpoint that cannot take a write: the answer warns" eval \
+        "[ \"\$(err)\" = False ] && text | grep -q 'workspace checkpoint could not be brought up to date (notes/ck.txt'"
+    x fck2 bash '{"command":"echo x > notes/ck2.txt"}'
+    check "the same after bash" eval "text | grep -q 'checkpoint could not be brought up to date (notes/ck2.txt'"
+    chattr -i "$CK"
+    x fck write '{"file_path":"notes/ck.txt","content":"kept?"}'
+    check "its replay carries the warning too (it is what was recorded)" eval \
+        "text | grep -q 'could not be brought up to date'"
+    x fck3 bash '{"command":"rm notes/ck.txt notes/ck2.txt"}'
+else
+    echo "# skip: chattr +i is not supported on the state dir's file system"
+fi
 x f2 read '{"file_path":"notes/a.txt"}'
 check "read gives the raw text" [ "$(text)" = "hello
 world

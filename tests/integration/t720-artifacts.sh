@@ -120,6 +120,22 @@ done
 pub "{\"path\":\"$T/hostsecret\"}"
 check "the host file's own path is not found in the sandbox" [ "$code" = 404 ]
 
+# ---- what the sandbox's root cannot read, a publish cannot either (issue 14 #9) -------------
+# The copier once ran with euid 0, which owns the sandbox's user namespace and so passed the
+# ptrace check that refuses /proc/1/maps to the sandbox's root.
+inside=$("$GB" exec "$SB" -- sh -c 'cat /proc/1/maps >/dev/null 2>&1 && echo read; cat /proc/1/environ >/dev/null 2>&1 && echo read; echo end' 2>&1)
+check "inside, the sandbox's root cannot read init's maps or environ" [ "$inside" = end ]
+for f in maps environ; do
+    pub "{\"path\":\"/proc/1/$f\"}"
+    check "publish /proc/1/$f: 403, read as the sandbox's root" eval "[ '$code' = 403 ] && grep -q \"sandbox's root\" '$T/body'"
+done
+pub '{"path":"/proc/1/status"}'
+check "what it can read, a publish can: /proc/1/status" [ "$code" = 201 ]
+req DELETE "/v1/artifacts/$(field "j['id']")"
+pub '{"path":"/tmp/out.txt","name":"after"}'
+check "and the worker that refused reads as before" eval "[ '$code' = 201 ] && [ \"\$(field \"j['sha256']\")\" = '$SHA1' ]"
+req DELETE "/v1/artifacts/$(field "j['id']")"
+
 # ---- a directory ---------------------------------------------------------------------------
 pub '{"path":"/tmp/d","name":"tree"}'
 check "publish a directory: 201, kind dir" eval "[ '$code' = 201 ] && [ \"\$(field \"j['kind']\")\" = dir ] && [ \"\$(field \"j['content_type']\")\" = application/x-tar ]"

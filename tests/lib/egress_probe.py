@@ -15,6 +15,10 @@
 #   hold HOST PORT FILE     (background) an echo conversation every 50 ms; writes "cut" to FILE
 #                           when it breaks
 #   dnsjunk                 malformed DNS over UDP and TCP to the configured server
+#   nosni HOST PORT         a TLS handshake without a server name: "handshake" or ERR
+#   http10 HOST PATH        "GET PATH HTTP/1.0" without Host: the status, "closed" or ERR
+#   pipeline HOST P1 OTHER P2  two requests in one write, the second with Host OTHER: how
+#                           many responses came back before the connection ended
 # Errors print "ERR <errno name or exception class>".
 import errno
 import http.client
@@ -106,6 +110,32 @@ def main(a):
                 return "data" if d else "closed"
             except ConnectionResetError:
                 return "reset"
+        if cmd == "nosni":
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            ctx.wrap_socket(socket.create_connection((a[1], int(a[2])), timeout=5))
+            return "handshake"
+        if cmd in ("http10", "pipeline"):
+            s = socket.create_connection((a[1], 80), timeout=5)
+            if cmd == "http10":
+                s.sendall(b"GET " + a[2].encode() + b" HTTP/1.0\r\n\r\n")
+            else:
+                s.sendall(b"GET " + a[2].encode() + b" HTTP/1.1\r\nHost: " + a[1].encode() +
+                          b"\r\n\r\nGET " + a[4].encode() + b" HTTP/1.1\r\nHost: " +
+                          a[3].encode() + b"\r\nConnection: close\r\n\r\n")
+            got = b""
+            try:
+                while True:
+                    d = s.recv(65536)
+                    if not d:
+                        break
+                    got += d
+            except (ConnectionResetError, socket.timeout):
+                pass
+            if cmd == "http10":
+                return got.split(b"\r\n")[0].split(b" ")[1].decode() if got else "closed"
+            return "responses %d" % got.count(b"HTTP/1.")
         if cmd == "udp":
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             s.sendto(b"x", (a[1], int(a[2])))
