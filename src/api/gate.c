@@ -31,8 +31,12 @@ struct gbx_gate {
     void *arg;
     struct gate_conn *conns; /* every connection not yet torn down */
     unsigned nconns;         /* of them, those counted against the caps */
+    unsigned open;           /* of them, those set up (the /metrics gauge) */
     uint64_t refused, refused_unlogged;
     int64_t refused_logged_ns;
+    uint64_t head_only;   /* requests forwarded without their body */
+    uint64_t malformed;   /* connections closed on a malformed request */
+    uint64_t timeouts[3]; /* closed: head, body, idle */
 };
 
 struct gate_conn {
@@ -214,6 +218,9 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
             why = "idle (gloveboxd --idle-timeout)";
     }
     if (why) {
+        c->g->timeouts[p == GBX_HTTP_RELAY_IN_BODY                   ? 1
+                       : p == GBX_HTTP_RELAY_IDLE && c->requests > 0 ? 2
+                                                                     : 0]++;
         if (p != GBX_HTTP_RELAY_IDLE)
             gbx_log_info("http %s: closing the connection from '%s' in its %s: %s", c->g->name,
                          c->ip[0] ? c->ip : "local", phase_name(p), why);
@@ -265,6 +272,7 @@ static void conn_setup(struct gate_conn *c)
     if (c->fd < 0)
         return;
     by_fd_set(c->fd, c);
+    c->g->open++;
     c->wev = event_new(c->g->base, c->fd, EV_WRITE, on_writable, c);
     GBX_BUG_ON(c->wev == NULL);
     struct gbx_gate *g = c->g;
@@ -318,6 +326,8 @@ static int on_head(void *arg, const struct gbx_http_req_info *req,
     int allow = !upgrade && (c->g == NULL || c->g->allow == NULL || c->g->allow(c->g->arg, req));
     if (allow)
         return 0;
+    if (c->g)
+        c->g->head_only++;
     gbx_log_debug("http %s: '%s %s' from '%s' may not carry a body: its head alone goes on",
                   c->g ? c->g->name : "-", req->method, req->path, c->ip[0] ? c->ip : "local");
     *hdrs = close_hdr;
@@ -355,6 +365,8 @@ static enum bufferevent_filter_result in_filter(struct evbuffer *src, struct evb
             c->stopped = 1; /* evhttp answers the head and closes */
         } else if (r != 0) {
             c->stopped = 1;
+            if (c->g)
+                c->g->malformed++;
             direct_reply(c, 400, "Bad Request", "invalid",
                          "malformed HTTP request (RFC 9112; heads of at most 16 KiB)");
             conn_close(c, "malformed request");
@@ -441,6 +453,8 @@ static void conn_free(void *arg)
             c->next->prev = c->prev;
         if (c->counted)
             g->nconns--;
+        if (c->fd >= 0)
+            g->open--;
         if (c->timer)
             event_free(c->timer);
         if (c->wev)
@@ -529,12 +543,20 @@ void gbx_gate_request_done(struct evhttp_request *req)
     conn_arm(c, now);
 }
 
-unsigned gbx_gate_conns(const struct gbx_gate *g)
+void gbx_gate_metrics(const struct gbx_gate *g, struct evbuffer *b)
 {
-    return g ? g->nconns : 0;
-}
-
-uint64_t gbx_gate_refused(const struct gbx_gate *g)
-{
-    return g ? g->refused : 0;
+    if (g == NULL)
+        return;
+    const char *l = g->name;
+    evbuffer_add_printf(b, "glovebox_http_connections{listener=\"%s\"} %u\n", l, g->open);
+    evbuffer_add_printf(b, "glovebox_http_refused_total{listener=\"%s\"} %llu\n", l,
+                        (unsigned long long)g->refused);
+    evbuffer_add_printf(b, "glovebox_http_head_only_total{listener=\"%s\"} %llu\n", l,
+                        (unsigned long long)g->head_only);
+    evbuffer_add_printf(b, "glovebox_http_malformed_total{listener=\"%s\"} %llu\n", l,
+                        (unsigned long long)g->malformed);
+    static const char *const phase[3] = {"header", "body", "idle"};
+    for (int i = 0; i < 3; i++)
+        evbuffer_add_printf(b, "glovebox_http_timeouts_total{listener=\"%s\",phase=\"%s\"} %llu\n",
+                            l, phase[i], (unsigned long long)g->timeouts[i]);
 }

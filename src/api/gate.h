@@ -69,8 +69,10 @@ void gbx_gate_free(struct gbx_gate *g);
 /* A request's reply is complete (api/reqmetrics.c calls this for every tracked request): the
  * connection's idle timer may start. */
 void gbx_gate_request_done(struct evhttp_request *req);
-/* Open connections through g (for /metrics), and those refused over a cap so far. */
-unsigned gbx_gate_conns(const struct gbx_gate *g);
-uint64_t gbx_gate_refused(const struct gbx_gate *g);
+/* g's series for /metrics (the daemon's counters, admin only): open connections, refused over a
+ * cap, requests forwarded without their body, connections closed on a malformed request or by a
+ * timeout (by phase). NULL-safe. */
+struct evbuffer;
+void gbx_gate_metrics(const struct gbx_gate *g, struct evbuffer *b);
 
 #endif

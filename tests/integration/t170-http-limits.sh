@@ -44,13 +44,22 @@ drive timeouts
 drive big
 code=$(curl -s -o "$T/body" -w '%{http_code}' -H "X-API-Key: $a" "$U/v1/sandboxes/lim/files/stat?path=/tmp/big")
 check "the big upload is all there" eval '[ "$code" = 200 ] && grep -q "\"size\": *60000000" "$T/body"'
-check "a refused connection, a timeout and a stall are logged" \
+# metric NAME: its value on the admin socket's /metrics
+metric() { curl -s --unix-socket "$S" http://glovebox/metrics | awk -v n="$1" '$1 == n {print $2}'; }
+check "/metrics counts the requests answered from their head alone" \
+    [ "$(metric 'glovebox_http_head_only_total{listener="tcp"}')" -ge 8 ]
+check "/metrics counts the timeouts by phase" eval \
+    '[ "$(metric "glovebox_http_timeouts_total{listener=\"tcp\",phase=\"header\"}")" -ge 3 ] &&
+     [ "$(metric "glovebox_http_timeouts_total{listener=\"tcp\",phase=\"body\"}")" -ge 1 ] &&
+     [ "$(metric "glovebox_http_timeouts_total{listener=\"tcp\",phase=\"idle\"}")" -ge 1 ]'
+check "a timeout and a stall are logged" \
     grep -q "closing the connection from '127.0.0.1' in its body: the request body stalled" "$T/daemon.log"
 
 # caps and rate limits: small ones
 kill "$DPID"; wait "$DPID" 2>/dev/null; DPID=
 start_daemon --listen "127.0.0.1:$PORT" --max-conns 6 --max-conns-per-ip 3 --rate-limit 5/5
 drive caps
+check "/metrics counts the refused connections" [ "$(metric 'glovebox_http_refused_total{listener="tcp"}')" -ge 2 ]
 check "connections over a cap are logged" grep -q "refused a connection from '127.0.0.1': too many open connections from this address" "$T/daemon.log"
 code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" http://glovebox/healthz)
 check "the admin socket is not capped" [ "$code" = 200 ]
