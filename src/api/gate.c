@@ -187,6 +187,15 @@ static void conn_arm(struct gate_conn *c, int64_t now)
 
 static void conn_setup(struct gate_conn *c);
 
+/* A body older than the grace period whose average rate is under the minimum. */
+static int body_too_slow(const struct gate_conn *c, int64_t now)
+{
+    uint64_t min = c->g ? c->g->lim.body_min_rate : 0;
+    double secs = (double)(now - c->phase_ns) / 1e9;
+    return min && c->phase == GBX_HTTP_RELAY_IN_BODY && secs >= GBX_GATE_RATE_GRACE_S &&
+           (double)c->body_bytes < (double)min * secs;
+}
+
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct gate_conn *c = arg;
@@ -207,11 +216,9 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         if (l->header_timeout_ms && now - from >= (int64_t)l->header_timeout_ms * 1000000)
             why = "the request head did not arrive in time (gloveboxd --header-timeout)";
     } else if (p == GBX_HTTP_RELAY_IN_BODY) {
-        double secs = (double)(now - c->phase_ns) / 1e9;
         if (l->body_timeout_ms && now - c->last_byte_ns >= (int64_t)l->body_timeout_ms * 1000000)
             why = "the request body stalled (gloveboxd --body-timeout)";
-        else if (l->body_min_rate && secs >= GBX_GATE_RATE_GRACE_S &&
-                 (double)c->body_bytes < (double)l->body_min_rate * secs)
+        else if (body_too_slow(c, now))
             why = "the request body arrives too slowly (gloveboxd --body-min-rate)";
     } else if (p == GBX_HTTP_RELAY_IDLE && c->inflight == 0) {
         if (l->idle_timeout_ms && now - c->phase_ns >= (int64_t)l->idle_timeout_ms * 1000000)
@@ -374,10 +381,19 @@ static enum bufferevent_filter_result in_filter(struct evbuffer *src, struct evb
         if (lim > 0 && evbuffer_get_length(dst) - before >= (size_t)lim)
             break;
     }
-    if (!c->stopped)
+    if (c->stopped) {
+        if (c->timer && !c->closing)
+            event_del(c->timer); /* evhttp's answer ends it */
+    } else {
         conn_arm(c, now);
-    else if (c->timer && !c->closing)
-        event_del(c->timer); /* evhttp's answer ends it */
+        if (body_too_slow(c, now)) { /* a steady trickle never lets the timer run */
+            gbx_log_info("http %s: closing the connection from '%s' in its body: the request "
+                         "body arrives too slowly (gloveboxd --body-min-rate)",
+                         c->g->name, c->ip[0] ? c->ip : "local");
+            c->g->timeouts[1]++;
+            conn_close(c, "the request body arrives too slowly");
+        }
+    }
     return evbuffer_get_length(dst) > before ? BEV_OK : BEV_NEED_MORE;
 }
 

@@ -223,6 +223,23 @@ def timeouts():
                "Content-Length: 100000\r\n\r\n" % (sandbox, key_a)).encode() + b"y" * 1000)
     check("a stalled body is closed after the body timeout", closed_within(s, 6))
     s.close()
+    # a body that never pauses for long but comes too slowly (--body-min-rate 64K here) is
+    # closed once it is GBX_GATE_RATE_GRACE_S (5) seconds old
+    s = conn()
+    s.sendall(("PUT /v1/sandboxes/%s/files?path=/tmp/slow HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\n"
+               "Content-Length: 10000000\r\n\r\n" % (sandbox, key_a)).encode())
+    t0 = time.monotonic()
+    dripped = False
+    try:
+        while time.monotonic() - t0 < 12:
+            s.send(b"z" * 8192)  # 16 KiB/s: never a pause of a second
+            time.sleep(0.5)
+    except OSError:
+        dripped = True
+    took = time.monotonic() - t0
+    check("a body slower than the minimum rate is closed after its grace period",
+          dripped and 4 < took < 10, "closed %s after %.1f s" % (dripped, took))
+    s.close()
     # keep-alive: a second request on the connection works, then the idle timeout closes it
     s = conn()
     request(s, "GET", "/v1/sandboxes", {"X-API-Key": key_a})

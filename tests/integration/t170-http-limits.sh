@@ -24,7 +24,8 @@ drive() {
     true
 }
 
-start_daemon --listen "127.0.0.1:$PORT" --header-timeout 1s --body-timeout 1s --idle-timeout 2s
+start_daemon --listen "127.0.0.1:$PORT" --header-timeout 1s --body-timeout 1s --idle-timeout 2s \
+    --body-min-rate 64K
 a=$("$GB" apikey create lim-a 2>/dev/null)
 b=$("$GB" apikey create lim-b 2>/dev/null)
 check "two API keys" eval '[ -n "$a" ] && [ -n "$b" ]'
