@@ -92,8 +92,7 @@ static const char *phase_name(enum gbx_http_relay_phase p)
     }
 }
 
-/* ---- closing ----------------------------------------------------------------------------------
- */
+/* ---- closing -------------------------------------------------------------------------------- */
 
 /* Write a short answer straight to the socket (what does not fit is dropped: the connection
  * closes right after). Only when no reply of evhttp's is on its way. */
@@ -132,8 +131,7 @@ static void conn_close(struct gate_conn *c, const char *why)
         event_active(c->timer, EV_TIMEOUT, 1);
 }
 
-/* ---- timers -----------------------------------------------------------------------------------
- */
+/* ---- timers --------------------------------------------------------------------------------- */
 
 static void conn_arm(struct gate_conn *c, int64_t now)
 {
@@ -240,8 +238,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 static void on_writable(evutil_socket_t fd, short what, void *arg);
 static void on_output_added(struct evbuffer *b, const struct evbuffer_cb_info *info, void *arg);
 
-/* ---- set-up and the caps ----------------------------------------------------------------------
- */
+/* ---- set-up and the caps -------------------------------------------------------------------- */
 
 static unsigned conns_from(const struct gbx_gate *g, const char *ip)
 {
@@ -316,8 +313,7 @@ static void conn_setup(struct gate_conn *c)
     conn_arm(c, gbx_monotonic_ns());
 }
 
-/* ---- the filters ------------------------------------------------------------------------------
- */
+/* ---- the filters ---------------------------------------------------------------------------- */
 
 static int on_head(void *arg, const struct gbx_http_req_info *req,
                    const struct gbx_http_header **hdrs, size_t *nhdrs)
@@ -507,8 +503,7 @@ static struct bufferevent *new_bev(struct event_base *base, void *arg)
     return c->filter;
 }
 
-/* ---- the gate ---------------------------------------------------------------------------------
- */
+/* ---- the gate ------------------------------------------------------------------------------- */
 
 struct gbx_gate *gbx_gate_new(struct event_base *base, const struct gbx_gate_limits *lim,
                               int capped, const char *name, gbx_gate_allow_fn allow, void *arg)
