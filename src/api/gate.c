@@ -44,11 +44,12 @@ struct gate_conn {
     struct gbx_gate *g; /* NULL once the gate is gone (the daemon is stopping) */
     struct bufferevent *filter;
     struct gbx_http_relay *relay;
-    struct event *timer; /* the deadline of the current phase; also runs a close */
-    struct event *wev;   /* the socket is writable again */
-    int fd;              /* -1 until set up */
-    int counted;         /* against the caps */
-    int stopped;         /* head-only forwarded, or malformed: input is dropped */
+    struct event *timer;              /* the deadline of the current phase; also runs a close */
+    struct event *wev;                /* the socket is writable again */
+    struct evbuffer_cb_entry *out_cb; /* on the filter's output: on_output_added */
+    int fd;                           /* -1 until set up */
+    int counted;                      /* against the caps */
+    int stopped;                      /* head-only forwarded, or malformed: input is dropped */
     int closing;
     unsigned inflight; /* heads given to evhttp whose reply is not complete */
     uint64_t requests;
@@ -472,6 +473,8 @@ static void conn_free(void *arg)
         if (c->wev)
             event_free(c->wev);
     }
+    if (c->out_cb) /* the filter is being destroyed, not yet gone */
+        evbuffer_remove_cb_entry(bufferevent_get_output(c->filter), c->out_cb);
     gbx_http_relay_free(c->relay);
     free(c);
 }
@@ -492,7 +495,7 @@ static struct bufferevent *new_bev(struct event_base *base, void *arg)
     GBX_BUG_ON(c->filter == NULL);
     c->timer = evtimer_new(base, on_timer, c);
     GBX_BUG_ON(c->timer == NULL);
-    evbuffer_add_cb(bufferevent_get_output(c->filter), on_output_added, c);
+    c->out_cb = evbuffer_add_cb(bufferevent_get_output(c->filter), on_output_added, c);
     c->next = g->conns;
     if (g->conns)
         g->conns->prev = c;
