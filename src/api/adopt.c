@@ -384,6 +384,51 @@ static void reap_orphans(struct gbx_server *s)
     }
 }
 
+/* Hibernate images of no sandbox (its row gone while a daemon was down, or removed by hand):
+ * nothing can wake them, and they can be large. Removed behind, on a worker. */
+static void sweep_images(struct gbx_server *s)
+{
+    gbx_autofree char *dir = gbx_asprintf("%s/hibernate", s->rt.state_dir);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        if (gbx_sandbox_id_valid(de->d_name) < 0 || known_id(s, de->d_name))
+            continue;
+        gbx_log_warn("removing the hibernate image of '%s': no sandbox has it", de->d_name);
+        gbx_hibernate_discard(s, de->d_name);
+    }
+    closedir(d);
+}
+
+static int found_row(void *arg, const struct gbx_audit_row *r)
+{
+    (void)r;
+    *(int *)arg = 1;
+    return 1;
+}
+
+/* A sandbox whose row was written but whose sandbox.create record was not (its daemon died
+ * between the two: the record is written behind): the record is made now, as its owner's,
+ * saying so, so that no sandbox lives without the audit log knowing who made it. */
+static void create_recorded(struct gbx_server *s, const struct gbx_live *l)
+{
+    int found = 0;
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (gbx_store_audit_query(s->store, l->sb->id, "sandbox.create", 0, 1, found_row, &found,
+                              &err) < 0 ||
+        found)
+        return;
+    struct gbx_actor who;
+    gbx_actor_for(&who, l->owner);
+    json_t *spec = l->spec_text ? json_loads(l->spec_text, 0, NULL) : NULL;
+    gbx_server_audit(s, &who, "sandbox.create", l->sb->id,
+                     json_pack("{s:o,s:s}", "spec", spec ? spec : json_object(), "recorded",
+                               "at adoption: its daemon stopped before recording the create"));
+    gbx_log_warn("sandbox '%s' had no create record (its daemon stopped first): recorded now",
+                 l->sb->id);
+}
+
 /* Take back the sandboxes an earlier daemon left running; clean up those that died. */
 int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err)
 {
@@ -413,6 +458,7 @@ int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err)
     /* (audit records are written after the walk: it holds a read statement) */
     for (struct gbx_live *l = s->live; l; l = l->next) {
         gbx_log_info("adopted sandbox '%s'", l->sb->id);
+        create_recorded(s, l);
         gbx_server_audit(s, &gbx_actor_system, "sandbox.adopt", l->sb->id, NULL);
         /* the image of a hibernate or a wake that its daemon did not finish: of no use to a
          * sandbox that runs (its row is written again: it says hibernated after a wake) */
@@ -441,5 +487,6 @@ int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err)
         free(g);
     }
     reap_orphans(s);
+    sweep_images(s);
     return 0;
 }

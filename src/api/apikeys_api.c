@@ -150,9 +150,11 @@ static void handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
             gbx_http_reply_err(req, err);
             gbx_err_free(err);
         } else {
-            gbx_server_audit(s, who, "apikey.create", NULL,
-                             json_pack("{s:s,s:s?}", "name", n, "quota", json_string_value(quota)));
-            gbx_http_reply_json(req, 201, json_pack("{s:s,s:s}", "name", n, "key", key));
+            /* answered once the record is durable (api/audit.c) */
+            gbx_server_audit_reply(
+                s, who->name, "apikey.create", NULL,
+                json_pack("{s:s,s:s?}", "name", n, "quota", json_string_value(quota)), req, 201,
+                json_pack("{s:s,s:s}", "name", n, "key", key));
         }
         json_decref(body);
         return;
@@ -174,8 +176,8 @@ static void handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
             gbx_err_free(err);
             return;
         }
-        gbx_server_audit(s, who, "apikey.revoke", NULL, json_pack("{s:s}", "name", name));
-        gbx_http_reply_json(req, 204, NULL);
+        gbx_server_audit_reply(s, who->name, "apikey.revoke", NULL,
+                               json_pack("{s:s}", "name", name), req, 204, NULL);
         return;
     }
     method_not_allowed(req, name ? "DELETE" : "GET, POST");

@@ -894,12 +894,17 @@ static void publish_done(void *arg)
         pub_free(p);
         return;
     }
-    gbx_server_audit_as(p->s, p->actor, "artifact.publish", p->sandbox,
-                        json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:I}", "id", id, "sha256", p->sha,
-                                  "name", p->name, "kind", p->kind, "size", (json_int_t)p->size,
-                                  "path", p->path, "skipped", (json_int_t)p->skipped));
-    if (p->req)
-        gbx_http_reply_json(p->req, 201, artifact_json(&a));
+    json_t *detail = json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:I}", "id", id, "sha256", p->sha, "name",
+                               p->name, "kind", p->kind, "size", (json_int_t)p->size, "path",
+                               p->path, "skipped", (json_int_t)p->skipped);
+    if (p->req) { /* answered once the record is durable (api/audit.c) */
+        pub_reply_start(p);
+        gbx_server_audit_reply(p->s, p->actor, "artifact.publish", p->sandbox, detail, p->req, 201,
+                               artifact_json(&a));
+        p->req = NULL;
+    } else {
+        gbx_server_audit_as(p->s, p->actor, "artifact.publish", p->sandbox, detail);
+    }
     pub_free(p);
 }
 
@@ -1174,10 +1179,10 @@ static void handle_delete(struct gbx_server *s, const struct gbx_actor *who,
     }
     if (r == 0)
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "artifact '%s' not found", id);
-    gbx_server_audit(
-        s, who, "artifact.delete", NULL,
-        json_pack("{s:s,s:s,s:I}", "id", id, "sha256", row.sha, "size", (json_int_t)row.size));
-    evhttp_send_reply(req, 204, "No Content", NULL);
+    gbx_server_audit_reply(
+        s, who->name, "artifact.delete", NULL,
+        json_pack("{s:s,s:s,s:I}", "id", id, "sha256", row.sha, "size", (json_int_t)row.size), req,
+        204, NULL);
 }
 
 /* ---- download ---------------------------------------------------------------------------- */

@@ -316,7 +316,10 @@ void gbx_e2b_data(struct gbx_server *s, struct event_base *base, struct evhttp_r
         return gbx_e2b_error(req, 400, "malformed request URI");
     const char *port =
         evhttp_find_header(evhttp_request_get_input_headers(req), "E2b-Sandbox-Port");
-    if (port && strcmp(port, "49999") == 0)
+    int interp = port && strcmp(port, "49999") == 0;
+    if (gbx_server_admit(s, req, path, interp ? GBX_ADMIT_E2B_INTERP : GBX_ADMIT_E2B_DATA) < 0)
+        return;
+    if (interp)
         return gbx_e2b_interp(s, who, base, req, l, path);
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     if (strcmp(path, "/health") == 0) {

@@ -70,8 +70,8 @@ static void handle_block(struct gbx_server *s, const struct gbx_actor *who,
         gbx_err_free(err);
         return;
     }
-    gbx_server_audit(s, who, on ? "egress.block" : "egress.unblock", NULL, NULL);
-    gbx_http_reply_json(req, 200, json_pack("{s:b}", "blocked", on));
+    gbx_server_audit_reply(s, who->name, on ? "egress.block" : "egress.unblock", NULL, NULL, req,
+                           200, json_pack("{s:b}", "blocked", on));
 }
 
 /* {name?, value, hosts, header}: name comes from the path for PUT */
@@ -111,9 +111,9 @@ static void secret_write(struct gbx_server *s, const struct gbx_actor *who,
         json_decref(body);
         return;
     }
-    gbx_server_audit(s, who, name ? "secret.replace" : "secret.create", NULL,
-                     json_pack("{s:s}", "name", n));
-    gbx_http_reply_json(req, name ? 200 : 201, gbx_egress_secret_info(eg, n));
+    gbx_server_audit_reply(s, who->name, name ? "secret.replace" : "secret.create", NULL,
+                           json_pack("{s:s}", "name", n), req, name ? 200 : 201,
+                           gbx_egress_secret_info(eg, n));
     json_decref(body); /* n may point into it */
 }
 
@@ -154,8 +154,8 @@ static void handle_secrets(struct gbx_server *s, const struct gbx_actor *who,
             gbx_err_free(err);
             return;
         }
-        gbx_server_audit(s, who, "secret.revoke", NULL, json_pack("{s:s}", "name", name));
-        evhttp_send_reply(req, 204, "No Content", NULL);
+        gbx_server_audit_reply(s, who->name, "secret.revoke", NULL,
+                               json_pack("{s:s}", "name", name), req, 204, NULL);
         return;
     }
     not_allowed(req, "GET, PUT, DELETE");
@@ -219,8 +219,8 @@ void gbx_api_sandbox_network(struct gbx_server *s, const struct gbx_actor *who,
     json_t *pj = gbx_egress_policy_json(p);
     gbx_egress_policy_free(p);
     gbx_sandboxes_set_attr(s, l, "network", json_incref(pj)); /* survives a restart */
-    gbx_server_audit(s, who, "sandbox.network", l->sb->id, json_incref(pj));
-    gbx_http_reply_json(req, 200, json_pack("{s:s,s:o}", "sandbox", l->sb->id, "network", pj));
+    gbx_server_audit_reply(s, who->name, "sandbox.network", l->sb->id, json_incref(pj), req, 200,
+                           json_pack("{s:s,s:o}", "sandbox", l->sb->id, "network", pj));
 }
 
 struct log_ctx {

@@ -68,6 +68,17 @@ enum mode {
     MODE_ATTACH, /* GET /processes/{proc}/stream: attached, output, exit */
 };
 
+/* What became of a stream's audit records: shared by the stream and the completions of its
+ * exec.start and exec.end records (the stream may be gone by then: st is NULL once it is). An
+ * exit is acknowledged (the wait reply, the exit event) only once both are durable. */
+struct exec_rec {
+    int refs;
+    struct stream *st;
+    int failed; /* a record could not be written: kind, msg */
+    enum gbx_err_kind kind;
+    char msg[512];
+};
+
 /* run-and-wait: one stream's captured output */
 struct capture {
     uint8_t *buf;
@@ -103,7 +114,10 @@ struct stream {
     int paused; /* not reading the agent until the client drains */
     int timed_out;
     int pty;
-    int keep_reading; /* after the client left, read and drop the output (ops streams) */
+    int keep_reading;     /* after the client left, read and drop the output (ops streams) */
+    struct exec_rec *rec; /* from the start (a reference) */
+    int ending;           /* exited; the reply waits for its exec.end record */
+    json_t *how;          /* while ending: how it ended */
     /* An ops stream may follow a process that another ops stream reads (its source) instead
      * of taking it over: the source sends it the events too. A subscriber has no agent. */
     struct stream *source;
@@ -112,6 +126,33 @@ struct stream {
 
 /* Every live stream, so that an attach can end the stream it takes a process from. */
 static struct stream *streams;
+
+static void rec_unref(struct exec_rec *r)
+{
+    if (r && --r->refs == 0)
+        free(r);
+}
+
+static void rec_fail(struct exec_rec *r, const struct gbx_err *err)
+{
+    if (r->failed)
+        return;
+    r->failed = 1;
+    r->kind = err->kind == GBX_ERR_STORAGE ? GBX_ERR_STORAGE : GBX_ERR_INTERNAL;
+    snprintf(r->msg, sizeof(r->msg), "%s", err->msg);
+}
+
+/* exec.start is durable, or could not be written (the stream may be gone) */
+static void on_start_recorded(void *arg, const struct gbx_err *err)
+{
+    struct exec_rec *r = arg;
+    if (err) {
+        gbx_log_error("sandbox '%s': cannot record the start of process %u: %s",
+                      r->st ? r->st->sandbox : "-", r->st ? r->st->proc : 0, err->msg);
+        rec_fail(r, err);
+    }
+    rec_unref(r);
+}
 
 static void stream_free(struct stream *st)
 {
@@ -137,6 +178,11 @@ static void stream_free(struct stream *st)
     if (st->keepalive)
         event_free(st->keepalive);
     gbx_aconn_free(st->agent);
+    if (st->rec) {
+        st->rec->st = NULL;
+        rec_unref(st->rec);
+    }
+    json_decref(st->how);
     json_decref(st->what);
     free(st->out.buf);
     free(st->err.buf);
@@ -164,8 +210,10 @@ static struct stream *stream_new(struct gbx_server *srv, const struct gbx_actor 
     return st;
 }
 
-/* exec.end or exec.detach: what ran, how it ended, how much it said, how long it took. */
-static void audit_end(struct stream *st, const char *kind, json_t *how)
+/* exec.end or exec.detach: what ran, how it ended, how much it said, how long it took; done
+ * (may be NULL) once it is durable or could not be written. */
+static void audit_end_then(struct stream *st, const char *kind, json_t *how,
+                           gbx_server_audit_fn done, void *arg)
 {
     json_t *d = json_deep_copy(st->what);
     json_object_set_new(d, "process", json_integer(st->proc));
@@ -177,8 +225,13 @@ static void audit_end(struct stream *st, const char *kind, json_t *how)
     if (how)
         json_object_update(d, how);
     json_decref(how);
-    gbx_server_audit_as(st->srv, st->actor, kind, st->sandbox, d);
+    gbx_server_audit_then(st->srv, st->actor, kind, st->sandbox, d, done, arg);
     gbx_server_exec_bytes(st->srv, st->out_bytes, st->err_bytes);
+}
+
+static void audit_end(struct stream *st, const char *kind, json_t *how)
+{
+    audit_end_then(st, kind, how, NULL, NULL);
 }
 
 static void detach_client(struct stream *st)
@@ -255,6 +308,8 @@ static void on_client_close(struct evhttp_connection *conn, void *arg)
     if (st->req && evhttp_request_get_connection(st->req) == NULL)
         evhttp_send_reply_end(st->req);
     st->req = NULL;
+    if (st->ending)
+        return; /* it exited: its exec.end record's completion ends it */
     if (st->started)
         audit_end(st, "exec.detach", json_pack("{s:s}", "reason", "the client went away"));
     struct stream *src = st->paused ? st->source : NULL;
@@ -397,6 +452,8 @@ static void ops_error(struct stream *st, enum gbx_err_kind kind, const char *msg
 
 static void fail_stream(struct stream *st, const char *msg)
 {
+    if (st->ending)
+        return; /* it exited (the agent may go now): its exec.end record's completion ends it */
     while (st->subs)
         fail_stream(st->subs, msg);
     if (st->req == NULL) {
@@ -511,6 +568,83 @@ static void capture_json(json_t *obj, const char *name, const struct capture *c)
 
 /* ---- agent events --------------------------------------------------------------------- */
 
+/* The exit, acknowledged once the process's records are durable: the wait reply, or the
+ * exit event; or, when a record could not be written, an error saying that the process ran
+ * and what could not be recorded (never a success the audit log does not have). */
+static void exit_reply(struct stream *st)
+{
+    json_t *how = st->how;
+    st->how = NULL;
+    const struct exec_rec *rec = st->rec;
+    if (st->req && rec && rec->failed) {
+        char code[48];
+        json_t *c = json_object_get(how, "exit_code");
+        if (c)
+            snprintf(code, sizeof(code), "exit code %lld", (long long)json_integer_value(c));
+        else
+            snprintf(code, sizeof(code), "signal %lld",
+                     (long long)json_integer_value(json_object_get(how, "signal")));
+        gbx_autofree char *msg = gbx_asprintf("process %u ran and ended (%s), but its audit "
+                                              "record could not be written: %s",
+                                              st->proc, code, rec->msg);
+        if (st->mode == MODE_WAIT) {
+            detach_client(st);
+            gbx_http_reply_error(st->req, rec->kind, "%s", msg);
+            st->req = NULL;
+        } else if (st->ops) {
+            ops_error(st, rec->kind, msg);
+        } else {
+            send_event(st, json_pack("{s:s,s:s,s:s,s:i}", "type", "error", "kind",
+                                     gbx_err_kind_name(rec->kind), "message", msg, "process",
+                                     (json_int_t)st->proc));
+        }
+    } else if (st->req && st->mode == MODE_WAIT) {
+        json_t *r =
+            json_pack("{s:i,s:i}", "process", (json_int_t)st->proc, "pid", (json_int_t)st->pid);
+        json_object_update(r, how);
+        capture_json(r, "stdout", &st->out);
+        capture_json(r, "stderr", &st->err);
+        json_object_set_new(r, "stdout_truncated", json_boolean(st->out.truncated));
+        json_object_set_new(r, "stderr_truncated", json_boolean(st->err.truncated));
+        json_object_set_new(r, "timed_out", json_boolean(st->timed_out));
+        detach_client(st);
+        gbx_http_reply_json(st->req, 200, r);
+        st->req = NULL;
+    } else if (st->req && st->ops) {
+        struct evbuffer *b = buf_new();
+        int have_sig = json_object_get(how, "signal") != NULL;
+        st->ops->exited(
+            b, have_sig,
+            (uint32_t)json_integer_value(json_object_get(how, have_sig ? "signal" : "exit_code")),
+            st->timed_out);
+        ops_send(st, b);
+    } else if (st->req) {
+        json_t *line = json_pack("{s:s}", "type", "exit");
+        json_object_update(line, how);
+        json_object_del(line, "duration_ms");
+        send_event(st, line);
+    }
+    json_decref(how);
+    finish(st);
+}
+
+/* the exec.end record is durable, or could not be written */
+static void on_end_recorded(void *arg, const struct gbx_err *err)
+{
+    struct exec_rec *r = arg;
+    struct stream *st = r->st;
+    if (err) {
+        gbx_log_error("sandbox '%s': cannot record the end of process %u: %s",
+                      st ? st->sandbox : "-", st ? st->proc : 0, err->msg);
+        rec_fail(r, err);
+    }
+    if (st) {
+        st->ending = 0;
+        exit_reply(st);
+    }
+    rec_unref(r);
+}
+
 static void on_exit_event(struct stream *st, const struct gbx_frame_hdr *h, const uint8_t *p)
 {
     uint32_t code = 0, sig = 0;
@@ -530,38 +664,27 @@ static void on_exit_event(struct stream *st, const struct gbx_frame_hdr *h, cons
         }
         finish(x);
     }
-    audit_end(st, "exec.end", json_deep_copy(how));
-    if (st->req && st->mode == MODE_WAIT) {
-        json_t *r =
-            json_pack("{s:i,s:i}", "process", (json_int_t)st->proc, "pid", (json_int_t)st->pid);
-        json_object_update(r, how);
-        capture_json(r, "stdout", &st->out);
-        capture_json(r, "stderr", &st->err);
-        json_object_set_new(r, "stdout_truncated", json_boolean(st->out.truncated));
-        json_object_set_new(r, "stderr_truncated", json_boolean(st->err.truncated));
-        json_object_set_new(r, "duration_ms",
-                            json_integer((gbx_realtime_ns() - st->start_ns) / 1000000));
-        json_object_set_new(r, "timed_out", json_boolean(st->timed_out));
-        detach_client(st);
-        gbx_http_reply_json(st->req, 200, r);
-        st->req = NULL;
-    } else if (st->req && st->ops) {
-        struct evbuffer *b = buf_new();
-        st->ops->exited(b, have_sig, have_sig ? sig : code, st->timed_out);
-        ops_send(st, b);
-    } else if (st->req) {
-        json_t *line = json_pack("{s:s}", "type", "exit");
-        json_object_update(line, how);
-        send_event(st, line);
+    if (st->req == NULL || st->rec == NULL) { /* nobody to acknowledge it to, or an attach */
+        audit_end(st, "exec.end", json_deep_copy(how));
+        st->how = how;
+        exit_reply(st);
+        return;
     }
-    json_decref(how);
-    finish(st);
+    /* the process is gone: no timeout to enforce, nothing more to read */
+    if (st->timer)
+        event_del(st->timer);
+    st->ending = 1;
+    st->how = json_deep_copy(how);
+    json_object_set_new(st->how, "duration_ms",
+                        json_integer((gbx_realtime_ns() - st->start_ns) / 1000000));
+    st->rec->refs++;
+    audit_end_then(st, "exec.end", how, on_end_recorded, st->rec);
 }
 
 static void on_frame_event(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p)
 {
     struct stream *st = arg;
-    if (!st->started || h->id != st->proc)
+    if (!st->started || st->ending || h->id != st->proc)
         return;
     if (h->type == GBX_EV_STDOUT || h->type == GBX_EV_STDERR) {
         struct gbx_attr a;
@@ -643,7 +766,11 @@ static void on_spawn_reply(void *arg, const struct gbx_frame_hdr *h, const uint8
     json_t *d = json_deep_copy(st->what);
     json_object_set_new(d, "process", json_integer(st->proc));
     json_object_set_new(d, "pid", json_integer(st->pid));
-    gbx_server_audit_as(st->srv, st->actor, "exec.start", st->sandbox, d);
+    st->rec = gbx_xcalloc(1, sizeof(*st->rec));
+    st->rec->refs = 2; /* the stream's, and the completion's */
+    st->rec->st = st;
+    gbx_server_audit_then(st->srv, st->actor, "exec.start", st->sandbox, d, on_start_recorded,
+                          st->rec);
     gbx_server_exec_started(st->srv, (double)(gbx_monotonic_ns() - st->mono_ns) / 1e9);
     start_timer(st);
     if (st->req == NULL || st->mode == MODE_WAIT)
@@ -664,8 +791,8 @@ static void on_spawn_reply(void *arg, const struct gbx_frame_hdr *h, const uint8
 static void take_over(struct stream *st)
 {
     for (struct stream *o = streams; o;) {
-        if (o == st || !o->started || o->proc != st->proc || strcmp(o->sandbox, st->sandbox) != 0 ||
-            (o->req == NULL && !o->keep_reading)) {
+        if (o == st || !o->started || o->ending || o->proc != st->proc ||
+            strcmp(o->sandbox, st->sandbox) != 0 || (o->req == NULL && !o->keep_reading)) {
             o = o->next;
             continue;
         }
@@ -763,7 +890,7 @@ size_t gbx_api_exec_drain(const char *why)
     size_t n = 0;
     for (struct stream *st = streams, *next; st; st = next) {
         next = st->next;
-        if (st->req == NULL)
+        if (st->req == NULL || st->ending) /* (an exit waits for its record: answered then) */
             continue;
         if (!st->started || st->mode == MODE_WAIT) {
             fail_early(st, GBX_ERR_UNAVAILABLE, 0, why);

@@ -110,6 +110,15 @@ struct op {
 
     int sse;                  /* watch */
     struct op *next, **pprev; /* every op of the daemon (ops, below) */
+
+    /* its audit records: a success is answered once they are durable (api/audit.c) */
+    int records;       /* not yet durable (each holds the op: busy) */
+    int record_failed; /* one could not be written: record_msg says why */
+    enum gbx_err_kind record_kind;
+    char record_msg[512];
+    struct gbx_http_later *held; /* the success waiting for them, and its reply */
+    int held_status;
+    json_t *held_body;
 };
 
 static struct op *ops;
@@ -165,6 +174,19 @@ static void op_finish(struct op *op)
     op->dead = 1;
 }
 
+/* A success, or the error that its records could not be written. */
+static void reply_now(struct op *op, struct evhttp_request *req, int status, json_t *body)
+{
+    if (op->record_failed && status < 300) {
+        json_decref(body);
+        gbx_http_reply_error(req, op->record_kind,
+                             "it was done, but its audit record could not be written: %s",
+                             op->record_msg);
+        return;
+    }
+    gbx_http_reply_json(req, status, body);
+}
+
 static void reply_json(struct op *op, int status, json_t *body)
 {
     if (op->req == NULL) {
@@ -172,7 +194,14 @@ static void reply_json(struct op *op, int status, json_t *body)
         return;
     }
     detach_client(op);
-    gbx_http_reply_json(op->req, status, body);
+    if (op->records > 0) { /* held until the records are durable */
+        op->held = gbx_http_later_new(op->req);
+        op->held_status = status;
+        op->held_body = body;
+        op->req = NULL;
+        return;
+    }
+    reply_now(op, op->req, status, body);
     op->req = NULL;
 }
 
@@ -485,11 +514,32 @@ static int send_req(struct op *op, gbx_aconn_reply_fn fn)
     return -1;
 }
 
+static void recorded(void *arg, const struct gbx_err *err)
+{
+    struct op *op = arg;
+    if (err && !op->record_failed) {
+        op->record_failed = 1;
+        op->record_kind = err->kind;
+        snprintf(op->record_msg, sizeof(op->record_msg), "%s", err->msg);
+    }
+    if (--op->records == 0 && op->held) {
+        struct evhttp_request *req = gbx_http_later_take(op->held);
+        op->held = NULL;
+        if (req)
+            reply_now(op, req, op->held_status, gbx_steal_ptr(&op->held_body));
+        json_decref(op->held_body);
+        op->held_body = NULL;
+    }
+    op_leave(op);
+}
+
 static void audit(struct op *op, const char *kind, json_t *detail)
 {
     if (op->user)
         json_object_set_new(detail, "user", json_string(op->user));
-    gbx_server_audit_as(op->srv, op->actor, kind, op->sandbox, detail);
+    op_enter(op); /* until the record's completion */
+    op->records++;
+    gbx_server_audit_then(op->srv, op->actor, kind, op->sandbox, detail, recorded, op);
 }
 
 /* ---- stat, list ------------------------------------------------------------------------------ */
@@ -594,11 +644,7 @@ static void on_change(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p
         } else {
             audit(op, "file.remove",
                   json_pack("{s:s,s:b}", "path", op->path, "recursive", op->flag));
-            if (op->req) {
-                detach_client(op);
-                evhttp_send_reply(op->req, 204, "No Content", NULL);
-                op->req = NULL;
-            }
+            reply_json(op, 204, NULL);
             op_finish(op);
         }
         /* mkdir and move answer with the STAT sent after them */

@@ -189,6 +189,27 @@ static void metrics_daemon(struct gbx_server *s, struct evbuffer *b)
         (unsigned long long)s->m.pool_misses, (unsigned long long)s->m.pool_failed,
         s->writes_pending, (unsigned long long)s->m.execs, (unsigned long long)s->m.exec_out_bytes,
         (unsigned long long)s->m.exec_err_bytes);
+    const struct gbx_diskguard *g = &s->disk;
+    evbuffer_add_printf(
+        b,
+        "# HELP glovebox_state_free_bytes Free bytes of the state directory's file system.\n"
+        "# TYPE glovebox_state_free_bytes gauge\n"
+        "glovebox_state_free_bytes %lld\n"
+        "# HELP glovebox_state_reserve_bytes Free bytes below which new work is refused.\n"
+        "# TYPE glovebox_state_reserve_bytes gauge\n"
+        "glovebox_state_reserve_bytes %llu\n"
+        "# HELP glovebox_state_reserve_file 1 while the reserve file holds its space.\n"
+        "# TYPE glovebox_state_reserve_file gauge\n"
+        "glovebox_state_reserve_file %d\n"
+        "# HELP glovebox_state_refused_total Requests refused because the state disk was short.\n"
+        "# TYPE glovebox_state_refused_total counter\n"
+        "glovebox_state_refused_total %llu\n"
+        "# HELP glovebox_state_reserve_released_total Times the reserve file was given up for "
+        "deletes.\n"
+        "# TYPE glovebox_state_reserve_released_total counter\n"
+        "glovebox_state_reserve_released_total %llu\n",
+        (long long)gbx_diskguard_free(g), (unsigned long long)g->reserve, g->file_present,
+        (unsigned long long)g->refused, (unsigned long long)g->released);
     gbx_egress_metrics(s->egress, b);
     evbuffer_add_printf(b, "# HELP glovebox_http_connections Open connections (on TCP, "
                            "capped by --max-conns).\n"

@@ -193,6 +193,11 @@ static void on_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p,
                                      "process %u not found (it never ran, or it has finished)",
                                      c->proc);
         }
+    } else if (c->kind) { /* answered once the record is durable (api/audit.c) */
+        gbx_server_audit_reply(c->srv, c->actor, c->kind, c->sandbox, gbx_steal_ptr(&c->detail),
+                               c->req, 204, NULL);
+        call_free(c);
+        return;
     } else {
         gbx_http_reply_json(c->req, 204, NULL);
     }

@@ -197,23 +197,6 @@ static void on_writer(evutil_socket_t fd, short what, void *arg)
     gbx_store_writer_complete(s->writer);
 }
 
-void gbx_server_audit(struct gbx_server *s, const struct gbx_actor *who, const char *kind,
-                      const char *sandbox, json_t *detail)
-{
-    gbx_server_audit_as(s, who->name, kind, sandbox, detail);
-}
-
-void gbx_server_audit_as(struct gbx_server *s, const char *actor, const char *kind,
-                         const char *sandbox, json_t *detail)
-{
-    char *text = detail ? json_dumps(detail, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    struct gbx_audit_entry e = {.actor = actor, .kind = kind, .sandbox = sandbox, .detail = text};
-    s->writes_pending++;
-    gbx_store_writer_audit(s->writer, &e, gbx_srv_write_done, s);
-    free(text);
-    json_decref(detail);
-}
-
 /* Newest first; ties broken by id, so that a cursor names one place in the order. */
 static int live_cmp(const void *a, const void *b)
 {
@@ -428,6 +411,22 @@ static void destroy_work(void *arg)
     gbx_fault_point("delete.destroyed");
 }
 
+static void destroy_recorded(void *arg, const struct gbx_err *aerr)
+{
+    struct destroy_job *j = arg;
+    if (j->r == 0 && aerr) {
+        gbx_err_set(&j->err, aerr->errnum, aerr->kind,
+                    "sandbox '%s' is gone, but its audit record could not be written: %s",
+                    j->rid.id, aerr->msg);
+        j->r = -1;
+    }
+    j->done(j->arg, j->r < 0 ? j->err : NULL);
+    gbx_err_free(j->err);
+    free(j->rid.id);
+    free(j->kind);
+    free(j);
+}
+
 static void destroy_done(void *arg)
 {
     struct destroy_job *j = arg;
@@ -436,18 +435,14 @@ static void destroy_done(void *arg)
     if (j->rid.next)
         j->rid.next->pprev = j->rid.pprev;
     gbx_srv_store_delete(s, j->rid.id);
-    gbx_server_audit(s, &j->who, j->kind, j->rid.id, j->detail);
     if (s->snapshots)
         gbx_snapshots_sweep(s->snapshots); /* deleted snapshots it stacked on may go now */
     if (j->r < 0)
         gbx_log_warn("%s", j->err->msg);
     else
         gbx_log_info("destroyed sandbox '%s' (%s)", j->rid.id, j->kind);
-    j->done(j->arg, j->r < 0 ? j->err : NULL);
-    gbx_err_free(j->err);
-    free(j->rid.id);
-    free(j->kind);
-    free(j);
+    /* the delete is answered once it is recorded (api/audit.c) */
+    gbx_server_audit_then(s, j->who.name, j->kind, j->rid.id, j->detail, destroy_recorded, j);
 }
 
 /* Out of the registry now (its id stays taken), torn down on a worker, then done. */
@@ -856,7 +851,8 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
      * finds the sandbox whose token made the signature */
     if (files) {
         gbx_reqmetrics_track(req, path, "e2b");
-        gbx_e2b_files(s, s->base, req, NULL);
+        if (gbx_server_admit(s, req, path, GBX_ADMIT_E2B_DATA) == 0)
+            gbx_e2b_files(s, s->base, req, NULL);
         return;
     }
     /* no key: /healthz only (route answers nothing else to an actor that sees nothing) */
@@ -880,9 +876,10 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
         gbx_actor_for(&who, name);
     }
     gbx_reqmetrics_track(req, path ? path : "", who.name);
-    if (e2b)
-        gbx_e2b_control(s, &who, req, path);
-    else
+    if (e2b) {
+        if (gbx_server_admit(s, req, path, GBX_ADMIT_E2B_CONTROL) == 0)
+            gbx_e2b_control(s, &who, req, path);
+    } else
         route(s, &who, req);
 }
 
@@ -972,6 +969,8 @@ static void route(struct gbx_server *s, const struct gbx_actor *who, struct evht
             return method_not_allowed(req, "GET");
         return gbx_http_reply_json(req, 200, gbx_srv_health_json(s, who));
     }
+    if (gbx_server_admit(s, req, path, GBX_ADMIT_NATIVE) < 0)
+        return;
     if (strcmp(path, "/metrics") == 0) {
         if (m != EVHTTP_REQ_GET)
             return method_not_allowed(req, "GET");
@@ -1151,6 +1150,9 @@ static int egress_new(struct gbx_server *s, const struct gbx_server_config *cfg,
                                 .extra_ca_file = cfg->egress_extra_ca,
                                 .hosts = cfg->egress_hosts,
                                 .max_conns = cfg->egress_max_conns,
+                                .audit_rate = cfg->audit_rate,
+                                .audit_burst = cfg->audit_burst,
+                                .audit_unlimited = cfg->audit_unlimited,
                                 .store = s->store};
     if (gbx_egress_new(s->base, &o, egress_audit, s, &s->egress, err) < 0)
         return -1;
@@ -1252,7 +1254,8 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     s->rt_ready = 1;
     s->rt.criu_timeout_ms = cfg->criu_timeout_ms;
     s->rt.helper_timeout_ms = cfg->helper_timeout_ms;
-    if (lock_dirs(s, err) < 0)
+    if (lock_dirs(s, err) < 0 || gbx_diskguard_init(&s->disk, s->rt.state_dir, cfg->state_reserve,
+                                                    cfg->state_reserve_set, err) < 0)
         goto fail;
     db = gbx_asprintf("%s/glovebox.db", s->rt.state_dir);
     if (gbx_store_open(db, &s->store, err) < 0 || gbx_store_writer_new(db, &s->writer, err) < 0)
@@ -1418,6 +1421,7 @@ void gbx_server_free(struct gbx_server *s)
         event_free(s->writer_ev);
     gbx_store_writer_free(s->writer); /* makes every queued write durable first */
     gbx_store_close(s->store);
+    gbx_diskguard_release(&s->disk);
     if (s->rt_ready)
         gbx_runtime_release(&s->rt);
     for (int i = 0; i < 2; i++)

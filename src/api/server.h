@@ -27,6 +27,11 @@ struct gbx_server_config {
     const char *egress_hosts;    /* "name=IPv4 ..." upstream overrides, or NULL */
     const char *egress_extra_ca; /* PEM file of extra upstream trust anchors, or NULL */
     unsigned egress_max_conns;   /* per sandbox; 0: 256 */
+    unsigned audit_rate;         /* egress audit rows/s per sandbox per kind; 0: 20 */
+    unsigned audit_burst;        /* 0: 100 */
+    int audit_unlimited;         /* every egress row written (--audit-rate 0) */
+    uint64_t state_reserve;      /* free bytes the state dir keeps (diskguard.h) */
+    int state_reserve_set;       /* 0: the default (the smaller of 64 MiB and 1% of the fs) */
     int64_t criu_timeout_ms;     /* one criu dump or restore; 0: 2 minutes */
     int64_t helper_timeout_ms;   /* tar, debootstrap and other helpers; 0: 30 minutes */
     struct gbx_gc_policy retention;
@@ -53,6 +58,32 @@ void gbx_server_audit(struct gbx_server *s, const struct gbx_actor *who, const c
 /* The same on behalf of an actor named by its audit name (the egress gateway's records). */
 void gbx_server_audit_as(struct gbx_server *s, const char *actor, const char *kind,
                          const char *sandbox, struct json_t *detail);
+/* The same, and done runs (on the loop) once the record is durable (err NULL) or could not be
+ * written (err says why: STORAGE for a full state disk); done may be NULL. Records complete in
+ * the order they were queued. For a reply that acknowledges the record (api/audit.c). */
+typedef void (*gbx_server_audit_fn)(void *arg, const struct gbx_err *err);
+void gbx_server_audit_then(struct gbx_server *s, const char *actor, const char *kind,
+                           const char *sandbox, struct json_t *detail, gbx_server_audit_fn done,
+                           void *arg);
+/* Record as actor (its audit name), then reply to req: status with body (stolen, may be NULL) once
+ * the record is durable, or an error saying what was done and that its record could not be written
+ * (a client that went away meanwhile gets nothing). */
+struct evhttp_request;
+void gbx_server_audit_reply(struct gbx_server *s, const char *actor, const char *kind,
+                            const char *sandbox, struct json_t *detail, struct evhttp_request *req,
+                            int status, struct json_t *body);
+/* Admission on the state disk (admit.c, base/diskguard.h), once the caller is known and
+ * before the request runs: a delete may use the reserve file; new work is refused while the
+ * disk is short (answered here, 507, in front's form: returns -1). */
+enum gbx_admit_front {
+    GBX_ADMIT_NATIVE,
+    GBX_ADMIT_E2B_CONTROL,
+    GBX_ADMIT_E2B_DATA,
+    GBX_ADMIT_E2B_INTERP,
+};
+struct evhttp_request;
+int gbx_server_admit(struct gbx_server *s, struct evhttp_request *req, const char *path,
+                     enum gbx_admit_front front);
 /* Metrics hooks for the exec streams. */
 /* A process started secs after its exec request arrived. */
 void gbx_server_exec_started(struct gbx_server *s, double secs);

@@ -2,9 +2,10 @@
 /* The server's insides, shared by the files it is split into: server.c (listeners, routing,
  * the live sandboxes, lifecycle), sandbox_create.c (parsing and making a sandbox, the warm
  * pool), adopt.c (the reaper and re-adoption at start), metrics.c (/healthz and /metrics),
- * quota.c (what a key holds against its quotas), apikeys_api.c (/v1/apikeys). Nothing
- * outside src/api/server*.c, sandbox_create.c, adopt.c, metrics.c, quota.c and apikeys_api.c
- * includes it. */
+ * quota.c (what a key holds against its quotas), apikeys_api.c (/v1/apikeys), admit.c
+ * (admission on the state disk), audit.c (audit records). Nothing outside src/api/server*.c,
+ * sandbox_create.c, adopt.c, metrics.c, quota.c, apikeys_api.c, admit.c and audit.c includes
+ * it. */
 #ifndef GBX_API_SERVER_INT_H
 #define GBX_API_SERVER_INT_H
 
@@ -16,6 +17,7 @@
 #include "api/limits.h"
 #include "api/sandboxes.h"
 #include "api/server.h"
+#include "base/diskguard.h"
 #include "sandbox/backend.h"
 
 #define GBX_DEFAULT_MAX_BODY (1u << 20)
@@ -64,10 +66,11 @@ struct gbx_server {
     struct event *reaper;        /* destroys sandboxes whose timeout passed */
     struct evhttp *http_tcp;     /* --listen: every request needs an API key */
     struct evhttp_bound_socket *unix_bound, *tcp_bound;
-    size_t max_upload;                      /* the largest upload body (--max-upload) */
+    size_t max_upload;         /* the largest upload body (--max-upload) */
+    struct gbx_limits limits;  /* defaults, maximums and quotas (--default-*, --max-*, --quota-*) */
+    char *pool_spec;           /* the limits pooled sandboxes are made with, as their rows say */
+    struct gbx_diskguard disk; /* the state disk's reserve (admit.c) */
     struct gbx_gate *gate_admin, *gate_tcp; /* the HTTP front doors (gate.c) */
-    struct gbx_limits limits; /* defaults, maximums and quotas (--default-*, --max-*, --quota-*) */
-    char *pool_spec;          /* the limits pooled sandboxes are made with, as their rows say */
     struct metrics {
         uint64_t create_buckets[12]; /* cumulative counts per bound in create_bounds */
         double create_sum;

@@ -358,8 +358,17 @@ static void run_next(struct gbx_session *ses)
                                                 e2->msg);
             return call_fail(c, m);
         }
-        (void)!gbx_session_log(ses, "sandbox.replaced", NULL,
-                               json_pack("{s:s?,s:s}", "old", old, "new", ses->sandbox_id), NULL);
+        if (gbx_session_log(ses, "sandbox.replaced", NULL,
+                            json_pack("{s:s?,s:s}", "old", old, "new", ses->sandbox_id),
+                            &err) < 0) {
+            /* the log says what the call ran in: a call whose sandbox is not in it is not run */
+            free(old);
+            gbx_err_wrap(&err,
+                         "call '%s' was not run: the replacement of the session's sandbox "
+                         "could not be recorded",
+                         c->tool_use_id);
+            return answer(c, err);
+        }
         gbx_log_info("session '%s': sandbox '%s' replaced by '%s'", ses->id, old ? old : "-",
                      ses->sandbox_id);
         free(old);
@@ -551,6 +560,15 @@ static void created_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_
         return;
     struct gbx_session *ses = find_by_id(m->all, m->id);
     struct evhttp_request *req = gbx_http_later_take(m->later);
+    int ok = ses && h && h->type == GBX_MSG_OK;
+    if (ses && ok && req) { /* answered once the record is durable (api/audit.c) */
+        gbx_server_audit_reply(m->all->srv, ses->as.name, "session.create", ses->sandbox_id,
+                               json_pack("{s:s}", "session", ses->id), req, 201, session_json(ses));
+        return create_ctx_free(m);
+    }
+    if (ses)
+        gbx_server_audit(m->all->srv, &ses->as, "session.create", ses->sandbox_id,
+                         json_pack("{s:s}", "session", ses->id));
     if (req == NULL)
         ; /* the client left: the session is there for a list to find */
     else if (ses == NULL)
@@ -600,11 +618,11 @@ static void sandbox_made(void *arg, struct gbx_live *l, int existed, const struc
         create_undo(ses);
         return create_ctx_free(m);
     }
-    gbx_server_audit(all->srv, &ses->as, "session.create", ses->sandbox_id,
-                     json_pack("{s:s}", "session", ses->id));
     /* the workdir exists before the first call */
     struct gbx_aconn *ac = gbx_session_agent(ses, &err);
     if (ac == NULL) {
+        gbx_server_audit(all->srv, &ses->as, "session.create", ses->sandbox_id,
+                         json_pack("{s:s}", "session", ses->id));
         struct evhttp_request *req = gbx_http_later_take(m->later);
         if (req)
             gbx_http_reply_err(req, err);
@@ -684,20 +702,25 @@ static void rm_tree(void *arg)
     (void)!gbx_rm_rf(arg);
 }
 
-static void delete_session(struct gbx_sessions *all, const struct gbx_actor *who,
-                           struct gbx_session *ses, const char *why)
+/* Delete ses: its row first (a session whose row could not be deleted stays, whole: it
+ * would come back at the next start), then its sandbox and workspace. req: the client to
+ * answer, once the session.delete record is durable (NULL: the collector's, why says why). */
+static int delete_session(struct gbx_sessions *all, const struct gbx_actor *who,
+                          struct gbx_session *ses, const char *why, struct evhttp_request *req)
 {
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (gbx_store_session_delete(store_of(ses), ses->id, &err) < 0) {
+        gbx_log_error("session '%s': %s", ses->id, err->msg);
+        if (req)
+            gbx_http_reply_error(req, err->kind, "delete session '%s': %s", ses->id, err->msg);
+        return -1;
+    }
     struct gbx_live *l = live_of(ses);
     ses->deleting = 1;
     gbx_session_drop_agent(ses);
     if (l) /* torn down off the loop */
         gbx_sandboxes_destroy_bg(all->srv, who, l, "sandbox.delete",
                                  json_pack("{s:s}", "session", ses->id));
-    struct gbx_err *err = NULL;
-    if (gbx_store_session_delete(store_of(ses), ses->id, &err) < 0) {
-        gbx_log_error("session '%s': %s", ses->id, err->msg);
-        gbx_err_free(err);
-    }
     /* the workspace copy may be large: renamed away at once, removed off the loop */
     gbx_autofree char *dir = gbx_asprintf("%s/sessions/%s", all->state_dir, ses->id);
     char *trash = gbx_asprintf("%s/sessions/.trash-%s", all->state_dir, ses->id);
@@ -707,18 +730,21 @@ static void delete_session(struct gbx_sessions *all, const struct gbx_actor *who
     else
         (void)!gbx_rm_rf(dir);
     free(trash);
-    gbx_server_audit(all->srv, who, "session.delete", NULL,
-                     why ? json_pack("{s:s,s:s}", "session", ses->id, "reason", why)
-                         : json_pack("{s:s}", "session", ses->id));
+    json_t *detail = why ? json_pack("{s:s,s:s}", "session", ses->id, "reason", why)
+                         : json_pack("{s:s}", "session", ses->id);
+    if (req)
+        gbx_server_audit_reply(all->srv, who->name, "session.delete", NULL, detail, req, 204, NULL);
+    else
+        gbx_server_audit(all->srv, who, "session.delete", NULL, detail);
     session_unlink(ses);
     session_free(ses);
+    return 0;
 }
 
 static void handle_delete(struct gbx_sessions *all, const struct gbx_actor *who,
                           struct evhttp_request *req, struct gbx_session *ses)
 {
-    delete_session(all, who, ses, NULL);
-    evhttp_send_reply(req, 204, "No Content", NULL);
+    (void)delete_session(all, who, ses, NULL, req);
 }
 
 void gbx_sessions_each_info(struct gbx_sessions *all,
@@ -748,8 +774,7 @@ int gbx_sessions_delete(struct gbx_sessions *all, const char *id, const char *wh
         if (strcmp(s->id, id) == 0) {
             if (s->busy || s->queue || s->ckpt)
                 return 0;
-            delete_session(all, &gbx_actor_system, s, why);
-            return 1;
+            return delete_session(all, &gbx_actor_system, s, why, NULL) == 0;
         }
     return 0;
 }

@@ -442,6 +442,31 @@ static void sync_work(void *arg)
     (void)!gbx_layer_sync(arg);
 }
 
+/* A snapshot made, waiting for its snapshot.create record. */
+struct taken {
+    gbx_snapshot_taken_fn done;
+    void *arg;
+    struct gbx_http_later *later;
+    char *id;
+};
+
+static void snap_recorded(void *arg, const struct gbx_err *aerr)
+{
+    struct taken *k = arg;
+    struct evhttp_request *req = gbx_http_later_take(k->later);
+    if (aerr) {
+        gbx_autoerr struct gbx_err *err = NULL;
+        gbx_err_set(&err, aerr->errnum, aerr->kind,
+                    "snapshot '%s' was made, but its audit record could not be written: %s", k->id,
+                    aerr->msg);
+        k->done(k->arg, req, NULL, err);
+    } else {
+        k->done(k->arg, req, k->id, NULL);
+    }
+    free(k->id);
+    free(k);
+}
+
 static void take_done(void *arg)
 {
     struct take *t = arg;
@@ -488,14 +513,20 @@ static void take_done(void *arg)
         if (gbx_offload_submit(gbx_server_offload(s), sync_work, rm_done, d) < 0)
             free(d);
         double ms = (double)(gbx_monotonic_ns() - t->t0) / 1e6;
-        gbx_server_audit(s, &t->who, "snapshot.create", p->sandbox,
-                         json_pack("{s:s,s:s?,s:s,s:I,s:I,s:f}", "snapshot", p->id, "name", p->name,
-                                   "kind", p->kind, "bytes", (json_int_t)t->st.bytes, "files",
-                                   (json_int_t)t->st.files, "ms", ms));
         gbx_log_info("snapshot '%s' of '%s': %llu bytes in %llu entries, %.2f ms", p->id,
                      p->sandbox, (unsigned long long)t->st.bytes, (unsigned long long)t->st.files,
                      ms);
-        t->done(t->arg, req, p->id, NULL);
+        /* done (the reply) once the record is durable (api/audit.c) */
+        struct taken *k = gbx_xcalloc(1, sizeof(*k));
+        k->done = t->done;
+        k->arg = t->arg;
+        k->later = gbx_http_later_new(req);
+        k->id = gbx_xstrdup(p->id);
+        gbx_server_audit_then(s, t->who.name, "snapshot.create", p->sandbox,
+                              json_pack("{s:s,s:s?,s:s,s:I,s:I,s:f}", "snapshot", p->id, "name",
+                                        p->name, "kind", p->kind, "bytes", (json_int_t)t->st.bytes,
+                                        "files", (json_int_t)t->st.files, "ms", ms),
+                              snap_recorded, k);
     }
     free(t->dir);
     free(t->sandbox);
@@ -863,17 +894,18 @@ void gbx_snapshots_route(struct gbx_snapshots *ss, const struct gbx_actor *who,
         gbx_autofree char *id = gbx_xstrdup(p->id);
         int used = in_use(ss, p);
         struct gbx_err *err = NULL;
-        gbx_server_audit(ss->s, who, "snapshot.delete", p->sandbox,
-                         json_pack("{s:s,s:b}", "snapshot", id, "in_use", used));
+        gbx_autofree char *sandbox = gbx_xstrdup(p->sandbox);
         if (gbx_snapshots_delete(ss, id, &err) < 0) {
             gbx_http_reply_err(req, err);
             gbx_err_free(err);
             return;
         }
-        /* 202: hidden now, removed once the sandboxes and snapshots stacked on it are gone */
-        return gbx_http_reply_json(req, used ? 202 : 204,
-                                   used ? json_pack("{s:s,s:s}", "id", id, "state", "deleting")
-                                        : NULL);
+        /* 202: hidden now, removed once the sandboxes and snapshots stacked on it are gone;
+         * answered once the record is durable (api/audit.c) */
+        return gbx_server_audit_reply(
+            ss->s, who->name, "snapshot.delete", sandbox,
+            json_pack("{s:s,s:b}", "snapshot", id, "in_use", used), req, used ? 202 : 204,
+            used ? json_pack("{s:s,s:s}", "id", id, "state", "deleting") : NULL);
     }
     if (strcmp(slash, "/template") == 0) {
         if (m != EVHTTP_REQ_POST)

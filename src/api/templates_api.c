@@ -640,9 +640,9 @@ static void handle_delete(struct gbx_server *s, const struct gbx_actor *who,
     struct build *b = find(name);
     if (b && b->state == B_BUILDING) {
         b->cancel = 1; /* the build ends as failed ("cancelled"); nothing is installed */
-        gbx_server_audit(s, who, "template.delete", NULL,
-                         json_pack("{s:s,s:s}", "template", name, "state", "building"));
-        evhttp_send_reply(req, 204, "No Content", NULL);
+        gbx_server_audit_reply(s, who->name, "template.delete", NULL,
+                               json_pack("{s:s,s:s}", "template", name, "state", "building"), req,
+                               204, NULL);
         return;
     }
     struct in_use u = {.name = name};
@@ -684,8 +684,8 @@ static void handle_delete(struct gbx_server *s, const struct gbx_actor *who,
         gbx_log_warn("cannot queue the removal of '%s' (it goes at the next build)", trash);
         free(trash);
     }
-    gbx_server_audit(s, who, "template.delete", NULL, json_pack("{s:s}", "template", name));
-    evhttp_send_reply(req, 204, "No Content", NULL);
+    gbx_server_audit_reply(s, who->name, "template.delete", NULL,
+                           json_pack("{s:s}", "template", name), req, 204, NULL);
 }
 
 /* A new build record, or NULL after replying 409 when the name is taken. A key's template
@@ -759,9 +759,9 @@ static void start_build(struct gbx_server *s, const struct gbx_actor *who, struc
     reg.list = b;
     set_progress(b, "queued", NULL, 0, 0, NULL);
     tick_start(base);
-    gbx_server_audit(s, who, "template.create", NULL,
-                     json_pack("{s:s,s:s}", "template", b->name, "source", b->source));
-    gbx_http_reply_json(req, 202, build_json(b));
+    gbx_server_audit_reply(s, who->name, "template.create", NULL,
+                           json_pack("{s:s,s:s}", "template", b->name, "source", b->source), req,
+                           202, build_json(b));
 }
 
 static uint64_t max_image_bytes(struct gbx_server *s)

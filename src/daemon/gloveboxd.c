@@ -80,6 +80,13 @@ static const char usage[] =
     "                         these names instead of the host's resolver (tests, pinning)\n"
     "  --egress-extra-ca FILE extra PEM trust anchors for upstream TLS (besides the host's)\n"
     "  --egress-max-conns N   open egress connections per sandbox (default 256)\n"
+    "  --audit-rate N[/B]     egress audit rows (DNS answers, connections, requests) per\n"
+    "                         second per sandbox per kind, burst B (default 20/100); rows\n"
+    "                         beyond it are counted and written as one summary row; 0: all\n"
+    "  --state-reserve SIZE   free space the state dir keeps: below it new work (create,\n"
+    "                         exec, session calls, snapshots, publishes, imports, uploads)\n"
+    "                         is refused with 507 (default the smaller of 64M and 1% of\n"
+    "                         its file system; 0: no check)\n"
     "  --retain-snapshots R   retention of snapshots: age=DURATION,count=N,size=SIZE\n"
     "                         (any of them; default none: kept until deleted)\n"
     "  --retain-artifacts R   the same for artifacts\n"
@@ -236,6 +243,30 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
             return -1;
         }
         st->cfg.egress_max_conns = (unsigned)n;
+    } else if (strcmp(key, "audit-rate") == 0) {
+        uint64_t n, b = 0;
+        char rate[32];
+        const char *slash = strchr(value, '/');
+        size_t len = slash ? (size_t)(slash - value) : strlen(value);
+        if (len >= sizeof(rate) ||
+            (memcpy(rate, value, len), rate[len] = '\0', gbx_parse_u64(rate, 0, 1000000, &n) < 0) ||
+            (slash && gbx_parse_u64(slash + 1, 1, 1000000, &b) < 0)) {
+            snprintf(err, errsz,
+                     "audit-rate must be ROWS or ROWS/BURST, numbers up to 1000000 "
+                     "(e.g. 20/100; 0: no limit)");
+            return -1;
+        }
+        st->cfg.audit_rate = (unsigned)n;
+        st->cfg.audit_unlimited = n == 0;
+        st->cfg.audit_burst = (unsigned)b;
+    } else if (strcmp(key, "state-reserve") == 0) {
+        uint64_t n;
+        if (gbx_parse_size(value, &n) < 0) {
+            snprintf(err, errsz, "state-reserve must be a size (e.g. 64M; 0: no check)");
+            return -1;
+        }
+        st->cfg.state_reserve = n;
+        st->cfg.state_reserve_set = 1;
     } else if (strncmp(key, "retain-", 7) == 0) {
         struct gbx_retention_rule *r = NULL;
         int sized = 1;
@@ -396,6 +427,8 @@ int main(int argc, char **argv)
         {"egress-hosts", required_argument, NULL, 0},
         {"egress-extra-ca", required_argument, NULL, 0},
         {"egress-max-conns", required_argument, NULL, 0},
+        {"audit-rate", required_argument, NULL, 0},
+        {"state-reserve", required_argument, NULL, 0},
         {"retain-snapshots", required_argument, NULL, 0},
         {"retain-artifacts", required_argument, NULL, 0},
         {"retain-sessions", required_argument, NULL, 0},

@@ -367,6 +367,8 @@ int gbx_egress_new(struct event_base *base, const struct gbx_egress_opts *o,
     eg->store = o->store;
     eg->audit = audit;
     eg->audit_arg = arg;
+    eg->audit_rate = o->audit_unlimited ? 0 : o->audit_rate ? o->audit_rate : GBX_EGRESS_AUDIT_RATE;
+    eg->audit_burst = o->audit_burst ? o->audit_burst : GBX_EGRESS_AUDIT_BURST;
     eg->default_mode = o->default_mode;
     eg->max_conns = o->max_conns ? o->max_conns : 256;
     unsigned ct = o->connect_timeout_ms ? o->connect_timeout_ms : 10000;
@@ -449,12 +451,73 @@ enum gbx_egress_mode gbx_egress_default_mode(const struct gbx_egress *eg)
     return eg->default_mode;
 }
 
-void gbx_egress_audit(struct gbx_egress_sb *sb, const char *kind, json_t *detail)
+static void audit_emit(struct gbx_egress_sb *sb, const char *kind, json_t *detail)
 {
     if (sb->eg->audit)
         sb->eg->audit(sb->eg->audit_arg, kind, sb->id, detail);
     else
         json_decref(detail);
+}
+
+/* The kinds of rows the rate limit keeps apart, and what their summary calls them. */
+static const struct {
+    const char *kind, *summary, *noun;
+} rated[] = {
+    {"egress.dns", "egress.dns.suppressed", "queries"},
+    {"egress.conn", "egress.conn.suppressed", "connections"},
+    {"egress.http", "egress.http.suppressed", "requests"},
+};
+
+/* Write the summary of every row held back since the last one (the window ended, or the
+ * sandbox goes). */
+static void audit_summarise(struct gbx_egress_sb *sb)
+{
+    int64_t now = gbx_realtime_ns();
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(rated); i++) {
+        struct gbx_egress_bucket *b = &sb->buckets[i];
+        int64_t since = b->since_ns;
+        uint64_t allowed, denied;
+        char msg[160];
+        if (!gbx_egress_bucket_summary(b, rated[i].noun, now, msg, sizeof(msg), &allowed, &denied))
+            continue;
+        uint64_t total = allowed + denied;
+        gbx_autofree char *from = gbx_rfc3339(since), *to = gbx_rfc3339(now);
+        audit_emit(sb, rated[i].summary,
+                   json_pack("{s:s,s:I,s:I,s:I,s:s,s:s,s:i,s:i}", "message", msg, "count",
+                             (json_int_t)total, "allowed", (json_int_t)allowed, "denied",
+                             (json_int_t)denied, "since", from, "until", to, "rate",
+                             (int)sb->eg->audit_rate, "burst", (int)sb->eg->audit_burst));
+        gbx_log_info("sandbox '%s': %s: %s", sb->id, rated[i].kind, msg);
+    }
+}
+
+static void on_summary(evutil_socket_t fd, short what, void *arg)
+{
+    audit_summarise(arg);
+}
+
+void gbx_egress_audit(struct gbx_egress_sb *sb, const char *kind, json_t *detail)
+{
+    struct gbx_egress *eg = sb->eg;
+    size_t i = 0;
+    while (i < GBX_ARRAY_SIZE(rated) && strcmp(rated[i].kind, kind) != 0)
+        i++;
+    if (i == GBX_ARRAY_SIZE(rated) || gbx_egress_bucket_take(&sb->buckets[i], gbx_monotonic_ns(),
+                                                             eg->audit_rate, eg->audit_burst))
+        return audit_emit(sb, kind, detail);
+    /* over the rate: counted by decision (the decision itself was made and stands) */
+    const char *d = json_string_value(json_object_get(detail, "decision"));
+    gbx_egress_bucket_hold(&sb->buckets[i], d == NULL || strcmp(d, "allow") != 0,
+                           gbx_realtime_ns());
+    json_decref(detail);
+    if (sb->summary_ev == NULL) {
+        sb->summary_ev = event_new(eg->base, -1, 0, on_summary, sb);
+        GBX_BUG_ON(sb->summary_ev == NULL);
+    }
+    if (!evtimer_pending(sb->summary_ev, NULL)) {
+        struct timeval tv = {GBX_EGRESS_AUDIT_WINDOW_NS / 1000000000, 0};
+        event_add(sb->summary_ev, &tv);
+    }
 }
 
 int gbx_egress_attach(struct gbx_egress *eg, const char *id, pid_t pid,
@@ -494,8 +557,11 @@ void gbx_egress_detach(struct gbx_egress_sb *sb)
     if (sb == NULL)
         return;
     struct gbx_egress *eg = sb->eg;
-    gbx_egress_proxy_stop(sb);
+    gbx_egress_proxy_stop(sb); /* (its connections' rows first, then what was held back) */
     gbx_egress_dns_stop(sb);
+    audit_summarise(sb);
+    if (sb->summary_ev)
+        event_free(sb->summary_ev);
     gbx_egress_socks_release(&sb->socks);
     if (sb->prev)
         sb->prev->next = sb->next;

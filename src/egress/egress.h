@@ -31,10 +31,15 @@ struct gbx_egress_opts {
     unsigned connect_timeout_ms;       /* 0: 10 s */
     unsigned idle_timeout_ms;          /* 0: 5 min */
     struct gbx_store *store;           /* secrets and the block flag (borrowed) */
+    /* audit rows per second per sandbox per kind (dns, conn, http) beyond which rows are
+     * counted, not written, and summarised (auditrate.h); 0: 20. audit_unlimited: none. */
+    unsigned audit_rate, audit_burst; /* 0: 20 rows/s, a burst of 100 */
+    int audit_unlimited;
 };
 
-/* Audit sink: kind ("egress.dns", "egress.conn", "egress.http", "egress.block"), the
- * sandbox (or NULL), and the detail object (reference stolen). */
+/* Audit sink: kind ("egress.dns", "egress.conn", "egress.http", "egress.block", and the
+ * summaries of rows the rate limit held back: "egress.dns.suppressed" ...), the sandbox (or
+ * NULL), and the detail object (reference stolen). */
 typedef void (*gbx_egress_audit_fn)(void *arg, const char *kind, const char *sandbox,
                                     json_t *detail);
 

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <openssl/ssl.h>
 
+#include "egress/auditrate.h"
 #include "egress/ca.h"
 #include "egress/egress.h"
 #include "egress/netns.h"
@@ -60,6 +61,7 @@ struct gbx_egress {
     struct gbx_egress_sb *sandboxes;
     gbx_egress_audit_fn audit;
     void *audit_arg;
+    unsigned audit_rate, audit_burst; /* egress audit rows per sandbox per kind (auditrate.h) */
     char *trust_path;
     struct gbx_egress_counters c;
     uint64_t open_conns;
@@ -85,6 +87,10 @@ struct gbx_egress_sb {
     unsigned nconns;
     struct gbx_egress_dnstcp *dnstcps;
     struct gbx_egress_counters c;
+    /* the audit's rate limit: one bucket per kind of row (dns, conn, http), and the timer
+     * that writes the summary of what they held back */
+    struct gbx_egress_bucket buckets[3];
+    struct event *summary_ev;
 };
 
 /* egress.c */

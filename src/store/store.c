@@ -595,9 +595,15 @@ static int apikey_create(struct gbx_store *s, const char *name, char key[GBX_API
 
 static int loop_busy(void *arg, int tries)
 {
-    (void)arg;
-    if (tries >= 20000) /* 20000 x 50 us: about a second */
+    struct gbx_store *s = arg;
+    int64_t now = gbx_monotonic_ns();
+    /* about a second (20000 x 50 us); once a wait that long was not enough, someone else
+     * holds the database: for the next 5 s each write waits about 50 ms, not a second, so that
+     * a held database costs the loop one stall, not one per request */
+    if (tries >= (now < s->held_until_ns ? 1000 : 20000)) {
+        s->held_until_ns = now + 5 * 1000000000ll;
         return 0;
+    }
     struct timespec ts = {0, tries < 100 ? 20000 : 50000};
     nanosleep(&ts, NULL);
     return 1;
@@ -612,7 +618,7 @@ void gbx_store_relax(struct gbx_store *s)
      * then fails with a clear error. The writer thread's batches hold the lock for well under
      * a millisecond: SQLite's own handler would sleep 1, 2, 5, 10 ms... between tries; this
      * one looks again every 50 us */
-    sqlite3_busy_handler(s->db, loop_busy, NULL);
+    sqlite3_busy_handler(s->db, loop_busy, s);
     /* checkpoints (an fsync of the database) are the writer thread's, never the loop's */
     (void)exec_sql(s, "PRAGMA wal_autocheckpoint = 0", NULL);
 }

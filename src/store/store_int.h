@@ -14,7 +14,8 @@
 struct gbx_store {
     sqlite3 *db;
     char *path;
-    int relaxed; /* synchronous = NORMAL (see gbx_store_relax) */
+    int relaxed;           /* synchronous = NORMAL (see gbx_store_relax) */
+    int64_t held_until_ns; /* the loop's: someone else held the database lately (loop_busy) */
 };
 
 /* Fill *err from the connection's last error ("what: message"); returns -1. */

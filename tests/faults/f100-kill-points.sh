@@ -50,6 +50,11 @@ check "create.recorded: the recorded sandbox is adopted (200, running)" \
 HUID=$(field "j['host_uid']")
 sh_in fx-recorded 'echo kept > /home/user/f'
 check "create.recorded: and works" works fx-recorded
+settle
+# it died between the row and the create's audit record (written behind): the next daemon
+# records the create, as the owner's, saying when
+check "create.recorded: its create is in the audit log, recorded at adoption" \
+    [ "$(q "print(c.execute(\"select count(*) from audit where kind = 'sandbox.create' and sandbox = 'fx-recorded' and detail like '%at adoption%'\").fetchone()[0])")" = 1 ]
 invariants create.recorded
 req DELETE /v1/sandboxes/fx-recorded
 check "create.recorded: it can be deleted" [ "$code" = 204 ]

@@ -57,6 +57,9 @@ import sqlite3
 c = sqlite3.connect('$STATE/glovebox.db')
 c.execute(\"delete from sandboxes where id = 'orphan'\")
 c.commit()"
+# and a hibernate image that no sandbox has (its row removed while no daemon ran)
+mkdir -p "$STATE/hibernate/sb-0000ghost000"
+head -c 1048576 /dev/zero > "$STATE/hibernate/sb-0000ghost000/pages-1.img"
 sleep 0.3
 
 # the next daemon keeps a smaller pool: it adopts two pooled sandboxes and destroys the third
@@ -65,6 +68,9 @@ import sqlite3
 print(' '.join(str(u) for (u,) in sqlite3.connect('$STATE/glovebox.db').execute(\"select host_uid from sandboxes where state = 'pooled'\")))")
 start_daemon --pool 2
 check "the pool's sandboxes were recorded" [ "$(echo $pooled_uids | wc -w)" = 3 ]
+for i in $(seq 50); do [ -e "$STATE/hibernate/sb-0000ghost000" ] || break; sleep 0.1; done
+check "a hibernate image of no sandbox is removed at start, saying so" eval \
+    "[ ! -e '$STATE/hibernate/sb-0000ghost000' ] && grep -q \"hibernate image of 'sb-0000ghost000': no sandbox has it\" '$T/daemon.log'"
 # (an adopted init is not our child: the host's init reaps the destroyed one a moment later)
 for i in $(seq 40); do
     pooled_left=0

@@ -19,6 +19,8 @@
 #   http10 HOST PATH        "GET PATH HTTP/1.0" without Host: the status, "closed" or ERR
 #   pipeline HOST P1 OTHER P2  two requests in one write, the second with Host OTHER: how
 #                           many responses came back before the connection ended
+#   dnsflood N ALLOWED      N A queries over UDP for random names, one at a time, every tenth
+#                           under ALLOWED (a wildcard the policy allows): "sent N answered A"
 # Errors print "ERR <errno name or exception class>".
 import errno
 import http.client
@@ -170,6 +172,29 @@ def main(a):
                 t.sendall(len(j).to_bytes(2, "big") + j + b"\xff\xff")
                 t.close()
             return "sent"
+        if cmd == "dnsflood":
+            n, allowed = int(a[1]), a[2]
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            u.settimeout(2)
+            answered = 0
+            for i in range(n):
+                label = os.urandom(6).hex()
+                name = label + "." + allowed if i % 10 == 0 else label + ".flood.test"
+                qid = i & 0xffff
+                q = qid.to_bytes(2, "big") + b"\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00"
+                for part in name.split("."):
+                    q += bytes([len(part)]) + part.encode()
+                q += b"\x00\x00\x01\x00\x01"
+                u.sendto(q, ("127.0.0.1", 53))
+                try:
+                    while True:
+                        r = u.recv(512)
+                        if r[:2] == q[:2]:
+                            answered += 1
+                            break
+                except socket.timeout:
+                    pass
+            return "sent %d answered %d" % (n, answered)
     except Exception as e:  # noqa: BLE001 - every failure is a result here
         if cmd == "hold":
             open(a[3], "w").write("cut\n")

@@ -299,6 +299,7 @@ def make_fixtures():
     st, j = jcall("POST", "/v1/apikeys", {"name": "m-key-del"}, admin=True)
     must("api key", st, 201, j)
     F["key_del"] = "m-key-del"
+    F["key_q"] = "m-team-b"  # its quota read and set (to what the daemon's would be)
     F["tpl_host"] = "host"
     F["oci_path"] = os.path.join(os.environ.get("T", "/tmp"), "matrix-oci.tar")
     with open(F["oci_path"], "wb") as f:
