@@ -37,6 +37,8 @@ struct gbx_gate {
     uint64_t head_only;   /* requests forwarded without their body */
     uint64_t malformed;   /* connections closed on a malformed request */
     uint64_t timeouts[3]; /* closed: head, body, idle */
+    uint64_t closes_unlogged;
+    int64_t closes_logged_ns;
 };
 
 struct gate_conn {
@@ -186,6 +188,28 @@ static void conn_arm(struct gate_conn *c, int64_t now)
 
 static void conn_setup(struct gate_conn *c);
 
+/* Log a slow client's close, at most once a second per gate (a flood of slow clients must
+ * not flood the log too; /metrics counts every one). */
+static void close_log(struct gate_conn *c, const char *phase, const char *why)
+{
+    struct gbx_gate *g = c->g;
+    int64_t now = gbx_monotonic_ns();
+    if (g->closes_logged_ns && now - g->closes_logged_ns < 1000000000) {
+        g->closes_unlogged++;
+        return;
+    }
+    g->closes_logged_ns = now;
+    if (g->closes_unlogged)
+        gbx_log_info("http %s: closing the connection from '%s' in its %s: %s (and %llu more "
+                     "slow clients since the last message)",
+                     g->name, c->ip[0] ? c->ip : "local", phase, why,
+                     (unsigned long long)g->closes_unlogged);
+    else
+        gbx_log_info("http %s: closing the connection from '%s' in its %s: %s", g->name,
+                     c->ip[0] ? c->ip : "local", phase, why);
+    g->closes_unlogged = 0;
+}
+
 /* A body older than the grace period whose average rate is under the minimum. */
 static int body_too_slow(const struct gate_conn *c, int64_t now)
 {
@@ -228,8 +252,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
                        : p == GBX_HTTP_RELAY_IDLE && c->requests > 0 ? 2
                                                                      : 0]++;
         if (p != GBX_HTTP_RELAY_IDLE)
-            gbx_log_info("http %s: closing the connection from '%s' in its %s: %s", c->g->name,
-                         c->ip[0] ? c->ip : "local", phase_name(p), why);
+            close_log(c, phase_name(p), why);
         conn_close(c, why);
         return;
     }
@@ -384,9 +407,7 @@ static enum bufferevent_filter_result in_filter(struct evbuffer *src, struct evb
     } else {
         conn_arm(c, now);
         if (body_too_slow(c, now)) { /* a steady trickle never lets the timer run */
-            gbx_log_info("http %s: closing the connection from '%s' in its body: the request "
-                         "body arrives too slowly (gloveboxd --body-min-rate)",
-                         c->g->name, c->ip[0] ? c->ip : "local");
+            close_log(c, "body", "the request body arrives too slowly (gloveboxd --body-min-rate)");
             c->g->timeouts[1]++;
             conn_close(c, "the request body arrives too slowly");
         }
