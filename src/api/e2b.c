@@ -6,6 +6,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 #include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -240,22 +241,47 @@ char *gbx_e2b_path(const char *user, const char *path)
     return gbx_asprintf("%s/%s", home, path);
 }
 
-static int header_is_token(struct evhttp_request *req, const char *header, const struct gbx_live *l)
+static int header_is_token(const struct evkeyvalq *in, const char *header, const struct gbx_live *l)
 {
-    const char *t = evhttp_find_header(evhttp_request_get_input_headers(req), header);
+    const char *t = evhttp_find_header(in, header);
     size_t n = strlen(l->token);
     return t && strlen(t) == n && CRYPTO_memcmp(t, l->token, n) == 0;
 }
 
+int gbx_e2b_headers_token_ok(const struct evkeyvalq *in, const struct gbx_live *l)
+{
+    return header_is_token(in, "X-Access-Token", l);
+}
+
 int gbx_e2b_token_ok(struct evhttp_request *req, const struct gbx_live *l)
 {
-    return header_is_token(req, "X-Access-Token", l);
+    return header_is_token(evhttp_request_get_input_headers(req), "X-Access-Token", l);
 }
 
 int gbx_e2b_traffic_token_ok(struct evhttp_request *req, const struct gbx_live *l)
 {
-    return header_is_token(req, "X-Access-Token", l) ||
-           header_is_token(req, "E2B-Traffic-Access-Token", l);
+    const struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    return header_is_token(in, "X-Access-Token", l) ||
+           header_is_token(in, "E2B-Traffic-Access-Token", l);
+}
+
+struct gbx_live *gbx_e2b_credential(struct gbx_server *s, const struct evkeyvalq *in,
+                                    enum evhttp_cmd_type m, const char *path, const char *query)
+{
+    const char *sid = evhttp_find_header(in, "E2b-Sandbox-Id");
+    int files = path && strcmp(path, "/files") == 0;
+    if (sid == NULL) /* a signed envd URL without the sandbox's id */
+        return files ? gbx_e2b_files_credential(s, in, m, query, NULL) : NULL;
+    /* any owner's: its access token decides, and the request acts as its owner */
+    struct gbx_live *l = gbx_sandboxes_find_any(s, sid);
+    if (l == NULL || l->paused)
+        return NULL;
+    if (files)
+        return gbx_e2b_files_credential(s, in, m, query, l);
+    return header_is_token(in, "X-Access-Token", l) ||
+                   header_is_token(in, "E2B-Traffic-Access-Token", l)
+               ? l
+               : NULL;
 }
 
 /* ---- the data plane ------------------------------------------------------------------------- */
@@ -274,15 +300,14 @@ void gbx_e2b_data(struct gbx_server *s, struct event_base *base, struct evhttp_r
 {
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-    /* any owner's: its access token decides, and the request acts as its owner */
-    struct gbx_live *l = gbx_sandboxes_find_any(s, sandbox_id);
     /* a request with no credential of this sandbox (its access token, its traffic token, or
-     * a URL signature that e2b_files checks) gets what an unknown id gets: the answer must
-     * not tell whether the id exists */
+     * for /files a URL signature) gets what an unknown id gets: the answer must not tell
+     * whether the id exists. The HTTP gate (gate.c) asks the same question before it lets
+     * the request's body in. */
     const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
-    int signed_files = path && strcmp(path, "/files") == 0 && query && strstr(query, "signature=");
-    if (l == NULL || l->paused ||
-        (!signed_files && !gbx_e2b_token_ok(req, l) && !gbx_e2b_traffic_token_ok(req, l)))
+    struct gbx_live *l = gbx_e2b_credential(s, evhttp_request_get_input_headers(req),
+                                            evhttp_request_get_command(req), path, query);
+    if (l == NULL)
         return gbx_e2b_not_found(req, sandbox_id);
     struct gbx_actor owner;
     gbx_actor_for(&owner, l->owner);

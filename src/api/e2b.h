@@ -15,6 +15,7 @@
 #ifndef GBX_API_E2B_H
 #define GBX_API_E2B_H
 
+#include <event2/http.h>
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -117,6 +118,20 @@ void gbx_e2b_home(const char *user, char *out, size_t outsz);
  * with a NUL byte. */
 char *gbx_e2b_path(const char *user, const char *path);
 
+/* The sandbox whose credential the request's headers in (and query) carry, or NULL: with
+ * E2b-Sandbox-Id, that sandbox if it is running and the request has its access token or
+ * traffic token (for /files: its access token, or else a valid URL signature); without it,
+ * for /files, the sandbox whose token made the URL's signature. The data plane's handlers and
+ * the HTTP gate (gate.c) both decide by this. */
+struct evkeyvalq;
+struct gbx_live *gbx_e2b_credential(struct gbx_server *s, const struct evkeyvalq *in,
+                                    enum evhttp_cmd_type m, const char *path, const char *query);
+/* e2b_files.c: the /files part of it (l: the sandbox named by E2b-Sandbox-Id, or NULL). */
+struct gbx_live *gbx_e2b_files_credential(struct gbx_server *s, const struct evkeyvalq *in,
+                                          enum evhttp_cmd_type m, const char *query,
+                                          struct gbx_live *l);
+/* X-Access-Token in the headers in is the sandbox's access token. */
+int gbx_e2b_headers_token_ok(const struct evkeyvalq *in, const struct gbx_live *l);
 /* Does the request carry the sandbox's access token (X-Access-Token)? */
 int gbx_e2b_token_ok(struct evhttp_request *req, const struct gbx_live *l);
 /* The same secret as X-Access-Token or as E2B-Traffic-Access-Token (the code interpreter's

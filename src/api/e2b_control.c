@@ -17,8 +17,9 @@
  *   DELETE /templates/{snapshotID}       404 (none exist)
  *
  * Timeouts are whole seconds; 0 means "no timeout" everywhere (create, connect, timeout), as
- * in the native API. A token bucket per API key bounds the request rate: 429 with an integer
- * Retry-After, which the SDK honours (GLOVEBOX_E2B_RATE, see rate_init). */
+ * in the native API. The request rate per API key is bounded before the request gets here
+ * (server.c, gloveboxd --rate-limit, alias GLOVEBOX_E2B_RATE): 429 with an integer
+ * Retry-After, which the SDK honours. */
 #include "api/e2b.h"
 
 #include <errno.h>
@@ -289,98 +290,6 @@ static void remember_template(struct gbx_server *s, const struct gbx_actor *who,
     if (strcmp(name, derived_template(l)) == 0 || strlen(name) > GBX_ID_MAX)
         return;
     gbx_sandboxes_set_attr(s, l, "e2b.template", json_string(name));
-}
-
-/* ---- rate limiting ------------------------------------------------------------------------ */
-
-/* A token bucket per API key over every control-plane request. GLOVEBOX_E2B_RATE, read
- * once: "RATE[/s][:BURST]" (requests per second, and how many may come at once; the burst
- * defaults to twice the rate), or "0"/"off" for no limit. Default 100/s, burst 200. The
- * buckets of the RATE_KEYS most recently active keys are kept; a key beyond that starts
- * with a full bucket. */
-#define RATE_KEYS 256
-static struct {
-    int ready;
-    double rate, burst;
-} rate_cfg;
-static struct bucket {
-    char key[128];
-    double tokens;
-    int64_t at_ns;
-} buckets[RATE_KEYS];
-
-static void rate_init(void)
-{
-    rate_cfg.ready = 1;
-    rate_cfg.rate = 100;
-    rate_cfg.burst = 200;
-    const char *v = getenv("GLOVEBOX_E2B_RATE");
-    if (v == NULL || *v == '\0')
-        return;
-    if (strcmp(v, "off") == 0) {
-        rate_cfg.rate = 0;
-        return;
-    }
-    char *end = NULL;
-    errno = 0;
-    double rate = strtod(v, &end), burst = 0;
-    int ok = errno == 0 && end != v && rate >= 0 && rate <= 1e9;
-    if (ok && strncmp(end, "/s", 2) == 0)
-        end += 2;
-    if (ok && *end == ':') {
-        const char *b = end + 1;
-        burst = strtod(b, &end);
-        ok = errno == 0 && end != b && burst >= 1 && burst <= 1e9;
-    }
-    if (!ok || *end != '\0') {
-        gbx_log_warn("GLOVEBOX_E2B_RATE '%s': use RATE[/s][:BURST], e.g. 100/s:200, or off; "
-                     "keeping 100/s:200",
-                     v);
-        return;
-    }
-    rate_cfg.rate = rate;
-    rate_cfg.burst = burst ? burst : (rate * 2 < 1 ? 1 : rate * 2);
-    if (rate == 0)
-        gbx_log_info("E2B API: no request rate limit");
-    else
-        gbx_log_info("E2B API: at most %g requests/s per API key (burst %g)", rate_cfg.rate,
-                     rate_cfg.burst);
-}
-
-/* Take a token for key: 0, or -1 with the whole seconds to wait in *retry. */
-static int rate_take(const char *key, unsigned *retry)
-{
-    if (!rate_cfg.ready)
-        rate_init();
-    if (rate_cfg.rate == 0)
-        return 0;
-    int64_t now = gbx_monotonic_ns();
-    struct bucket *b = NULL, *oldest = &buckets[0];
-    for (size_t i = 0; i < RATE_KEYS && b == NULL; i++) {
-        if (buckets[i].at_ns && strcmp(buckets[i].key, key) == 0)
-            b = &buckets[i];
-        else if (buckets[i].at_ns < oldest->at_ns)
-            oldest = &buckets[i];
-    }
-    if (b == NULL) {
-        b = oldest;
-        snprintf(b->key, sizeof(b->key), "%s", key);
-        b->tokens = rate_cfg.burst;
-        b->at_ns = now;
-    }
-    b->tokens += (double)(now - b->at_ns) / 1e9 * rate_cfg.rate;
-    if (b->tokens > rate_cfg.burst)
-        b->tokens = rate_cfg.burst;
-    b->at_ns = now;
-    if (b->tokens >= 1) {
-        b->tokens -= 1;
-        return 0;
-    }
-    double wait = (1 - b->tokens) / rate_cfg.rate;
-    *retry = wait > 3600 ? 3600 : (unsigned)wait + ((double)(unsigned)wait < wait);
-    if (*retry < 1)
-        *retry = 1;
-    return -1;
 }
 
 /* ---- response bodies ---------------------------------------------------------------------- */
@@ -1275,16 +1184,6 @@ static void sandbox_action(struct gbx_server *s, const struct gbx_actor *who,
 void gbx_e2b_control(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req,
                      const char *path)
 {
-    unsigned retry = 0;
-    if (rate_take(who->name, &retry) < 0) {
-        char v[16];
-        snprintf(v, sizeof(v), "%u", retry);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", v);
-        return gbx_e2b_error(req, 429,
-                             "too many requests for this API key (at most %g/s, burst %g); "
-                             "retry in %u s",
-                             rate_cfg.rate, rate_cfg.burst, retry);
-    }
     if (strlen(path) > 1024)
         return gbx_e2b_error(req, 404, "no route for this path");
     /* split "/a/b/c" into segments; an empty one (a doubled or final '/') matches nothing */

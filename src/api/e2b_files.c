@@ -64,13 +64,14 @@ static void fquery_release(struct fquery *q)
     memset(q, 0, sizeof(*q));
 }
 
-/* The parameters we know (others are ignored, as envd does). Replies 400 and returns -1 for a
- * parameter given twice or holding a NUL byte. */
-static int fquery_parse(struct evhttp_request *req, struct fquery *q)
+/* The parameters we know in the query string qs (others are ignored, as envd does). -1 for a
+ * parameter given twice or holding a NUL byte, with its name in *key (malloc'ed) and what is
+ * wrong in *bad. */
+static int fquery_parse_str(const char *qs, struct fquery *q, char **key, const char **bad)
 {
     memset(q, 0, sizeof(*q));
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-    const char *qs = uri ? evhttp_uri_get_query(uri) : NULL;
+    *key = NULL;
+    *bad = NULL;
     if (qs == NULL || *qs == '\0')
         return 0;
     gbx_autofree char *copy = gbx_xstrdup(qs);
@@ -88,14 +89,12 @@ static int fquery_parse(struct evhttp_request *req, struct fquery *q)
                       : strcmp(k, "signature") == 0            ? &q->signature
                       : strcmp(k, "signature_expiration") == 0 ? &q->expiration
                                                                : NULL;
-        const char *bad = NULL;
         if (slot && strlen(v) != vlen)
-            bad = "holds a NUL byte";
+            *bad = "holds a NUL byte";
         else if (slot && *slot)
-            bad = "is given twice";
-        if (bad) {
-            gbx_e2b_error(req, 400, "query parameter '%s' %s", k, bad);
-            free(k);
+            *bad = "is given twice";
+        if (*bad) {
+            *key = k;
             free(v);
             fquery_release(q);
             return -1;
@@ -107,6 +106,19 @@ static int fquery_parse(struct evhttp_request *req, struct fquery *q)
             free(v);
     }
     return 0;
+}
+
+/* The same for the request's query; replies 400 on failure. */
+static int fquery_parse(struct evhttp_request *req, struct fquery *q)
+{
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *bad = NULL;
+    char *key = NULL;
+    if (fquery_parse_str(uri ? evhttp_uri_get_query(uri) : NULL, q, &key, &bad) == 0)
+        return 0;
+    gbx_e2b_error(req, 400, "query parameter '%s' %s", key, bad);
+    free(key);
+    return -1;
 }
 
 /* ---- authorization --------------------------------------------------------------------------- */
@@ -131,12 +143,12 @@ static char *signature(const char *path, const char *operation, const char *user
 
 /* Is the request allowed on l: the access token in X-Access-Token (a wrong one fails, as in
  * envd, whatever the signature), or a valid signature that has not expired. */
-static int authorized(struct evhttp_request *req, const struct gbx_live *l, const struct fquery *q,
+static int authorized(const struct evkeyvalq *in, const struct gbx_live *l, const struct fquery *q,
                       const char *operation)
 {
-    const char *t = evhttp_find_header(evhttp_request_get_input_headers(req), "X-Access-Token");
+    const char *t = evhttp_find_header(in, "X-Access-Token");
     if (t && *t)
-        return gbx_e2b_token_ok(req, l);
+        return gbx_e2b_headers_token_ok(in, l);
     if (q->signature == NULL)
         return 0;
     if (q->expiration) {
@@ -153,7 +165,7 @@ static int authorized(struct evhttp_request *req, const struct gbx_live *l, cons
 }
 
 struct find_signed {
-    struct evhttp_request *req;
+    const struct evkeyvalq *in;
     const struct fquery *q;
     const char *operation;
     struct gbx_live *found;
@@ -162,10 +174,35 @@ struct find_signed {
 static int try_signed(void *arg, struct gbx_live *l)
 {
     struct find_signed *f = arg;
-    if (l->paused || !authorized(f->req, l, f->q, f->operation))
+    if (l->paused || !authorized(f->in, l, f->q, f->operation))
         return 0;
     f->found = l;
     return 1;
+}
+
+struct gbx_live *gbx_e2b_files_credential(struct gbx_server *s, const struct evkeyvalq *in,
+                                          enum evhttp_cmd_type m, const char *query,
+                                          struct gbx_live *l)
+{
+    struct fquery q;
+    const char *bad = NULL;
+    char *key = NULL;
+    if (fquery_parse_str(query, &q, &key, &bad) < 0) {
+        free(key);
+        return NULL;
+    }
+    const char *operation = m == EVHTTP_REQ_GET ? "read" : "write";
+    struct gbx_live *found = NULL;
+    if (l == NULL) {
+        struct find_signed f = {in, &q, operation, NULL};
+        if (q.signature)
+            gbx_sandboxes_each_any(s, try_signed, &f);
+        found = f.found;
+    } else if (!l->paused && authorized(in, l, &q, operation)) {
+        found = l;
+    }
+    fquery_release(&q);
+    return found;
 }
 
 /* ---- download -------------------------------------------------------------------------------- */
@@ -579,7 +616,7 @@ void gbx_e2b_files(struct gbx_server *s, struct event_base *base, struct evhttp_
     if (l == NULL) {
         /* a signed URL without the sandbox's id (sbx.downloadUrl()/uploadUrl() with
          * E2B_SANDBOX_URL): the sandbox is the one whose token made the signature */
-        struct find_signed f = {req, &q, operation, NULL};
+        struct find_signed f = {evhttp_request_get_input_headers(req), &q, operation, NULL};
         if (q.signature)
             gbx_sandboxes_each_any(s, try_signed, &f);
         l = f.found;
@@ -587,7 +624,7 @@ void gbx_e2b_files(struct gbx_server *s, struct event_base *base, struct evhttp_
             fquery_release(&q);
             return gbx_e2b_error(req, 401, FILES_UNAUTHORIZED);
         }
-    } else if (!authorized(req, l, &q, operation)) {
+    } else if (!authorized(evhttp_request_get_input_headers(req), l, &q, operation)) {
         /* by id, without its token or a good signature: as if there were no such sandbox */
         fquery_release(&q);
         return gbx_e2b_not_found(req, l->sb->id);

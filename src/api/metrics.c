@@ -57,6 +57,7 @@
 #include "store/store.h"
 #include "store/writer.h"
 
+#include "api/gate.h"
 #include "api/server_int.h"
 
 /* What /healthz says besides "ok": the host capabilities a sandbox path depends on, each
@@ -210,6 +211,22 @@ static void metrics_daemon(struct gbx_server *s, struct evbuffer *b)
         (long long)gbx_diskguard_free(g), (unsigned long long)g->reserve, g->file_present,
         (unsigned long long)g->refused, (unsigned long long)g->released);
     gbx_egress_metrics(s->egress, b);
+    evbuffer_add_printf(b, "# HELP glovebox_http_connections Open connections (on TCP, "
+                           "capped by --max-conns).\n"
+                           "# TYPE glovebox_http_connections gauge\n"
+                           "# HELP glovebox_http_refused_total Connections refused over a cap.\n"
+                           "# TYPE glovebox_http_refused_total counter\n"
+                           "# HELP glovebox_http_head_only_total Requests without a credential "
+                           "answered from their head, the body never read.\n"
+                           "# TYPE glovebox_http_head_only_total counter\n"
+                           "# HELP glovebox_http_malformed_total Connections closed on a "
+                           "malformed request.\n"
+                           "# TYPE glovebox_http_malformed_total counter\n"
+                           "# HELP glovebox_http_timeouts_total Connections closed by the header, "
+                           "body or idle timeout.\n"
+                           "# TYPE glovebox_http_timeouts_total counter\n");
+    gbx_gate_metrics(s->gate_tcp, b);
+    gbx_gate_metrics(s->gate_admin, b);
 }
 
 /* Memory, CPU, pids and OOM kills of each sandbox the caller may see (n of them). */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "api/reqmetrics.h"
+#include "api/gate.h"
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -172,6 +173,7 @@ static void on_complete(struct evhttp_request *req, void *arg)
 {
     uint64_t seq = (uint64_t)(uintptr_t)arg;
     const struct tracked *t = &ring[seq % RING];
+    gbx_gate_request_done(req); /* the connection's idle timer may start */
     int status = evhttp_request_get_response_code(req);
     int known = t->seq == seq;
     double secs = known ? (double)(gbx_monotonic_ns() - t->start_ns) / 1e9 : -1;

@@ -51,6 +51,7 @@
 #include "agent/client.h"
 #include "egress/netns.h"
 #include "api/e2b.h"
+#include "api/gate.h"
 #include "api/exec.h"
 #include "api/files.h"
 #include "api/procs.h"
@@ -810,19 +811,6 @@ static void method_not_allowed(struct evhttp_request *req, const char *allow)
     gbx_http_reply_json(req, 405, body);
 }
 
-/* The key a TCP request carries: "Authorization: Bearer KEY" or "X-API-Key: KEY". */
-static const char *request_key(struct evhttp_request *req)
-{
-    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
-    const char *v = evhttp_find_header(h, "X-API-Key");
-    if (v)
-        return v;
-    v = evhttp_find_header(h, "Authorization");
-    if (v && strncasecmp(v, "Bearer ", 7) == 0)
-        return v + 7;
-    return NULL;
-}
-
 static void route(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req);
 
 static void dispatch_admin(struct evhttp_request *req, void *arg)
@@ -841,10 +829,19 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
     struct gbx_server *s = arg;
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
     struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    /* the same question the HTTP gate asked before it let the body in (auth.c) */
+    char name[GBX_ACTOR_MAX];
+    int authed = gbx_srv_authenticate(s, in, evhttp_request_get_command(req), path, query, name,
+                                      sizeof(name));
+    const char *sid = evhttp_find_header(in, "E2b-Sandbox-Id");
+    int files = path && strcmp(path, "/files") == 0;
+    int e2b = path && gbx_e2b_is_control_path(path);
+    if (authed && gbx_srv_rate_limited(req, name, e2b || sid || files, path))
+        return;
     /* E2B's data plane: the sandbox's access token decides (gbx_e2b_data), and the request
      * acts as the sandbox's owner (its actor is made there, once the sandbox is found) */
-    const char *sid = evhttp_find_header(in, "E2b-Sandbox-Id");
     if (sid) {
         gbx_reqmetrics_track(req, path ? path : "", "e2b");
         gbx_e2b_data(s, s->base, req, sid);
@@ -852,20 +849,17 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
     }
     /* a signed envd URL (sbx.downloadUrl()/uploadUrl()) carries no sandbox id: e2b_files.c
      * finds the sandbox whose token made the signature */
-    if (path && strcmp(path, "/files") == 0) {
+    if (files) {
         gbx_reqmetrics_track(req, path, "e2b");
         if (gbx_server_admit(s, req, path, GBX_ADMIT_E2B_DATA) == 0)
             gbx_e2b_files(s, s->base, req, NULL);
         return;
     }
-    int e2b = path && gbx_e2b_is_control_path(path);
     /* no key: /healthz only (route answers nothing else to an actor that sees nothing) */
     struct gbx_actor who = {.admin = 0, .owner = "", .name = "-"};
     if (path == NULL || strcmp(path, "/healthz") != 0) {
-        const char *key = request_key(req);
-        char name[GBX_ACTOR_MAX];
-        if (key == NULL || strlen(key) > 256 ||
-            gbx_store_apikey_check(s->store, key, name, sizeof(name)) != 1) {
+        const char *key = gbx_srv_request_key(in);
+        if (!authed) {
             gbx_reqmetrics_track(req, path ? path : "", "-");
             evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
             if (e2b)
@@ -1097,6 +1091,17 @@ static struct evhttp *new_http(struct gbx_server *s, const struct gbx_server_con
     return h;
 }
 
+/* The HTTP gate of a listener (gate.c): timeouts for both, caps and credentials on TCP. */
+static void gate_http(struct gbx_server *s, const struct gbx_server_config *cfg, struct evhttp *h,
+                      int tcp)
+{
+    struct gbx_gate **g = tcp ? &s->gate_tcp : &s->gate_admin;
+    if (*g == NULL)
+        *g = gbx_gate_new(s->base, &cfg->http, tcp, tcp ? "tcp" : "admin",
+                          tcp ? gbx_srv_gate_allow : NULL, s);
+    gbx_gate_attach(*g, h);
+}
+
 static int listen_tcp(struct gbx_server *s, const struct gbx_server_config *cfg,
                       struct gbx_err **err)
 {
@@ -1108,6 +1113,7 @@ static int listen_tcp(struct gbx_server *s, const struct gbx_server_config *cfg,
                            "--listen '%s': use ADDR:PORT, e.g. 127.0.0.1:7070", cfg->listen_tcp);
     *colon = '\0';
     s->http_tcp = new_http(s, cfg, dispatch_tcp);
+    gate_http(s, cfg, s->http_tcp, 1);
     if ((s->tcp_bound = evhttp_bind_socket_with_handle(s->http_tcp, addr, (uint16_t)port)) == NULL)
         return gbx_err_sys(err, errno ? errno : EADDRINUSE, "cannot listen on '%s'",
                            cfg->listen_tcp);
@@ -1284,6 +1290,8 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
         goto fail;
     }
     s->http = new_http(s, cfg, dispatch_admin);
+    gate_http(s, cfg, s->http, 0);
+    gbx_srv_rate_init(cfg->rate_limit, cfg->rate_burst, cfg->rate_limit_set);
     s->sock_path = gbx_asprintf("%s/api.sock", s->rt.runtime_dir);
     if (listen_unix(s, err) < 0)
         goto fail;
@@ -1419,6 +1427,9 @@ void gbx_server_free(struct gbx_server *s)
     for (int i = 0; i < 2; i++)
         if (s->lock_fds[i] >= 0)
             close(s->lock_fds[i]); /* the last thing: the next daemon may start now */
+    gbx_gate_free(s->gate_admin);  /* after the evhttp servers (gbx_server_shutdown) */
+    gbx_gate_free(s->gate_tcp);
+    gbx_srv_rate_release();
     free(s->sock_path);
     free(s->pool_spec);
     free(s);

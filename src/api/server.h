@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "api/actor.h"
+#include "api/gate.h"
 #include "api/gc.h"
 #include "base/err.h"
 
@@ -34,6 +35,9 @@ struct gbx_server_config {
     int64_t criu_timeout_ms;     /* one criu dump or restore; 0: 2 minutes */
     int64_t helper_timeout_ms;   /* tar, debootstrap and other helpers; 0: 30 minutes */
     struct gbx_gc_policy retention;
+    struct gbx_gate_limits http;     /* timeouts and connection caps (0: off; see gate.h) */
+    double rate_limit, rate_burst;   /* requests/s per API key, and the burst (0: twice) */
+    int rate_limit_set;              /* else GLOVEBOX_E2B_RATE, or 100/s burst 200 */
     const struct gbx_limits *limits; /* defaults, maximums, quotas; NULL: gbx_limits_init's */
 };
 

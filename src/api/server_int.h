@@ -70,6 +70,7 @@ struct gbx_server {
     struct gbx_limits limits;  /* defaults, maximums and quotas (--default-*, --max-*, --quota-*) */
     char *pool_spec;           /* the limits pooled sandboxes are made with, as their rows say */
     struct gbx_diskguard disk; /* the state disk's reserve (admit.c) */
+    struct gbx_gate *gate_admin, *gate_tcp; /* the HTTP front doors (gate.c) */
     struct metrics {
         uint64_t create_buckets[12]; /* cumulative counts per bound in create_bounds */
         double create_sum;
@@ -114,6 +115,23 @@ int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err);
 void gbx_srv_pool_fill_one(evutil_socket_t fd, short what, void *arg);
 void gbx_srv_live_free(struct gbx_live *l);
 void gbx_srv_reap_expired(evutil_socket_t fd, short what, void *arg);
+/* auth.c: the key a TCP request carries ("Authorization: Bearer KEY" or "X-API-Key: KEY"). */
+const char *gbx_srv_request_key(const struct evkeyvalq *h);
+/* Does the request carry a valid credential for its route: an API key (the key's name in
+ * name), or on E2B's data plane the sandbox's token or a URL signature (its owner's name)?
+ * 1 or 0. Asked by the gate before a body is read and by dispatch_tcp before routing. */
+int gbx_srv_authenticate(struct gbx_server *s, const struct evkeyvalq *in, enum evhttp_cmd_type m,
+                         const char *path, const char *query, char *name, size_t namesz);
+/* The TCP gate's gbx_gate_allow_fn (arg: the server). */
+struct gbx_http_req_info;
+int gbx_srv_gate_allow(void *arg, const struct gbx_http_req_info *req);
+/* The per-key request-rate limit (--rate-limit; given 0: GLOVEBOX_E2B_RATE or 100/s burst
+ * 200). _take: 0, or -1 with the seconds to wait; rate and burst say the limit. */
+void gbx_srv_rate_init(double rate, double burst, int given);
+void gbx_srv_rate_release(void);
+int gbx_srv_rate_take(const char *name, unsigned *retry_after, double *rate, double *burst);
+/* 429 (E2B's error form when e2b) when name's bucket is empty: 1 if answered. */
+int gbx_srv_rate_limited(struct evhttp_request *req, const char *name, int e2b, const char *path);
 /* quota.c: limits as a live sandbox's row keeps them, and what a key holds */
 uint64_t gbx_srv_host_ram(void);
 json_t *gbx_srv_limits_json(const struct gbx_cg_limits *cg, uint64_t disk);

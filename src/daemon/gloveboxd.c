@@ -24,6 +24,7 @@
 #include "base/fileutil.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "base/ratelimit.h"
 #include "base/sched.h"
 
 #define GBX_DEFAULT_CONFIG "/etc/glovebox/gloveboxd.conf"
@@ -46,6 +47,16 @@ static const char usage[] =
     "  --max-body SIZE        largest JSON request body (default 1M)\n"
     "  --max-upload SIZE      largest file upload, held in memory while written (default 64M)\n"
     "  --kill-on-exit         destroy all sandboxes when stopping\n"
+    "  --rate-limit N[/BURST] requests per second per API key, over every route on TCP\n"
+    "                         (default 100/200; 0 = off; alias: $GLOVEBOX_E2B_RATE)\n"
+    "  --max-conns N          open TCP connections in all (default 1024; 0 = no cap)\n"
+    "  --max-conns-per-ip N   open TCP connections from one address (default 256; 0 = no\n"
+    "                         cap); the admin socket is exempt from both caps\n"
+    "  --header-timeout DURATION   a request head must arrive within it (default 10s)\n"
+    "  --body-timeout DURATION     longest pause inside a request body (default 60s)\n"
+    "  --body-min-rate SIZE   slowest average body rate per second, after its first 5 s\n"
+    "                         (default 16K; 0 = off)\n"
+    "  --idle-timeout DURATION     an idle keep-alive connection closes (default 60s)\n"
     "  --default-memory SIZE  limits of a sandbox whose create does not say: memory\n"
     "  --default-pids N       (default 512M), processes (256), CPUs (1), writable layer\n"
     "  --default-cpus N       and /tmp size (1G); 0 for memory, pids or cpus: no limit\n"
@@ -300,6 +311,50 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
             return -1;
         }
         st->loop_nice = (int)n;
+    } else if (strcmp(key, "rate-limit") == 0) {
+        if (strcmp(value, "off") == 0 ||
+            gbx_ratelimit_parse(value, &st->cfg.rate_limit, &st->cfg.rate_burst) < 0) {
+            if (strcmp(value, "off") != 0) {
+                snprintf(err, errsz,
+                         "rate-limit must be N[/BURST] requests per second (e.g. "
+                         "100/200), or 0 for none");
+                return -1;
+            }
+            st->cfg.rate_limit = 0;
+        }
+        st->cfg.rate_limit_set = 1;
+    } else if (strcmp(key, "max-conns") == 0 || strcmp(key, "max-conns-per-ip") == 0) {
+        uint64_t n;
+        if (gbx_parse_u64(value, 0, 1000000, &n) < 0) {
+            snprintf(err, errsz, "%s must be a number from 0 (no cap) to 1000000", key);
+            return -1;
+        }
+        if (key[9] == '\0')
+            st->cfg.http.max_conns = (unsigned)n;
+        else
+            st->cfg.http.max_conns_per_ip = (unsigned)n;
+    } else if (strcmp(key, "header-timeout") == 0 || strcmp(key, "body-timeout") == 0 ||
+               strcmp(key, "idle-timeout") == 0) {
+        uint64_t ms;
+        if (gbx_parse_duration_ms(value, &ms) < 0 || ms > 86400000ull || (ms && ms < 100)) {
+            snprintf(err, errsz, "%s must be a duration from 100ms to 24h, or 0 for none", key);
+            return -1;
+        }
+        if (key[0] == 'h')
+            st->cfg.http.header_timeout_ms = ms;
+        else if (key[0] == 'b')
+            st->cfg.http.body_timeout_ms = ms;
+        else
+            st->cfg.http.idle_timeout_ms = ms;
+    } else if (strcmp(key, "body-min-rate") == 0) {
+        uint64_t n;
+        if (gbx_parse_size(value, &n) < 0 || n > (1ull << 30)) {
+            snprintf(err, errsz,
+                     "body-min-rate must be a size per second up to 1G (e.g. 16K), "
+                     "or 0 for none");
+            return -1;
+        }
+        st->cfg.http.body_min_rate = n;
     } else if (strcmp(key, "kill-on-exit") == 0) {
         if (parse_bool(value, &st->kill_on_exit) < 0) {
             snprintf(err, errsz, "kill-on-exit must be true or false");
@@ -382,6 +437,13 @@ int main(int argc, char **argv)
         {"hibernate-timeout", required_argument, NULL, 0},
         {"helper-timeout", required_argument, NULL, 0},
         {"loop-priority", required_argument, NULL, 0},
+        {"rate-limit", required_argument, NULL, 0},
+        {"max-conns", required_argument, NULL, 0},
+        {"max-conns-per-ip", required_argument, NULL, 0},
+        {"header-timeout", required_argument, NULL, 0},
+        {"body-timeout", required_argument, NULL, 0},
+        {"body-min-rate", required_argument, NULL, 0},
+        {"idle-timeout", required_argument, NULL, 0},
         {"default-memory", required_argument, NULL, 0},
         {"default-pids", required_argument, NULL, 0},
         {"default-cpus", required_argument, NULL, 0},
@@ -402,7 +464,7 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct settings st = {.loop_nice = 10};
+    struct settings st = {.loop_nice = 10, .cfg = {.http = GBX_GATE_LIMITS_DEFAULT}};
     int c, idx;
     {
         long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);

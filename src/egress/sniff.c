@@ -666,7 +666,15 @@ int gbx_sniff_http_head(const uint8_t *buf, size_t len, struct gbx_http_head *ou
 
 /* ---- relay -------------------------------------------------------------------------------- */
 
-enum relay_state { RELAY_HEAD, RELAY_BODY, RELAY_HOLD, RELAY_RAW, RELAY_BAD, RELAY_DENIED };
+enum relay_state {
+    RELAY_HEAD,
+    RELAY_BODY,
+    RELAY_HOLD,
+    RELAY_RAW,
+    RELAY_BAD,
+    RELAY_DENIED,
+    RELAY_HEAD_ONLY
+};
 
 struct gbx_http_relay {
     struct hparse h;
@@ -741,7 +749,8 @@ static bool hdr_set_by(const char *name, size_t len, const struct gbx_http_heade
 }
 
 static int relay_emit_head(struct gbx_http_relay *r, const struct req *q,
-                           const struct gbx_http_header *add, size_t nadd, struct evbuffer *out)
+                           const struct gbx_http_header *add, size_t nadd, bool head_only,
+                           struct evbuffer *out)
 {
     struct hparse *h = &r->h;
     char version[16];
@@ -766,6 +775,10 @@ static int relay_emit_head(struct gbx_http_relay *r, const struct req *q,
             name_is(name, hd->name_len, "proxy-authorization") ||
             hdr_set_by(name, hd->name_len, add, nadd))
             continue;
+        if (head_only && (name_is(name, hd->name_len, "content-length") ||
+                          name_is(name, hd->name_len, "transfer-encoding") ||
+                          name_is(name, hd->name_len, "expect")))
+            continue;
         out_add(out, name, hd->name_len);
         out_add(out, ": ", 2);
         out_add(out, h->text + hd->value, hd->value_len);
@@ -777,6 +790,8 @@ static int relay_emit_head(struct gbx_http_relay *r, const struct req *q,
         out_str(out, add[i].value);
         out_add(out, "\r\n", 2);
     }
+    if (head_only)
+        out_str(out, "Content-Length: 0\r\n");
     out_add(out, "\r\n", 2);
     return 0;
 }
@@ -807,19 +822,49 @@ static int relay_head(struct gbx_http_relay *r, const uint8_t *data, size_t len,
         return GBX_SNIFF_BAD;
 
     char *path = gbx_xstrndup(q.target, q.target_len);
-    struct gbx_http_req_info info = {
-        .method = q.method, .path = path, .host = q.host, .port = q.port};
+    /* NUL-terminated copies of the headers for the callback, in one block */
+    size_t text = 0;
+    for (size_t i = 0; i < h->nhdrs; i++)
+        text += h->hdrs[i].name_len + h->hdrs[i].value_len + 2;
+    struct gbx_http_header *hv = gbx_xcalloc(h->nhdrs ? h->nhdrs : 1, sizeof(*hv));
+    char *hb = gbx_xmalloc(text ? text : 1), *w = hb;
+    for (size_t i = 0; i < h->nhdrs; i++) {
+        const struct hdr *hd = &h->hdrs[i];
+        hv[i].name = w;
+        memcpy(w, h->text + hd->name, hd->name_len);
+        w += hd->name_len;
+        *w++ = '\0';
+        hv[i].value = w;
+        memcpy(w, h->text + hd->value, hd->value_len);
+        w += hd->value_len;
+        *w++ = '\0';
+    }
+    bool has_body = (h->parser.flags & F_CHUNKED) ||
+                    ((h->parser.flags & F_CONTENTLENGTH) && h->parser.content_length > 0);
+    struct gbx_http_req_info info = {.method = q.method,
+                                     .path = path,
+                                     .host = q.host,
+                                     .port = q.port,
+                                     .headers = hv,
+                                     .nheaders = h->nhdrs,
+                                     .has_body = has_body};
     const struct gbx_http_header *add = NULL;
     size_t nadd = 0;
     r->requests++;
     int verdict = r->on_head(r->arg, &info, &add, &nadd);
     free(path);
-    if (verdict != 0)
+    free(hv);
+    free(hb);
+    if (verdict != 0 && verdict != 1)
         return GBX_HTTP_RELAY_DENIED;
     if (add == NULL)
         nadd = 0;
-    if (relay_emit_head(r, &q, add, nadd, out) < 0)
+    if (relay_emit_head(r, &q, add, nadd, verdict == 1, out) < 0)
         return GBX_SNIFF_BAD;
+    if (verdict == 1) {
+        *pos = len;
+        return GBX_HTTP_RELAY_HEAD_ONLY;
+    }
 
     http_parser_pause(&h->parser, 0);
     if (q.upgrade && !r->hold_upgrades) {
@@ -898,6 +943,8 @@ int gbx_http_relay_feed(struct gbx_http_relay *r, const uint8_t *data, size_t le
             return GBX_SNIFF_BAD;
         case RELAY_DENIED:
             return GBX_HTTP_RELAY_DENIED;
+        case RELAY_HEAD_ONLY:
+            return GBX_HTTP_RELAY_HEAD_ONLY;
         case RELAY_RAW:
             out_add(out, data + pos, len - pos);
             return 0;
@@ -913,7 +960,9 @@ int gbx_http_relay_feed(struct gbx_http_relay *r, const uint8_t *data, size_t le
             break;
         }
         if (rc != 0) {
-            r->state = rc == GBX_HTTP_RELAY_DENIED ? RELAY_DENIED : RELAY_BAD;
+            r->state = rc == GBX_HTTP_RELAY_DENIED      ? RELAY_DENIED
+                       : rc == GBX_HTTP_RELAY_HEAD_ONLY ? RELAY_HEAD_ONLY
+                                                        : RELAY_BAD;
             return rc;
         }
     }
@@ -921,15 +970,30 @@ int gbx_http_relay_feed(struct gbx_http_relay *r, const uint8_t *data, size_t le
         return GBX_SNIFF_BAD;
     if (r->state == RELAY_DENIED)
         return GBX_HTTP_RELAY_DENIED;
+    if (r->state == RELAY_HEAD_ONLY)
+        return GBX_HTTP_RELAY_HEAD_ONLY;
     return 0;
+}
+
+enum gbx_http_relay_phase gbx_http_relay_phase(const struct gbx_http_relay *r)
+{
+    switch (r->state) {
+    case RELAY_HEAD:
+        return r->h.head_bytes ? GBX_HTTP_RELAY_IN_HEAD : GBX_HTTP_RELAY_IDLE;
+    case RELAY_BODY:
+        return GBX_HTTP_RELAY_IN_BODY;
+    default:
+        return GBX_HTTP_RELAY_STOPPED;
+    }
 }
 
 int gbx_http_relay_upgrade_done(struct gbx_http_relay *r, int switched, struct evbuffer *out)
 {
     if (r->state != RELAY_HOLD)
-        return r->state == RELAY_BAD      ? GBX_SNIFF_BAD
-               : r->state == RELAY_DENIED ? GBX_HTTP_RELAY_DENIED
-                                          : 0;
+        return r->state == RELAY_BAD         ? GBX_SNIFF_BAD
+               : r->state == RELAY_DENIED    ? GBX_HTTP_RELAY_DENIED
+               : r->state == RELAY_HEAD_ONLY ? GBX_HTTP_RELAY_HEAD_ONLY
+                                             : 0;
     uint8_t *held = gbx_steal_ptr(&r->held);
     size_t len = r->held_len;
     int rc = 0;

@@ -98,11 +98,18 @@ struct gbx_http_req_info {
     const char *path; /* the request target as sent */
     const char *host; /* lowercased, no port ("" when there is none) */
     uint16_t port;    /* port from Host (or from an absolute-form or CONNECT target), 0 if none */
+    const struct gbx_http_header *headers; /* every header as received (value trimmed) */
+    size_t nheaders;
+    int has_body; /* chunked, or a Content-Length above 0 */
 };
 /* Return 0 to forward (set *hdrs and *nhdrs to headers to add/replace, which the caller owns and
  * keeps valid until gbx_http_relay_feed returns), or -1 to refuse this request (the relay
- * stops: feed returns GBX_HTTP_RELAY_DENIED and nothing of this request is written). The
- * pointers in *req are valid during the call only. */
+ * stops: feed returns GBX_HTTP_RELAY_DENIED and nothing of this request is written), or 1 to
+ * forward the head alone: it is written without its framing headers (Content-Length,
+ * Transfer-Encoding, Expect) and with "Content-Length: 0" (plus the callback's headers), and
+ * the relay stops there: feed returns GBX_HTTP_RELAY_HEAD_ONLY and writes nothing after that
+ * head, not a byte of its body (the daemon's HTTP gate, api/gate.c). The pointers in *req are
+ * valid during the call only. */
 typedef int (*gbx_http_relay_head_fn)(void *arg, const struct gbx_http_req_info *req,
                                       const struct gbx_http_header **hdrs, size_t *nhdrs);
 
@@ -112,7 +119,7 @@ struct gbx_http_relay;
 struct gbx_http_relay *gbx_http_relay_new(gbx_http_relay_head_fn on_head, void *arg);
 void gbx_http_relay_free(struct gbx_http_relay *r); /* NULL-safe */
 
-enum { GBX_HTTP_RELAY_DENIED = -2 };
+enum { GBX_HTTP_RELAY_DENIED = -2, GBX_HTTP_RELAY_HEAD_ONLY = -3 };
 
 /* Consume all len bytes (a partial head is kept inside, at most GBX_SNIFF_HEAD_MAX bytes).
  * Returns 0, GBX_SNIFF_BAD on malformed input or GBX_HTTP_RELAY_DENIED; after either of those
@@ -123,6 +130,16 @@ int gbx_http_relay_feed(struct gbx_http_relay *r, const uint8_t *data, size_t le
 
 /* Requests seen so far (heads passed to on_head). */
 uint64_t gbx_http_relay_requests(const struct gbx_http_relay *r);
+
+/* Where the relay is in the byte stream: between requests (nothing of the next head yet), in
+ * a head, in a body, or stopped (raw, held, refused, malformed). */
+enum gbx_http_relay_phase {
+    GBX_HTTP_RELAY_IDLE,
+    GBX_HTTP_RELAY_IN_HEAD,
+    GBX_HTTP_RELAY_IN_BODY,
+    GBX_HTTP_RELAY_STOPPED
+};
+enum gbx_http_relay_phase gbx_http_relay_phase(const struct gbx_http_relay *r);
 
 /* 1 once the relay passes everything through raw (after an Upgrade or CONNECT head). */
 int gbx_http_relay_is_raw(const struct gbx_http_relay *r);

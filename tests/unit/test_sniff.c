@@ -430,8 +430,10 @@ struct seen {
     char log[1024];                    /* "METHOD host:port path;" for every head */
     const struct gbx_http_header *add; /* headers the callback sets */
     size_t nadd;
-    int deny_at; /* refuse the request with this number (1-based), 0 never */
+    int deny_at;      /* refuse the request with this number (1-based), 0 never */
+    int head_only_at; /* forward only the head of this one */
     int n;
+    char headers[512]; /* "name=value;" of the last head, and whether it has a body */
 };
 
 static int on_head(void *arg, const struct gbx_http_req_info *req,
@@ -441,11 +443,19 @@ static int on_head(void *arg, const struct gbx_http_req_info *req,
     size_t used = strlen(s->log);
     snprintf(s->log + used, sizeof(s->log) - used, "%s %s:%u %s;", req->method, req->host,
              (unsigned)req->port, req->path);
+    s->headers[0] = '\0';
+    for (size_t i = 0; i < req->nheaders; i++) {
+        size_t u = strlen(s->headers);
+        snprintf(s->headers + u, sizeof(s->headers) - u, "%s=%s;", req->headers[i].name,
+                 req->headers[i].value);
+    }
+    size_t u = strlen(s->headers);
+    snprintf(s->headers + u, sizeof(s->headers) - u, "body=%d", req->has_body);
     if (++s->n == s->deny_at)
         return -1;
     *hdrs = s->add;
     *nhdrs = s->nadd;
-    return 0;
+    return s->n == s->head_only_at ? 1 : 0;
 }
 
 /* Feed text in pieces of `step` bytes (0: all at once); the relay's output as a string. */
@@ -901,6 +911,45 @@ static void test_relay_limits(void **state)
     free(crlf);
 }
 
+/* The daemon's gate: a head without its body, framing headers dropped, the body never
+ * written, and nothing after it. */
+static void test_relay_head_only(void **state)
+{
+    (void)state;
+    static const char in[] = "GET /a HTTP/1.1\r\nHost: d\r\nX-Key: k1\r\n\r\n"
+                             "PUT /up HTTP/1.1\r\nHost: d\r\nContent-Length: 10\r\n"
+                             "Expect: 100-continue\r\nConnection: keep-alive\r\n\r\n0123456789"
+                             "GET /b HTTP/1.1\r\nHost: d\r\n\r\n";
+    static const struct gbx_http_header close_hdr[] = {{"Connection", "close"}};
+    for (size_t step = 0; step <= 7; step += 7) {
+        struct seen s = {.head_only_at = 2, .add = close_hdr, .nadd = 1};
+        int rc;
+        uint64_t n;
+        char *o = relay_run(in, sizeof(in) - 1, step, &s, &rc, &n);
+        assert_int_equal(rc, GBX_HTTP_RELAY_HEAD_ONLY);
+        assert_int_equal(n, 2);
+        assert_string_equal(o,
+                            "GET /a HTTP/1.1\r\nHost: d\r\nX-Key: k1\r\nConnection: close\r\n\r\n"
+                            "PUT /up HTTP/1.1\r\nHost: d\r\nConnection: close\r\n"
+                            "Content-Length: 0\r\n\r\n");
+        assert_string_equal(s.headers, "Host=d;Content-Length=10;Expect=100-continue;"
+                                       "Connection=keep-alive;body=1");
+        free(o);
+    }
+    /* chunked counts as a body; a Content-Length of 0 does not */
+    struct seen s = {0};
+    int rc;
+    char *o = relay_run("POST / HTTP/1.1\r\nHost: d\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                        61, 0, &s, &rc, NULL);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(s.headers, "body=1"));
+    free(o);
+    o = relay_run("POST / HTTP/1.1\r\nHost: d\r\nContent-Length: 0\r\n\r\n", 47, 0, &s, &rc, NULL);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(s.headers, "body=0"));
+    free(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -915,6 +964,7 @@ int main(void)
         cmocka_unit_test(test_relay_deny),          cmocka_unit_test(test_relay_upgrade),
         cmocka_unit_test(test_relay_hold_upgrades), cmocka_unit_test(test_relay_smuggling),
         cmocka_unit_test(test_relay_bad_callback),  cmocka_unit_test(test_relay_limits),
+        cmocka_unit_test(test_relay_head_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
