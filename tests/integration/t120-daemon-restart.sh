@@ -72,7 +72,7 @@ for i in $(seq 50); do [ -e "$STATE/hibernate/sb-0000ghost000" ] || break; sleep
 check "a hibernate image of no sandbox is removed at start, saying so" eval \
     "[ ! -e '$STATE/hibernate/sb-0000ghost000' ] && grep -q \"hibernate image of 'sb-0000ghost000': no sandbox has it\" '$T/daemon.log'"
 # (an adopted init is not our child: the host's init reaps the destroyed one a moment later)
-for i in $(seq 40); do
+for i in $(seq 200); do
     pooled_left=0
     for u in $pooled_uids; do [ -n "$(ps -o pid= -u "$u")" ] && pooled_left=$((pooled_left + 1)); done
     [ $pooled_left = 2 ] && break
