@@ -21,6 +21,14 @@ GRACE="${GBX_TEST_GRACE:-10}"
 for v in "${GBX_TEST_TIMEOUT:-1}" "$GRACE"; do
     case "$v" in '' | *[!0-9]*) echo "run-tests: GBX_TEST_TIMEOUT and GBX_TEST_GRACE are whole seconds, not '$v'"; exit 2 ;; esac
 done
+# python3 is the system's (Debian's, from scripts/deps.sh) when there is one: a version
+# manager's shim first on PATH (pyenv's) costs about a second a call, and the tests call
+# python3 thousands of times (that alone made CI's run of the suite take 25 minutes, not 8)
+if [ -x /usr/bin/python3 ] && [ "$(command -v python3)" != /usr/bin/python3 ]; then
+    pybin="$BUILD/test-bin"
+    mkdir -p "$pybin" && ln -sf /usr/bin/python3 "$pybin/python3" &&
+        PATH="$(cd "$pybin" && pwd):$PATH" && export PATH
+fi
 command -v setsid >/dev/null && command -v ps >/dev/null ||
     { echo "run-tests: needs setsid (util-linux) and ps (procps): run scripts/deps.sh"; exit 2; }
 
