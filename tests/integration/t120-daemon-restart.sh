@@ -15,6 +15,9 @@ for line in sys.stdin:
         sys.stdout.write(base64.b64decode(e['data']).decode())"
 }
 
+# live_procs UID: the processes of that uid but zombies (an adopted init that ended is the
+# host's init's to reap, which it does about once a second here, later under load)
+live_procs() { ps -o pid=,stat= -u "$1" | awk '$2 !~ /^Z/ { print $1 }'; }
 # the first daemon: no --kill-on-exit, sandboxes outlive it; a warm pool of 3
 "$D" --state-dir "$STATE" --runtime-dir "$RUN" --pool 3 2>"$T/daemon1.log" &
 DPID=$!
@@ -74,10 +77,12 @@ check "a hibernate image of no sandbox is removed at start, saying so" eval \
 # (an adopted init is not our child: the host's init reaps the destroyed one a moment later)
 for i in $(seq 200); do
     pooled_left=0
-    for u in $pooled_uids; do [ -n "$(ps -o pid= -u "$u")" ] && pooled_left=$((pooled_left + 1)); done
+    for u in $pooled_uids; do [ -n "$(live_procs "$u")" ] && pooled_left=$((pooled_left + 1)); done
     [ $pooled_left = 2 ] && break
     sleep 0.05
 done
+[ $pooled_left = 2 ] ||
+    for u in $pooled_uids; do echo "# uid $u: $(ps -o pid=,stat=,comm= -u "$u" | tr '\n' ' ')"; done
 check "two pooled sandboxes are adopted, the extra one destroyed" [ $pooled_left = 2 ]
 check "the pool counts the adopted ones" \
     [ "$(curl -s --unix-socket "$S" http://glovebox/metrics | awk '$1 == "glovebox_sandboxes{state=\"pooled\"}" {print $2}')" = 2 ]
@@ -102,15 +107,17 @@ check "the process that was streaming ran to its end" \
 check "the dead sandbox's directory is gone" [ ! -e "$RUN/sandboxes/dies" ]
 check "the dead sandbox's cgroups are gone" [ -z "$(find /sys/fs/cgroup -maxdepth 4 -name '*dies' 2>/dev/null)" ]
 check "the loss is logged" grep -q "sandbox 'dies' did not survive" "$T/daemon.log"
-for i in $(seq 40); do [ -z "$(ps -o pid= -u "$orphan_uid")" ] && break; sleep 0.05; done
+for i in $(seq 200); do [ -z "$(live_procs "$orphan_uid")" ] && break; sleep 0.05; done
+[ -z "$(live_procs "$orphan_uid")" ] || echo "# left of 'orphan': $(ps -o pid=,stat=,comm= -u "$orphan_uid" | tr '\n' ' ')"
 check "a sandbox without a record is removed" \
-    eval '[ -z "$(ps -o pid= -u "$orphan_uid")" ] && [ ! -e "$RUN/sandboxes/orphan" ]'
+    eval '[ -z "$(live_procs "$orphan_uid")" ] && [ ! -e "$RUN/sandboxes/orphan" ]'
 check "and that is logged" grep -q "removed sandbox 'orphan': it had no record" "$T/daemon.log"
 code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$S" -X DELETE http://glovebox/v1/sandboxes/keep)
 check "an adopted sandbox can be deleted" [ "$code" = 204 ]
 # (an adopted init is not our child: the host's init reaps it, a moment later)
-for i in $(seq 40); do [ -z "$(ps -o pid= -u "$keep_uid")" ] && break; sleep 0.05; done
-check "and leaves nothing" eval '[ -z "$(ps -o pid= -u "$keep_uid")" ] && [ ! -e "$RUN/sandboxes/keep" ]'
+for i in $(seq 200); do [ -z "$(live_procs "$keep_uid")" ] && break; sleep 0.05; done
+[ -z "$(live_procs "$keep_uid")" ] || echo "# left of 'keep': $(ps -o pid=,stat=,comm= -u "$keep_uid" | tr '\n' ' ')"
+check "and leaves nothing" eval '[ -z "$(live_procs "$keep_uid")" ] && [ ! -e "$RUN/sandboxes/keep" ]'
 settle
 python3 -c "
 import sqlite3
