@@ -31,7 +31,7 @@ sh_in "$SB" 'nohup python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 
 before=$out
 req POST "/v1/sandboxes/$SB/hibernate" '{}'
 check "hibernate answers the sandbox, hibernated" eval "[ '$code' = 200 ] && [ \"\$(field \"j['state']\")\" = hibernated ]"
-check "its processes are gone from the host" eval "! pgrep -u $HUID >/dev/null"
+check "its processes are gone from the host" no_procs "$HUID"
 check "its image is on disk" [ -d "$STATE/hibernate/$SB" ]
 req POST "/v1/sandboxes/$SB/exec" '{"shell":"true","wait":true}'
 check "a hibernated sandbox refuses work until resumed (409)" [ "$code" = 409 ]

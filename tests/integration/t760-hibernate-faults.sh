@@ -117,7 +117,7 @@ t0=$(date +%s%N)
 req DELETE "/v1/sandboxes/$SB"
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 check "a delete during a hung dump answers 204 once it is done (${ms} ms, not the 60 s deadline)" eval "[ '$code' = 204 ] && [ $ms -lt 10000 ]"
-check "and it is true: the sandbox's processes are gone" eval "! pgrep -u $HUID >/dev/null"
+check "and it is true: the sandbox's processes are gone" no_procs "$HUID"
 req GET "/v1/sandboxes/$SB"
 check "and so is the sandbox" [ "$code" = 404 ]
 wait "$H"

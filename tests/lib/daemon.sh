@@ -106,6 +106,16 @@ q() {
     python3 -c "import sqlite3, json; c = sqlite3.connect('$STATE/glovebox.db'); $1"
 }
 # field EXPR: evaluate a Python expression over the JSON body j
+# no_procs UID: no process (zombies aside) runs as UID, waiting up to 10 s: processes a kill
+# or a dump ended may still be exiting, and an orphan's zombie is the host's init's to reap
+no_procs() {
+    for i in $(seq 200); do
+        [ -z "$(ps -o pid=,stat= -u "$1" | awk '$2 !~ /^Z/')" ] && return 0
+        sleep 0.05
+    done
+    echo "# left as uid $1: $(ps -o pid=,stat=,comm= -u "$1" | tr '\n' ' ')"
+    return 1
+}
 field() { python3 -c "import json,sys; j=json.load(open('$T/body')); print($1)"; }
 
 # every recorded response matches docs/api.yaml (skips, saying so, without PyYAML)
