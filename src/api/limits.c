@@ -172,21 +172,24 @@ int gbx_limits_check(const struct gbx_limits *lim, char *why, size_t whysz)
         (lim->dflt.memory_bytes == 0 || lim->dflt.memory_bytes > lim->max.memory_bytes)) {
         gbx_limits_fmt_size(lim->dflt.memory_bytes, a, sizeof(a));
         gbx_limits_fmt_size(lim->max.memory_bytes, b, sizeof(b));
-        snprintf(why, whysz, "default-memory %s is above max-memory %s",
-                 lim->dflt.memory_bytes ? a : "(none)", b);
+        snprintf(why, whysz, "default-memory %s is above max-memory %s%s",
+                 lim->dflt.memory_bytes ? a : "(none)", b,
+                 lim->dflt.memory_bytes ? "" : " (no limit by default needs --max-memory 0 too)");
         return -1;
     }
     if (lim->max.pids && (lim->dflt.pids == 0 || lim->dflt.pids > lim->max.pids)) {
-        snprintf(why, whysz, "default-pids %" PRIu64 " is above max-pids %" PRIu64, lim->dflt.pids,
-                 lim->max.pids);
+        snprintf(why, whysz, "default-pids %" PRIu64 " is above max-pids %" PRIu64 "%s",
+                 lim->dflt.pids, lim->max.pids,
+                 lim->dflt.pids ? "" : " (no limit by default needs --max-pids 0 too)");
         return -1;
     }
     if (lim->max.cpu_millis &&
         (lim->dflt.cpu_millis == 0 || lim->dflt.cpu_millis > lim->max.cpu_millis)) {
         fmt_cpus(lim->dflt.cpu_millis, a, sizeof(a));
         fmt_cpus(lim->max.cpu_millis, b, sizeof(b));
-        snprintf(why, whysz, "default-cpus %s is above max-cpus %s",
-                 lim->dflt.cpu_millis ? a : "(none)", b);
+        snprintf(why, whysz, "default-cpus %s is above max-cpus %s%s",
+                 lim->dflt.cpu_millis ? a : "(none)", b,
+                 lim->dflt.cpu_millis ? "" : " (no limit by default needs --max-cpus 0 too)");
         return -1;
     }
     if (lim->dflt_disk == 0) {

@@ -60,7 +60,7 @@ static const char usage[] =
     "  --default-memory SIZE  limits of a sandbox whose create does not say: memory\n"
     "  --default-pids N       (default 512M), processes (256), CPUs (1), writable layer\n"
     "  --default-cpus N       and /tmp size (1G); 0 for memory, pids or cpus: no limit\n"
-    "  --default-disk SIZE\n"
+    "  --default-disk SIZE    (with its --max-* 0 too)\n"
     "  --max-memory SIZE      the most a create may ask for: memory (default 8G, at most\n"
     "  --max-pids N           half the RAM), processes (4096), CPUs (every CPU), disk\n"
     "  --max-cpus N           (64G), timeout (default none; a create without a timeout\n"
