@@ -6,20 +6,8 @@
 # succeed and the invariants hold.
 NAME=fdisk
 . "$(dirname "$0")/../lib/daemon.sh"
-FS="$T/fs"
-mkdir -p "$FS"
-mount -t tmpfs -o size=32m,mode=0711 gbx-fdisk "$FS" ||
-    { echo "skip: cannot mount a tmpfs here"; exit 77; }
-STATE="$FS/state"
-OWN_MOUNT="$FS"
+state_on_tmpfs 32m
 . "$(dirname "$0")/lib.sh"
-cleanup_fs() {
-    [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
-    DPID=
-    umount "$FS" 2>/dev/null || umount -l "$FS"
-    cleanup
-}
-trap cleanup_fs EXIT
 
 fill() { # the file system full: a filler file as large as it will go
     dd if=/dev/zero of="$FS/filler" bs=64k 2>/dev/null

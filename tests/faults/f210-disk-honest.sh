@@ -13,20 +13,8 @@
 #    audit chain verifies.
 NAME=fhonest
 . "$(dirname "$0")/../lib/daemon.sh"
-FS="$T/fs"
-mkdir -p "$FS"
-mount -t tmpfs -o size=32m,mode=0711 gbx-fhonest "$FS" ||
-    { echo "skip: cannot mount a tmpfs here"; exit 77; }
-STATE="$FS/state"
-OWN_MOUNT="$FS"
+state_on_tmpfs 32m
 . "$(dirname "$0")/lib.sh"
-cleanup_fs() {
-    [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
-    DPID=
-    umount "$FS" 2>/dev/null || umount -l "$FS"
-    cleanup
-}
-trap cleanup_fs EXIT
 
 avail() { df --output=avail -B1 "$FS" | tail -n 1 | tr -d ' '; }
 # short: leave 96 KiB free (below the reserve: 1% of 32 MiB), full: nothing

@@ -106,6 +106,24 @@ q() {
     python3 -c "import sqlite3, json; c = sqlite3.connect('$STATE/glovebox.db'); $1"
 }
 # field EXPR: evaluate a Python expression over the JSON body j
+# state_on_tmpfs SIZE: the state dir on a tmpfs of the test's ($FS, SIZE big), unmounted when
+# the test ends (the disk-full tests); before tests/faults/lib.sh, which reads $STATE
+state_on_tmpfs() {
+    FS="$T/fs"
+    mkdir -p "$FS"
+    mount -t tmpfs -o "size=$1,mode=0711" "gbx-$NAME" "$FS" ||
+        { echo "skip: cannot mount a tmpfs here"; exit 77; }
+    STATE="$FS/state"
+    OWN_MOUNT="$FS"
+    trap cleanup_fs EXIT
+}
+cleanup_fs() {
+    [ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+    DPID=
+    umount "$FS" 2>/dev/null || umount -l "$FS"
+    cleanup
+}
+
 # no_procs UID: no process (zombies aside) runs as UID, waiting up to 10 s: processes a kill
 # or a dump ended may still be exiting, and an orphan's zombie is the host's init's to reap
 no_procs() {
