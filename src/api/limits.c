@@ -165,33 +165,40 @@ int gbx_limits_set(struct gbx_limits *lim, const char *key, const char *value, c
     return 1;
 }
 
+static void fmt_count(uint64_t n, char *buf, size_t bufsz)
+{
+    snprintf(buf, bufsz, "%" PRIu64, n);
+}
+
+static void fmt_cpus64(uint64_t millis, char *buf, size_t bufsz)
+{
+    fmt_cpus((uint32_t)millis, buf, bufsz);
+}
+
+/* A default (0: no limit) above its maximum (0: none): -1 with why. */
+static int dflt_over(const char *name, uint64_t dflt, uint64_t max,
+                     void (*fmt)(uint64_t, char *, size_t), char *why, size_t whysz)
+{
+    if (max == 0 || (dflt != 0 && dflt <= max))
+        return 0;
+    char a[32] = "(none)", b[32];
+    if (dflt)
+        fmt(dflt, a, sizeof(a));
+    fmt(max, b, sizeof(b));
+    snprintf(why, whysz, "default-%s %s is above max-%s %s%s%s%s", name, a, name, b,
+             dflt ? "" : " (no limit by default needs --max-", dflt ? "" : name,
+             dflt ? "" : " 0 too)");
+    return -1;
+}
+
 int gbx_limits_check(const struct gbx_limits *lim, char *why, size_t whysz)
 {
     char a[32], b[32];
-    if (lim->max.memory_bytes &&
-        (lim->dflt.memory_bytes == 0 || lim->dflt.memory_bytes > lim->max.memory_bytes)) {
-        gbx_limits_fmt_size(lim->dflt.memory_bytes, a, sizeof(a));
-        gbx_limits_fmt_size(lim->max.memory_bytes, b, sizeof(b));
-        snprintf(why, whysz, "default-memory %s is above max-memory %s%s",
-                 lim->dflt.memory_bytes ? a : "(none)", b,
-                 lim->dflt.memory_bytes ? "" : " (no limit by default needs --max-memory 0 too)");
+    if (dflt_over("memory", lim->dflt.memory_bytes, lim->max.memory_bytes, gbx_limits_fmt_size, why,
+                  whysz) < 0 ||
+        dflt_over("pids", lim->dflt.pids, lim->max.pids, fmt_count, why, whysz) < 0 ||
+        dflt_over("cpus", lim->dflt.cpu_millis, lim->max.cpu_millis, fmt_cpus64, why, whysz) < 0)
         return -1;
-    }
-    if (lim->max.pids && (lim->dflt.pids == 0 || lim->dflt.pids > lim->max.pids)) {
-        snprintf(why, whysz, "default-pids %" PRIu64 " is above max-pids %" PRIu64 "%s",
-                 lim->dflt.pids, lim->max.pids,
-                 lim->dflt.pids ? "" : " (no limit by default needs --max-pids 0 too)");
-        return -1;
-    }
-    if (lim->max.cpu_millis &&
-        (lim->dflt.cpu_millis == 0 || lim->dflt.cpu_millis > lim->max.cpu_millis)) {
-        fmt_cpus(lim->dflt.cpu_millis, a, sizeof(a));
-        fmt_cpus(lim->max.cpu_millis, b, sizeof(b));
-        snprintf(why, whysz, "default-cpus %s is above max-cpus %s%s",
-                 lim->dflt.cpu_millis ? a : "(none)", b,
-                 lim->dflt.cpu_millis ? "" : " (no limit by default needs --max-cpus 0 too)");
-        return -1;
-    }
     if (lim->dflt_disk == 0) {
         snprintf(why, whysz, "default-disk must be a size (the writable layer always has one)");
         return -1;
