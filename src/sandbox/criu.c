@@ -342,6 +342,11 @@ out:
 
 static int probe_now(struct gbx_runtime *rt, char *why, size_t whysz)
 {
+    /* the fallbacks' tests: a kernel that cannot, whether or not a CRIU is installed */
+    if (getenv("GLOVEBOX_CRIU_PROBE_FAIL")) {
+        snprintf(why, whysz, "%s", getenv("GLOVEBOX_CRIU_PROBE_FAIL"));
+        return 0;
+    }
     const char *criu = NULL;
     struct gbx_err *err = NULL;
     pthread_mutex_lock(&criu_mu);
@@ -350,10 +355,6 @@ static int probe_now(struct gbx_runtime *rt, char *why, size_t whysz)
     if (r < 0 || criu == NULL) {
         snprintf(why, whysz, "%s", err ? err->msg : "criu not found");
         gbx_err_free(err);
-        return 0;
-    }
-    if (getenv("GLOVEBOX_CRIU_PROBE_FAIL")) { /* the fallbacks' tests: a kernel that cannot */
-        snprintf(why, whysz, "%s", getenv("GLOVEBOX_CRIU_PROBE_FAIL"));
         return 0;
     }
     gbx_autofree char *key = probe_key(criu);
