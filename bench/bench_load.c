@@ -7,12 +7,14 @@
  * daemon's RSS and open descriptors are compared with those before.
  *
  *   bench_load SOCK DAEMON_PID [--clients N] [--seconds S] [--idle-seconds S] [--reuse 1]
- *              [--probe-nice N] [--probe-group DIR]
+ *              [--probe-nice N] [--probe-group DIR] [--probe-slice US]
  *
  * --reuse 1: each client makes one sandbox and then only execs, uploads and downloads in it
  * (the same calls without a create and a delete per cycle). --probe-nice N: the prober's thread
  * at nice N (a monitor beside the load, not one of its threads); --probe-group DIR: in that
- * cgroup v1 cpu group (made and weighted by the caller).
+ * cgroup v1 cpu group (made and weighted by the caller); --probe-slice US: with a time slice
+ * of US microseconds (Linux 6.12's EEVDF slices: its wakeups preempt a thread in the middle of
+ * a default slice, as the daemon's loop thread's do).
  *
  * Prints per call p50/p99 and counts, the throughput, /healthz p99 idle and under load with
  * the ratio (target <= 2x), RSS and fds before/after, and the errors by status. Exit 1 on
@@ -27,6 +29,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "base/sched.h"
 #include "lib/client.h"
 
 #define MAX_CLIENTS 64
@@ -67,6 +70,7 @@ static atomic_long cycles;
 static atomic_int stop;
 static int probe_nice;          /* --probe-nice: the prober's thread at this nice value */
 static const char *probe_group; /* --probe-group: a cgroup v1 cpu group the prober joins */
+static int probe_slice_us;      /* --probe-slice: the prober's time slice (EEVDF), us */
 static int reuse; /* --reuse: each client keeps one sandbox (exec, upload, download only) */
 static const char *sock;
 static char first_error[512];
@@ -190,6 +194,9 @@ static void *prober(void *arg)
     (void)arg;
     if (probe_nice != 0 && setpriority(PRIO_PROCESS, (id_t)gettid(), probe_nice) < 0)
         fprintf(stderr, "bench_load: cannot renice the prober: %s\n", strerror(errno));
+    int r = probe_slice_us > 0 ? gbx_sched_set_slice((uint64_t)probe_slice_us * 1000) : 0;
+    if (r < 0)
+        fprintf(stderr, "bench_load: cannot set the prober's time slice: %s\n", strerror(-r));
     if (probe_group) {
         char path[4096];
         snprintf(path, sizeof(path), "%s/tasks", probe_group);
@@ -264,6 +271,8 @@ int main(int argc, char **argv)
             probe_group = argv[i + 1];
         else if (strcmp(argv[i], "--probe-nice") == 0)
             probe_nice = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--probe-slice") == 0)
+            probe_slice_us = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--reuse") == 0)
             reuse = atoi(argv[i + 1]);
     }

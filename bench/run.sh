@@ -424,7 +424,7 @@ if [ -n "$cpu_mnt" ] && mkdir -p "$cpu_mnt/bench-load-probe" 2>/dev/null; then
     PROBE_GROUP="$cpu_mnt/bench-load-probe"
     echo 9533 > "$PROBE_GROUP/cpu.shares"
 fi
-PROBE="--probe-nice -10${PROBE_GROUP:+ --probe-group $PROBE_GROUP}"
+PROBE="--probe-nice -10 --probe-slice 100${PROBE_GROUP:+ --probe-group $PROBE_GROUP}"
 echo "  (the /healthz prober: $PROBE)"
 # shellcheck disable=SC2086 # PROBE is words
 "$BUILD/bench/bench_load" "$GLOVEBOX_RUNTIME_DIR/api.sock" "$DPID" --clients "$LOAD_CLIENTS" \

@@ -3,6 +3,7 @@
 #include "base/fileutil.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,7 +12,39 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static int base_nice, boosted;
+/* the kernel's struct sched_attr (sched_setattr(2)); <linux/sched/types.h> and glibc's
+ * <sched.h> cannot be included together */
+struct sched_attr_abi {
+    uint32_t size, sched_policy;
+    uint64_t sched_flags;
+    int32_t sched_nice;
+    uint32_t sched_priority;
+    uint64_t sched_runtime, sched_deadline, sched_period;
+};
+
+static int base_nice, boosted, sliced;
+
+static int set_slice(int nice, uint64_t ns);
+
+int gbx_sched_set_slice(uint64_t ns)
+{
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    if (nice == -1 && errno != 0)
+        return -errno;
+    return set_slice(nice, ns);
+}
+
+static int set_slice(int nice, uint64_t ns)
+{
+    struct sched_attr_abi a = {.size = sizeof(a),
+                               .sched_policy = 0 /* SCHED_OTHER */,
+                               .sched_nice = nice,
+                               .sched_runtime = ns};
+    if (syscall(SYS_sched_setattr, 0, &a, 0) < 0)
+        return -errno;
+    return 0;
+}
 /* the boosted thread's own CPU group (cgroup v1), and the tasks file of the group it came
  * from: writing "0" there moves the writing thread back */
 static int parent_tasks_fd = -1;
@@ -26,6 +59,9 @@ int gbx_sched_boost_self(int delta)
     /* per thread on Linux: who is a thread id */
     if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), cur - delta) < 0)
         return -errno;
+    /* and a short time slice: with it, the loop's wakeup preempts a thread that is running
+     * a full slice (the kernel's EEVDF, Linux 6.12 on); an older kernel ignores it */
+    sliced = set_slice(cur - delta, GBX_SCHED_LOOP_SLICE_NS) == 0;
     base_nice = cur;
     boosted = 1;
     return 0;
@@ -86,8 +122,11 @@ int gbx_sched_boost_thread(int tid)
 
 void gbx_sched_unboost_nice(void)
 {
-    if (boosted)
-        (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), base_nice);
+    if (!boosted)
+        return;
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), base_nice);
+    if (sliced) /* a thread or child of the loop's: the default slice again */
+        (void)set_slice(base_nice, 0);
 }
 
 void gbx_sched_unboost_self(void)

@@ -46,7 +46,16 @@ static inline void *gbx_steal_ptr_impl(void **p)
     *p = NULL;
     return r;
 }
-#define gbx_steal_ptr(pp) gbx_steal_ptr_impl((void **)(pp))
+/* Take *pp, leaving NULL. Checked when compiled, as bubblewrap's steal_pointer and GLib's
+ * g_steal_pointer are: pp must point to a pointer (an int *, a struct, an fd do not build),
+ * and the result has *pp's own type rather than void *, so assigning it to a pointer of
+ * another type warns. */
+#define gbx_steal_ptr(pp)                                                                          \
+    ({                                                                                             \
+        _Static_assert(__builtin_classify_type(*(pp)) == 5 /* pointer_type_class */,               \
+                       "gbx_steal_ptr takes the address of a pointer");                            \
+        (__typeof__(*(pp)))gbx_steal_ptr_impl((void **)(pp));                                      \
+    })
 
 static inline int gbx_steal_fd(int *fd)
 {

@@ -27,6 +27,17 @@ if [ -n "$CPU" ] && [ -e "$CPU/cpu.shares" ]; then
     uid=$(post /v1/sandboxes '{}' | python3 -c "import json, sys; print(json.load(sys.stdin)['host_uid'])")
     ipid=$(ps -e -o pid= -o uid= --sort=pid | awk -v u="$uid" '$2 == u { print $1; exit }')
     check "a sandbox's init is not in it" eval "[ -n '$ipid' ] && ! grep -qx '$ipid' '$CPU$grp/tasks'"
+    # and the loop's short time slice (EEVDF's custom slice, Linux 6.12 on): its thread only
+    slice() { awk '$1 == "se.slice" { print $3 }' "$1" 2>/dev/null; }
+    kv=$(uname -r | awk -F. '{ print $1 * 1000 + $2 }')
+    if [ "$kv" -ge 6012 ] && [ -n "$(slice /proc/self/sched)" ]; then
+        check "the loop thread runs with a 0.1 ms time slice" [ "$(slice "/proc/$DPID/task/$DPID/sched")" = 100000 ]
+        others=$(for t in /proc/$DPID/task/*; do [ "$t" = "/proc/$DPID/task/$DPID" ] || slice "$t/sched"; done | sort -u)
+        check "no other thread of the daemon does ($others)" eval "[ -n '$others' ] && ! echo '$others' | grep -qx 100000"
+        check "nor a sandbox's init" eval "[ \"\$(slice /proc/$ipid/sched)\" != 100000 ]"
+    else
+        echo "# kernel $(uname -r): no custom time slices (6.12 on), the loop has the default one"
+    fi
     LOOPGRP="$CPU$grp"
 else
     echo "# no cgroup v1 cpu controller: the loop's group is not made (nice only)"
