@@ -3,8 +3,8 @@
 #include "base/fileutil.h"
 
 #include <errno.h>
-#include <stdint.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -24,17 +24,7 @@ struct sched_attr_abi {
 
 static int base_nice, boosted, sliced;
 
-static int set_slice(int nice, uint64_t ns);
-
-int gbx_sched_set_slice(uint64_t ns)
-{
-    errno = 0;
-    int nice = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
-    if (nice == -1 && errno != 0)
-        return -errno;
-    return set_slice(nice, ns);
-}
-
+/* The calling thread's slice at nice value nice (sched_setattr sets both at once). */
 static int set_slice(int nice, uint64_t ns)
 {
     struct sched_attr_abi a = {.size = sizeof(a),
@@ -45,6 +35,16 @@ static int set_slice(int nice, uint64_t ns)
         return -errno;
     return 0;
 }
+
+int gbx_sched_set_slice(uint64_t ns)
+{
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+    if (nice == -1 && errno != 0)
+        return -errno;
+    return set_slice(nice, ns);
+}
+
 /* the boosted thread's own CPU group (cgroup v1), and the tasks file of the group it came
  * from: writing "0" there moves the writing thread back */
 static int parent_tasks_fd = -1;
@@ -125,7 +125,7 @@ void gbx_sched_unboost_nice(void)
     if (!boosted)
         return;
     (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), base_nice);
-    if (sliced) /* a thread or child of the loop's: the default slice again */
+    if (sliced) /* threads and children inherit the slice: theirs is the default again */
         (void)set_slice(base_nice, 0);
 }
 

@@ -5,11 +5,11 @@
 #ifndef GBX_BASE_SCHED_H
 #define GBX_BASE_SCHED_H
 
+#include <stdint.h>
+
 /* The boosted thread's time slice: short, so that its wakeup preempts a thread that is in
  * the middle of a default one (1.4 ms on 2 CPUs), rather than waiting for that one's end. */
 #define GBX_SCHED_LOOP_SLICE_NS 100000ull
-
-#include <stdint.h>
 
 /* The calling thread's time slice (SCHED_OTHER, its nice value kept): ns from 100 us to
  * 100 ms, or 0 for the kernel's default. 0, or -errno; a kernel before 6.12 has no custom

@@ -34,7 +34,7 @@ if [ -n "$CPU" ] && [ -e "$CPU/cpu.shares" ]; then
         check "the loop thread runs with a 0.1 ms time slice" [ "$(slice "/proc/$DPID/task/$DPID/sched")" = 100000 ]
         others=$(for t in /proc/$DPID/task/*; do [ "$t" = "/proc/$DPID/task/$DPID" ] || slice "$t/sched"; done | sort -u)
         check "no other thread of the daemon does ($others)" eval "[ -n '$others' ] && ! echo '$others' | grep -qx 100000"
-        check "nor a sandbox's init" eval "[ \"\$(slice /proc/$ipid/sched)\" != 100000 ]"
+        check "nor a sandbox's init" eval "[ -n '$ipid' ] && [ -n \"\$(slice /proc/$ipid/sched)\" ] && [ \"\$(slice /proc/$ipid/sched)\" != 100000 ]"
     else
         echo "# kernel $(uname -r): no custom time slices (6.12 on), the loop has the default one"
     fi
