@@ -51,14 +51,15 @@ LDFLAGS_ALL := -pie -Wl,-z,relro,-z,now $(SAN_FLAGS) $(LDFLAGS)
 LIBS := $(shell pkg-config --libs $(PKGS)) -lhttp_parser
 
 # (+ the daemon's pure parsers, so unit tests and fuzz targets can link them)
-LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c src/egress/*.c \
-                       src/session/*.c) \
-            src/api/multipart.c src/api/connect.c src/api/limits.c
+LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c src/egress/*.c) \
+            src/session/toolkit.c src/session/glob.c \
+            src/http/multipart.c src/e2b/connect.c src/core/limits.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o $(BUILD)/gen/seccomp_bpf.o
 LIB := $(BUILD)/libglovebox.a
 
-DAEMON_SRCS := $(wildcard src/api/*.c src/daemon/*.c)
-DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/api/interp_blob.o
+DAEMON_SRCS := $(filter-out $(LIB_SRCS),$(wildcard src/core/*.c src/session/*.c src/api/*.c src/e2b/*.c \
+                                                  src/http/*.c src/daemon/*.c))
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/e2b/interp_blob.o
 DAEMON_LIBS := $(shell pkg-config --libs libevent jansson zlib)
 CLI_LIBS := $(shell pkg-config --libs jansson)
 CLI_SRCS := $(filter-out src/cli/audit.c src/cli/audit_main.c,$(wildcard src/cli/*.c src/mcp/*.c src/worker/*.c))
@@ -136,9 +137,9 @@ $(BUILD)/src/sandbox/init_blob.o: src/sandbox/init_blob.S $(BUILD)/glovebox-init
 	@mkdir -p $(@D)
 	$(CC) -c -DGBX_INIT_PATH='"$(BUILD)/glovebox-init"' $< -o $@
 
-$(BUILD)/src/api/interp_blob.o: src/api/interp_blob.S src/api/interp_kernel.py
+$(BUILD)/src/e2b/interp_blob.o: src/e2b/interp_blob.S src/e2b/interp_kernel.py
 	@mkdir -p $(@D)
-	$(CC) -c -DGBX_INTERP_KERNEL='"src/api/interp_kernel.py"' $< -o $@
+	$(CC) -c -DGBX_INTERP_KERNEL='"src/e2b/interp_kernel.py"' $< -o $@
 
 $(LIB): $(LIB_OBJS)
 	rm -f $@
@@ -184,7 +185,7 @@ NODE_STAMPS := $(NODE_SUITES:%=%/node_modules/.glovebox-npm-ci)
 	@touch $@
 
 test: all $(UNIT_BINS) $(INTEG_BINS) $(PROBE) $(NODE_STAMPS)
-	@BUILD=$(BUILD) ./tests/run-tests.sh tests/unit/test_runner.sh $(UNIT_BINS) $(INTEG_BINS) \
+	@BUILD=$(BUILD) ./tests/run-tests.sh tests/unit/test_runner.sh tests/unit/layers.sh $(UNIT_BINS) $(INTEG_BINS) \
 	    tests/integration/t*.sh tests/security/*.sh tests/faults/f*.sh $(NODE_SUITES:%=%/run.sh)
 
 unit: $(UNIT_BINS)
@@ -208,14 +209,14 @@ FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build-fuzz/%)
 FUZZ_TIME ?= 20
 # the pure parts of the library (no sandboxes, no store, no daemon-side egress), plus what a
 # target names in FUZZ_EXTRA_<target>
-FUZZ_LIB_SRCS := $(filter-out src/sandbox/% src/store/% src/egress/egress.c src/egress/netns.c \
+FUZZ_LIB_SRCS := $(filter-out src/sandbox/% src/store/% src/agent/aconn.c src/egress/egress.c src/egress/netns.c \
                   src/egress/proxy.c src/egress/dns.c,$(LIB_SRCS))
 FUZZ_EXTRA_fuzz_dns := src/egress/dns.c
 FUZZ_EXTRA_fuzz_oci := src/sandbox/oci.c src/sandbox/template.c src/sandbox/layer.c
 FUZZ_EXTRA_fuzz_worker := src/worker/worker.c src/worker/hook.c
 # the request-body gate alone (its one call into aconn.c is stubbed in the target)
-FUZZ_EXTRA_fuzz_body := src/api/http.c
-build-fuzz/%: tests/fuzz/%.c $(LIB_SRCS) src/init/*.c $(wildcard src/mcp/*.c) $(wildcard src/worker/*.c) src/api/http.c
+FUZZ_EXTRA_fuzz_body := src/http/http.c
+build-fuzz/%: tests/fuzz/%.c $(LIB_SRCS) src/init/*.c $(wildcard src/mcp/*.c) $(wildcard src/worker/*.c) src/http/http.c
 	@mkdir -p $(@D)
 	clang -std=gnu11 -g -O1 -Isrc -D_GNU_SOURCE -DGBX_FUZZING -fsanitize=fuzzer,address,undefined \
 	    -fno-sanitize-recover=all \

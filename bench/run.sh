@@ -138,7 +138,7 @@ else
 fi
 fi
 
-# Sessions (src/api/sessions.c): execute round trips of the tools against the native API doing
+# Sessions (src/session/sessions.c): execute round trips of the tools against the native API doing
 # the same work (exec with wait, the files download), idempotent replay, and the replacement of
 # a deleted sandbox (create + workspace restore + run) against a plain create, on a private
 # gloveboxd; bench/bench_session.c says what each line times.
@@ -152,7 +152,7 @@ start_daemon
 stop_daemon
 fi
 
-# State (src/api/snapshots.c, hibernate.c): pause/resume beside the kernel's own freezer, a
+# State (src/core/snapshots.c, hibernate.c): pause/resume beside the kernel's own freezer, a
 # snapshot of 10 MB changed beside cp -a of the same files, clone and rollback beside a fresh
 # create, hibernate and restore of 16 and 256 MiB beside writing and reading that memory;
 # bench/bench_state.c says what each line times. Hibernate needs CRIU (scripts/criu.sh).

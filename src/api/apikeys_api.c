@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/http.h"
-#include "api/limits.h"
+#include "http/http.h"
+#include "core/limits.h"
 #include "api/server_int.h"
 #include "base/mem.h"
 #include "base/parse.h"

@@ -50,9 +50,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "api/http.h"
-#include "api/offload.h"
-#include "api/sandboxes.h"
+#include "http/http.h"
+#include "core/offload.h"
+#include "core/sandboxes.h"
 #include "base/fault.h"
 #include "base/clock.h"
 #include "base/fileutil.h"

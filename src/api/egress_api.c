@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "api/egress_api.h"
-#include "api/http.h"
+#include "http/http.h"
 #include "base/clock.h"
 #include "base/mem.h"
 #include "base/parse.h"

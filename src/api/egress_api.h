@@ -6,7 +6,7 @@
 
 #include <event2/http.h>
 
-#include "api/sandboxes.h"
+#include "core/sandboxes.h"
 #include "api/server.h"
 
 /* /v1/egress, /v1/egress/block, /v1/secrets, /v1/secrets/{name} */

@@ -25,7 +25,7 @@
  * process running. The same stream code serves GET .../processes/{proc}/stream (attach),
  * which takes the process's output over from whichever connection had it.
  *
- * Another front end (E2B's process.Process, e2b_process.c) uses the same streams with its
+ * Another front end (E2B's process.Process, e2b/process.c) uses the same streams with its
  * own event form (struct gbx_exec_ops); its streams keep reading after their client left,
  * and its attaches follow a stream that already reads the process instead of taking over.
  */
@@ -44,8 +44,8 @@
 #include <string.h>
 
 #include "agent/frame.h"
-#include "api/aconn.h"
-#include "api/http.h"
+#include "agent/aconn.h"
+#include "http/http.h"
 #include "api/server.h"
 #include "base/log.h"
 #include "base/mem.h"

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/actor.h"
+#include "core/actor.h"
 #include "base/err.h"
 
 struct event_base;
@@ -44,7 +44,7 @@ void gbx_api_exec_stdin_bytes(const char *sandbox, uint32_t proc, size_t n);
  * process handle to attach to later); requests still waiting get a 503. */
 size_t gbx_api_exec_drain(const char *why);
 
-/* ---- the same streams for another front end (E2B's process.Process, e2b_process.c) ---------- */
+/* ---- the same streams for another front end (E2B's process.Process, e2b/process.c) ---------- */
 
 /* How a stream's events go out when not as the native NDJSON or SSE. Each event callback
  * appends the bytes of one event to b; exec.c sends them (with its backpressure) and ends

@@ -35,9 +35,9 @@
 #include <strings.h>
 #include <time.h>
 
-#include "api/aconn.h"
-#include "api/http.h"
-#include "api/multipart.h"
+#include "agent/aconn.h"
+#include "http/http.h"
+#include "http/multipart.h"
 #include "api/server.h"
 #include "base/clock.h"
 #include "base/log.h"

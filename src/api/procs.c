@@ -24,9 +24,9 @@
 #include <strings.h>
 
 #include "agent/frame.h"
-#include "api/aconn.h"
+#include "agent/aconn.h"
 #include "api/exec.h"
-#include "api/http.h"
+#include "http/http.h"
 #include "api/server.h"
 #include "base/log.h"
 #include "base/mem.h"

@@ -4,7 +4,7 @@
 #ifndef GBX_API_PROCS_H
 #define GBX_API_PROCS_H
 
-#include "api/actor.h"
+#include "core/actor.h"
 
 struct event_base;
 struct evhttp_request;

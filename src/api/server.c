@@ -15,11 +15,11 @@
 #include "api/server.h"
 #include "api/artifacts_api.h"
 #include "api/egress_api.h"
-#include "api/sessions.h"
-#include "api/snapshots.h"
-#include "api/gc.h"
-#include "api/hibernate.h"
-#include "api/boot.h"
+#include "session/sessions.h"
+#include "core/snapshots.h"
+#include "core/gc.h"
+#include "core/hibernate.h"
+#include "core/boot.h"
 #include "api/templates_api.h"
 #include "egress/egress.h"
 
@@ -50,15 +50,15 @@
 
 #include "agent/client.h"
 #include "egress/netns.h"
-#include "api/e2b.h"
-#include "api/gate.h"
+#include "e2b/e2b.h"
+#include "http/gate.h"
 #include "api/exec.h"
 #include "api/files.h"
 #include "api/procs.h"
-#include "api/reqmetrics.h"
-#include "api/sandboxes.h"
-#include "api/http.h"
-#include "api/offload.h"
+#include "http/reqmetrics.h"
+#include "core/sandboxes.h"
+#include "http/http.h"
+#include "core/offload.h"
 #include "base/fault.h"
 #include "base/fileutil.h"
 #include "base/log.h"
@@ -847,7 +847,7 @@ static void dispatch_tcp(struct evhttp_request *req, void *arg)
         gbx_e2b_data(s, s->base, req, sid);
         return;
     }
-    /* a signed envd URL (sbx.downloadUrl()/uploadUrl()) carries no sandbox id: e2b_files.c
+    /* a signed envd URL (sbx.downloadUrl()/uploadUrl()) carries no sandbox id: e2b/files.c
      * finds the sandbox whose token made the signature */
     if (files) {
         gbx_reqmetrics_track(req, path, "e2b");

@@ -7,9 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/actor.h"
-#include "api/gate.h"
-#include "api/gc.h"
+#include "core/actor.h"
+#include "http/gate.h"
+#include "core/gc.h"
 #include "base/err.h"
 
 struct event_base;

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The server's insides, shared by the files it is split into: server.c (listeners, routing,
- * the live sandboxes, lifecycle), sandbox_create.c (parsing and making a sandbox, the warm
+ * the live sandboxes, lifecycle), core/create.c (parsing and making a sandbox, the warm
  * pool), adopt.c (the reaper and re-adoption at start), metrics.c (/healthz and /metrics),
  * quota.c (what a key holds against its quotas), apikeys_api.c (/v1/apikeys), admit.c
  * (admission on the state disk), audit.c (audit records). Nothing outside src/api/server*.c,
- * sandbox_create.c, adopt.c, metrics.c, quota.c, apikeys_api.c, admit.c and audit.c includes
+ * core/create.c, adopt.c, metrics.c, quota.c, apikeys_api.c, admit.c and audit.c includes
  * it. */
 #ifndef GBX_API_SERVER_INT_H
 #define GBX_API_SERVER_INT_H
@@ -14,8 +14,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "api/limits.h"
-#include "api/sandboxes.h"
+#include "core/limits.h"
+#include "core/sandboxes.h"
 #include "api/server.h"
 #include "base/diskguard.h"
 #include "sandbox/backend.h"
@@ -142,7 +142,7 @@ void gbx_srv_quota_of(struct gbx_server *s, const char *owner, struct gbx_quota 
 /* apikeys_api.c: /v1/apikeys and /v1/apikeys/... (path: the whole request path) */
 void gbx_srv_handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
                             struct evhttp_request *req, const char *path);
-/* sandbox_create.c: what the creates still being made for owner add to use */
+/* core/create.c: what the creates still being made for owner add to use */
 void gbx_srv_creating_use(const struct gbx_server *s, const char *owner, struct gbx_quota_use *use);
 
 #endif

@@ -17,10 +17,10 @@
 #include <sys/queue.h>
 #include <sys/stat.h>
 
-#include "api/http.h"
-#include "api/offload.h"
-#include "api/sandboxes.h"
-#include "api/snapshots.h"
+#include "http/http.h"
+#include "core/offload.h"
+#include "core/sandboxes.h"
+#include "core/snapshots.h"
 #include "api/server.h"
 #include "base/clock.h"
 #include "base/fault.h"

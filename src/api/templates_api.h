@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "api/actor.h"
+#include "core/actor.h"
 
 struct event_base;
 struct evhttp_request;

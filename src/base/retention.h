@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Retention policies: which of a set of items (snapshots, artifacts, session logs, stopped
  * sandboxes) a keep-rule by age, count and total size lets go. Pure; the daemon's collector
- * (src/api/gc.c) applies it. */
+ * (src/core/gc.c) applies it. */
 #ifndef GBX_BASE_RETENTION_H
 #define GBX_BASE_RETENTION_H
 

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "api/limits.h"
+#include "core/limits.h"
 #include "api/server.h"
 #include "base/log.h"
 #include "base/conf.h"

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "agent/aconn.h"
 #include "base/err.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/seccomp.h"
@@ -162,5 +163,10 @@ int gbx_sandbox_hold_renew(struct gbx_sandbox *sb) GBX_WUR;
 /* Let go of a sandbox without stopping it (a daemon shutting down leaves sandboxes running
  * for the next one to adopt through their control sockets): frees sb, closes its fds. */
 void gbx_sandbox_forget(struct gbx_sandbox *sb);
+
+/* Open a new event-driven connection to a sandbox's agent (sandbox/agentconn.c). */
+int gbx_aconn_open(struct event_base *base, struct gbx_sandbox *sb, gbx_aconn_event_fn on_event,
+                   gbx_aconn_close_fn on_close, void *arg, struct gbx_aconn **out,
+                   struct gbx_err **err) GBX_WUR;
 
 #endif

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer target for the API's request-body and header gate (src/api/http.c), which every
+/* libFuzzer target for the API's request-body and header gate (src/http/http.c), which every
  * JSON body and Range header from any API client goes through before a handler sees it:
  *   - gbx_http_body_object, on a real evhttp request (no connection: a reply frees it) whose
  *     body is the input: it gives an object or replies; an object it gives nests no deeper
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/aconn.h"
-#include "api/http.h"
+#include "agent/aconn.h"
+#include "http/http.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer target for the Connect codec (src/api/connect.c): a stream of envelopes as a
+/* libFuzzer target for the Connect codec (src/e2b/connect.c): a stream of envelopes as a
  * client could send them, and every protobuf-JSON value form the E2B handlers decode from
  * untrusted bodies. Checks: an envelope never claims more than it was given, and what the
  * base64 decoder accepts re-encodes to the same bytes. */
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/connect.h"
+#include "e2b/connect.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

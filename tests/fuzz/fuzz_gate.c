@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer target for the daemon's HTTP gate (src/api/gate.c): untrusted client bytes go
+/* libFuzzer target for the daemon's HTTP gate (src/http/gate.c): untrusted client bytes go
  * through the http-parser relay (src/egress/sniff.c) the way the gate drives it, and evhttp
  * reads what comes out.
  *

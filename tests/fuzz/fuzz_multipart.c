@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* libFuzzer target for the multipart/form-data parser (src/api/multipart.c), which reads
+/* libFuzzer target for the multipart/form-data parser (src/http/multipart.c), which reads
  * upload bodies from any API client. The input is "Content-Type value\n" then the body.
  * Nothing may crash or leak; every part accepted must lie inside the body, and a failure
  * must leave nothing behind. */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/multipart.h"
+#include "http/multipart.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

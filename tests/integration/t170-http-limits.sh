@@ -1,5 +1,5 @@
 #!/bin/sh
-# The HTTP front door (src/api/gate.c): a request without a credential never gets its body
+# The HTTP front door (src/http/gate.c): a request without a credential never gets its body
 # read (anonymous 60 MB uploads neither wait for their bodies nor grow the daemon), a head or
 # body that does not come is closed after its timeout, an idle keep-alive connection too, the
 # TCP listener caps connections in all and per address, and every API key has a request rate

@@ -305,7 +305,7 @@ print(s.recv(4096).split(b"\r\n")[0].decode())
 PY
 )
 e2b "$A" GET /v2/sandboxes
-# refused at the front door (src/api/gate.c): RFC 9112 allows only visible ASCII in a target
+# refused at the front door (src/http/gate.c): RFC 9112 allows only visible ASCII in a target
 check "a path with bytes that are not UTF-8: 400, and the daemon lives on" [ "$raw $code" = "HTTP/1.1 400 Bad Request 200" ]
 e2b "$A" PATCH /v2/sandboxes '{}'
 check "a wrong method: 405 with code 405 and Allow" eval 'is_err 405 && [ -n "$(hdr Allow)" ]'

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for src/api/connect.c: Connect envelopes, error codes, protobuf-JSON values. */
+/* Unit tests for src/e2b/connect.c: Connect envelopes, error codes, protobuf-JSON values. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "api/connect.h"
+#include "e2b/connect.h"
 
 static void test_envelope_roundtrip(void **state)
 {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for src/api/limits.c: the shipped defaults, daemon settings, a create's limits
+/* Unit tests for src/core/limits.c: the shipped defaults, daemon settings, a create's limits
  * against the maximums (with the defaults filled in), quotas and their messages. */
 #include <errno.h>
 #include <setjmp.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "api/limits.h"
+#include "core/limits.h"
 
 #define MIB (1ull << 20)
 #define GIB (1ull << 30)

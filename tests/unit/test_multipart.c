@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* multipart/form-data parsing (src/api/multipart.c): boundaries from Content-Type, parts and
+/* multipart/form-data parsing (src/http/multipart.c): boundaries from Content-Type, parts and
  * their names, binary content, and the malformed bodies that must be refused. */
 #include <errno.h>
 #include <setjmp.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "api/multipart.h"
+#include "http/multipart.h"
 
 static int parse(const char *boundary, const char *body, size_t len, struct gbx_multipart *mp)
 {

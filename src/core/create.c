@@ -1,0 +1,1074 @@
+/* SPDX-License-Identifier: MIT */
+/* Making a sandbox: the create request parsed and checked, the create itself (prepared on
+ * the loop, spawned on a worker thread, finished on the loop), the warm pool, and the rows a
+ * live sandbox keeps in the store. */
+#include "base/clock.h"
+#include "api/server.h"
+#include "api/artifacts_api.h"
+#include "api/egress_api.h"
+#include "session/sessions.h"
+#include "core/snapshots.h"
+#include "core/gc.h"
+#include "core/hibernate.h"
+#include "core/boot.h"
+#include "api/templates_api.h"
+#include "egress/egress.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <sys/queue.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/random.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/client.h"
+#include "egress/netns.h"
+#include "e2b/e2b.h"
+#include "api/exec.h"
+#include "api/files.h"
+#include "api/procs.h"
+#include "http/reqmetrics.h"
+#include "core/sandboxes.h"
+#include "http/http.h"
+#include "core/offload.h"
+#include "base/fault.h"
+#include "base/fileutil.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/parse.h"
+#include "sandbox/backend.h"
+#include "sandbox/criu.h"
+#include "store/store.h"
+#include "store/writer.h"
+
+#include "api/server_int.h"
+
+/* ---- request parsing ---------------------------------------------------------------------- */
+
+/* A size given as a number of bytes or a string like "512M". */
+int gbx_srv_json_size(json_t *v, uint64_t *out)
+{
+    if (json_is_integer(v) && json_integer_value(v) > 0) {
+        *out = (uint64_t)json_integer_value(v);
+        return 0;
+    }
+    if (json_is_string(v))
+        return gbx_parse_size(json_string_value(v), out);
+    return -EINVAL;
+}
+
+/* A timeout: seconds as a number, or a duration string ("30s", "5m", "1500ms"); 0 means
+ * none. At most 30 days. */
+int gbx_srv_json_timeout_ms(json_t *v, uint64_t *out)
+{
+    if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+        json_integer_value(v) <= 30 * 24 * 3600) {
+        *out = (uint64_t)json_integer_value(v) * 1000;
+        return 0;
+    }
+    if (json_is_string(v) && gbx_parse_duration_ms(json_string_value(v), out) == 0 &&
+        *out <= 30ull * 24 * 3600 * 1000)
+        return 0;
+    return -EINVAL;
+}
+
+#define MAX_MAP_ENTRIES 64
+#define MAX_MAP_VALUE 4096
+
+/* A {"k": "v"} object of at most MAX_MAP_ENTRIES strings: metadata and labels. Label keys
+ * and values are names (1-63 of [a-z0-9-], so a filter "k=v" is unambiguous). */
+static int check_string_map(const char *field, json_t *v, int names, struct gbx_err **err)
+{
+    const char *k;
+    json_t *x;
+    if (!json_is_object(v) || json_object_size(v) > MAX_MAP_ENTRIES)
+        goto bad;
+    json_object_foreach(v, k, x)
+    {
+        if (!json_is_string(x) || strlen(k) == 0 || strlen(k) > 128 ||
+            json_string_length(x) > MAX_MAP_VALUE ||
+            memchr(json_string_value(x), 0, json_string_length(x)))
+            goto bad;
+        if (names && (gbx_name_valid(k) < 0 || gbx_name_valid(json_string_value(x)) < 0))
+            goto bad;
+    }
+    return 0;
+bad:
+    if (names)
+        gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                    "'%s' must be an object of at most %d entries whose keys and "
+                    "values are 1-63 of a-z, 0-9 and '-'",
+                    field, MAX_MAP_ENTRIES);
+    else
+        gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                    "'%s' must be an object of at most %d string values (keys up to "
+                    "128 bytes, values up to %d)",
+                    field, MAX_MAP_ENTRIES, MAX_MAP_VALUE);
+    return -1;
+}
+
+/* {"NAME": "value"}: the environment every process of the sandbox starts with. */
+static int check_env(json_t *v, struct gbx_err **err)
+{
+    const char *k;
+    json_t *x;
+    if (!json_is_object(v) || json_object_size(v) > 1024)
+        goto bad;
+    json_object_foreach(v, k, x)
+    {
+        char kv[8192];
+        if (!json_is_string(x) ||
+            snprintf(kv, sizeof(kv), "%s=%s", k, json_string_value(x)) >= (int)sizeof(kv) ||
+            gbx_env_valid(kv) < 0 || memchr(json_string_value(x), 0, json_string_length(x)))
+            goto bad;
+    }
+    return 0;
+bad:
+    gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                "'env' must be an object of at most 1024 variables: NAME to a string "
+                "value (at most 8 KiB each)");
+    return -1;
+}
+
+/* A size too large to hold at all (a wrapped "100000000T"): the same answer as one above the
+ * maximum. */
+static int size_too_large(const char *field, json_t *v, uint64_t max, struct gbx_err **err)
+{
+    char m[32];
+    gbx_limits_fmt_size(max, m, sizeof(m));
+    return gbx_err_set(err, ERANGE, GBX_ERR_INVALID,
+                       "'%s' %s is too large: this daemon's maximum is %s", field,
+                       json_is_string(v) ? json_string_value(v) : "(a number)", max ? m : "16E");
+}
+
+static int parse_create(const struct gbx_limits *lim, json_t *body, struct gbx_create_opts *c,
+                        struct gbx_err **err)
+{
+    memset(c, 0, sizeof(*c));
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v)
+    {
+        if (strcmp(key, "id") == 0) {
+            if (!json_is_string(v) || gbx_sandbox_id_valid(json_string_value(v)) < 0)
+                goto bad_id;
+            c->id = json_string_value(v);
+        } else if (strcmp(key, "template") == 0) {
+            if (!json_is_string(v) || gbx_name_valid(json_string_value(v)) < 0) {
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "'template' must be a template name");
+                return -1;
+            }
+            c->template_name = json_string_value(v);
+        } else if (strcmp(key, "memory") == 0) {
+            int r = gbx_srv_json_size(v, &c->limits.memory_bytes);
+            if (r == -ERANGE)
+                return size_too_large("memory", v, lim->max.memory_bytes, err);
+            if (r < 0 || c->limits.memory_bytes < (4u << 20)) {
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'memory' must be a size of at least 4M (bytes, or a "
+                            "string like \"512M\")");
+                return -1;
+            }
+        } else if (strcmp(key, "disk") == 0) {
+            int r = gbx_srv_json_size(v, &c->disk_bytes);
+            if (r == -ERANGE)
+                return size_too_large("disk", v, lim->max_disk, err);
+            if (r < 0 || c->disk_bytes < (1u << 20)) {
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "'disk' must be a size of at least 1M");
+                return -1;
+            }
+        } else if (strcmp(key, "pids") == 0) {
+            if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+                json_integer_value(v) > 4194304) {
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'pids' must be an integer from 1 to 4194304");
+                return -1;
+            }
+            c->limits.pids = (uint64_t)json_integer_value(v);
+        } else if (strcmp(key, "timeout") == 0) {
+            if (gbx_srv_json_timeout_ms(v, &c->timeout_ms) < 0) {
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'timeout' must be seconds (0 to 2592000) or a duration "
+                            "like \"30s\", \"5m\"");
+                return -1;
+            }
+        } else if (strcmp(key, "cpus") == 0) {
+            double d = json_is_number(v) ? json_number_value(v) : -1;
+            if (d < 0.01 || d > 1024) {
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'cpus' must be a number of CPUs from 0.01 to 1024");
+                return -1;
+            }
+            c->limits.cpu_millis = (uint32_t)(d * 1000 + 0.5);
+        } else if (strcmp(key, "env") == 0) {
+            if (check_env(v, err) < 0)
+                return -1;
+            c->env = v;
+        } else if (strcmp(key, "metadata") == 0) {
+            if (check_string_map("metadata", v, 0, err) < 0)
+                return -1;
+            c->metadata = v;
+        } else if (strcmp(key, "labels") == 0) {
+            if (check_string_map("labels", v, 1, err) < 0)
+                return -1;
+            c->labels = v;
+        } else if (strcmp(key, "network") == 0) {
+            if (!json_is_object(v) && !json_is_null(v)) {
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'network' must be an object {mode, rules, secrets}");
+                return -1;
+            }
+            c->network = v;
+        } else if (strcmp(key, "snapshot") == 0) {
+            if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 63) {
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'snapshot' must be a snapshot id or name");
+                return -1;
+            }
+            c->snapshot = json_string_value(v);
+        } else if (strcmp(key, "on_timeout") == 0) {
+            const char *ot = json_is_string(v) ? json_string_value(v) : "";
+            if (strcmp(ot, "kill") != 0 && strcmp(ot, "pause") != 0) {
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'on_timeout' must be \"kill\" or \"pause\"");
+                return -1;
+            }
+            c->on_timeout_pause = ot[0] == 'p';
+        } else if (strcmp(key, "idempotency_key") == 0) {
+            if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 256 ||
+                memchr(json_string_value(v), 0, json_string_length(v))) {
+                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                            "'idempotency_key' must be a string of 1 to 256 bytes");
+                return -1;
+            }
+            c->idem_key = json_string_value(v);
+        } else {
+            gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                        "unknown field '%s' (expected id, template, snapshot, memory, disk, "
+                        "pids, cpus, timeout, on_timeout, env, metadata, labels, network, "
+                        "idempotency_key)",
+                        key);
+            return -1;
+        }
+    }
+    return 0;
+bad_id:
+    gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                "'id' must be 1-63 of [a-z0-9-], not starting with '-'");
+    return -1;
+}
+
+/* ---- handlers ----------------------------------------------------------------------------- */
+
+/* Forget a sandbox's row (through the writer: nothing waits for it). */
+void gbx_srv_store_delete(struct gbx_server *s, const char *id)
+{
+    s->writes_pending++;
+    gbx_store_writer_sandbox_delete(s->writer, id, gbx_srv_write_done, s);
+}
+
+static void live_row(const struct gbx_live *l, struct gbx_store_sandbox *row, char **attrs)
+{
+    *attrs = l->attrs ? json_dumps(l->attrs, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    *row = (struct gbx_store_sandbox){.id = l->sb->id,
+                                      .owner = l->owner,
+                                      .template_name = l->template_name,
+                                      .state = l->hibernated ? "hibernated"
+                                               : l->paused   ? "paused"
+                                                             : "running",
+                                      .spec = l->spec_text ? l->spec_text : "{}",
+                                      .created_ns = l->created_ns,
+                                      .host_uid = l->sb->host_uid,
+                                      .uid_slot = l->sb->uid_slot,
+                                      .init_pid = l->sb->init_pid,
+                                      .expires_ns = l->expires_ns,
+                                      .token = l->token,
+                                      .attrs = *attrs};
+}
+
+static int store_put_live(struct gbx_server *s, const struct gbx_live *l, struct gbx_err **err);
+
+void gbx_sandboxes_set_attr(struct gbx_server *s, struct gbx_live *l, const char *key,
+                            json_t *value)
+{
+    if (l->attrs == NULL)
+        l->attrs = json_object();
+    if (value)
+        json_object_set_new(l->attrs, key, value);
+    else
+        json_object_del(l->attrs, key);
+    /* on the loop's connection, like every other write of a live sandbox's row, so that
+     * rows are written in order (no fsync there: see gbx_store_relax) */
+    struct gbx_err *err = NULL;
+    if (store_put_live(s, l, &err) < 0) {
+        gbx_log_error("sandbox '%s': %s", l->sb->id, err->msg);
+        gbx_err_free(err);
+    }
+}
+
+void gbx_sandboxes_save(struct gbx_server *s, struct gbx_live *l)
+{
+    struct gbx_err *err = NULL;
+    if (store_put_live(s, l, &err) < 0) {
+        gbx_log_error("sandbox '%s': %s", l->sb ? l->sb->id : "?", err->msg);
+        gbx_err_free(err);
+    }
+}
+
+static int store_put_live(struct gbx_server *s, const struct gbx_live *l, struct gbx_err **err)
+{
+    struct gbx_store_sandbox row;
+    char *attrs = NULL;
+    live_row(l, &row, &attrs);
+    int r = gbx_store_sandbox_put(s->store, &row, err);
+    free(attrs);
+    return r;
+}
+
+/* 64 hex digits from the kernel's random source. */
+void gbx_srv_new_token(char out[65])
+{
+    uint8_t raw[32];
+    GBX_BUG_ON(getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw));
+    for (size_t i = 0; i < sizeof(raw); i++)
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+}
+
+/* Copy the maps of a create request into l (env, metadata, labels, idempotency key). */
+void gbx_srv_live_set_extras(struct gbx_live *l, json_t *spec)
+{
+    json_t *v;
+    if ((v = json_object_get(spec, "env")) && json_is_object(v))
+        l->env = json_deep_copy(v);
+    if ((v = json_object_get(spec, "metadata")) && json_is_object(v))
+        l->metadata = json_deep_copy(v);
+    if ((v = json_object_get(spec, "labels")) && json_is_object(v))
+        l->labels = json_deep_copy(v);
+    if ((v = json_object_get(spec, "idempotency_key")) && json_is_string(v))
+        l->idem_key = gbx_xstrdup(json_string_value(v));
+}
+
+static struct gbx_live *live_find_idem(struct gbx_server *s, const char *owner, const char *key)
+{
+    for (struct gbx_live *l = s->live; l; l = l->next)
+        if (l->idem_key && strcmp(l->idem_key, key) == 0 && strcmp(l->owner, owner) == 0)
+            return l;
+    return NULL;
+}
+
+/* A sandbox from the warm pool, when the request asks for nothing a pooled one lacks. */
+static struct pooled *pool_take(struct gbx_server *s, const struct gbx_create_opts *c);
+void gbx_srv_pool_kick(struct gbx_server *s);
+
+/* The egress policy a create asks for: checked before anything is created. */
+static int create_policy(struct gbx_server *s, const struct gbx_actor *who, json_t *network,
+                         struct gbx_egress_policy **out, struct gbx_err **err)
+{
+    if (gbx_egress_policy_parse(network, gbx_egress_default_mode(s->egress), out, err) < 0)
+        return gbx_err_wrap(err, "'network'");
+    if ((*out)->nsecrets && !who->admin) {
+        gbx_egress_policy_free(*out);
+        *out = NULL;
+        return gbx_err_set(err, EPERM, GBX_ERR_PERMISSION,
+                           "only the admin may attach secrets to a sandbox");
+    }
+    if (gbx_egress_check_secrets(s->egress, *out, err) < 0) {
+        gbx_egress_policy_free(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* An imported image's environment (oci_env in template.conf: ["K=V", ...]) under the
+ * create's own: the image's PATH and the like hold in its sandboxes. */
+static void env_add_template(struct gbx_server *s, struct gbx_live *l)
+{
+    if (strcmp(l->template_name, GBX_TEMPLATE_HOST) == 0)
+        return;
+    gbx_autofree char *v = NULL;
+    if (gbx_template_conf_get(s->rt.state_dir, l->template_name, "oci_env", &v) < 0 || v == NULL)
+        return;
+    json_t *arr = json_loads(v, 0, NULL);
+    size_t i;
+    json_t *e;
+    json_array_foreach(arr, i, e)
+    {
+        const char *kv = json_string_value(e);
+        const char *eq = kv ? strchr(kv, '=') : NULL;
+        if (eq == NULL || eq == kv)
+            continue;
+        gbx_autofree char *k = gbx_xstrndup(kv, (size_t)(eq - kv));
+        if (l->env == NULL)
+            l->env = json_object();
+        if (json_object_get(l->env, k) == NULL)
+            json_object_set_new(l->env, k, json_string(eq + 1));
+    }
+    json_decref(arr);
+}
+
+/* Point the usual variables at the CA bundle that holds the egress CA (unless the caller set
+ * them): tools that do not read the system bundle still trust intercepted hosts. */
+void gbx_srv_env_add_trust(struct gbx_live *l)
+{
+    if (l->env == NULL)
+        l->env = json_object();
+    for (size_t i = 0; gbx_egress_trust_env[i]; i++)
+        if (json_object_get(l->env, gbx_egress_trust_env[i]) == NULL)
+            json_object_set_new(l->env, gbx_egress_trust_env[i],
+                                json_string("/etc/ssl/certs/ca-certificates.crt"));
+}
+
+/* A template made from a snapshot is its base template with layers on top: append them to
+ * *layers (a snapshot's come first) and give the base's name (owned) for the library. */
+int gbx_srv_stack_template(struct gbx_server *s, const char *tmpl, char ***layers, size_t *n,
+                           char **base, struct gbx_err **err)
+{
+    char **tl = NULL;
+    size_t tn = 0;
+    if (strcmp(tmpl, GBX_TEMPLATE_HOST) == 0) { /* the built-in one has no base: no file read */
+        *base = gbx_xstrdup(tmpl);
+        return 0;
+    }
+    if (gbx_template_resolve(s->rt.state_dir, tmpl, base, &tl, &tn, err) < 0)
+        return -1;
+    if (tn == 0)
+        return 0;
+    char **v = gbx_xcalloc(*n + tn, sizeof(char *));
+    for (size_t i = 0; i < *n; i++)
+        v[i] = (*layers)[i];
+    for (size_t i = 0; i < tn; i++)
+        v[*n + i] = tl[i];
+    free(*layers);
+    free(tl);
+    *layers = v;
+    *n += tn;
+    return 0;
+}
+
+int gbx_sandboxes_layers(struct gbx_server *s, const struct gbx_actor *who, const char *tmpl,
+                         const char *snapshot, char ***layers, size_t *n, char **base,
+                         struct gbx_err **err)
+{
+    *layers = NULL;
+    *n = 0;
+    *base = NULL;
+    const char *snap_tmpl = NULL, *snap_id = NULL;
+    if (snapshot &&
+        gbx_snapshots_layers(s->snapshots, who, snapshot, layers, n, &snap_tmpl, &snap_id, err) < 0)
+        return -1;
+    if (gbx_srv_stack_template(s, tmpl, layers, n, base, err) < 0) {
+        gbx_snapshots_layers_free(*layers, *n);
+        *layers = NULL;
+        *n = 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* A create on its way: what the loop checked (create_prepare), what a worker thread made of
+ * it (create_spawn), and what the loop then records (create_finish). */
+struct create_job {
+    struct gbx_server *s;
+    json_t *body; /* owned: c's strings borrow from it */
+    struct gbx_create_opts c;
+    struct gbx_actor who; /* who asked (a copy: the job outlives the request's turn) */
+    char *spec_text;      /* the request as stored */
+    char *snap_id;        /* the snapshot it starts from, or NULL */
+    char *id;             /* its id (reserved while it is made) */
+    char *base;           /* the template the library makes it from */
+    char *tmpl;           /* the template's stored name (the key's own, or a shared one) */
+    char **layers;
+    size_t nlayers;
+    struct gbx_egress_policy *policy;
+    int64_t t0;
+    int pooled;                    /* sb and egress came from the warm pool */
+    struct gbx_sandbox *sb;        /* the worker's, or the pool's */
+    struct gbx_egress_sb *egress;  /* the pool's */
+    struct gbx_egress_socks socks; /* the worker's plumbing of its namespace */
+    struct gbx_err *err;
+    gbx_sandboxes_created_fn done;
+    void *arg;
+    struct create_job *next, **pprev; /* in s->creating; removed in O(1): a thousand creates
+                                       * at once end one after another on the loop */
+};
+
+static void create_job_free(struct create_job *j)
+{
+    if (j == NULL)
+        return;
+    gbx_snapshots_layers_free(j->layers, j->nlayers);
+    gbx_egress_policy_free(j->policy);
+    gbx_egress_socks_release(&j->socks);
+    gbx_err_free(j->err);
+    json_decref(j->body);
+    free(j->spec_text);
+    free(j->snap_id);
+    free(j->id);
+    free(j->base);
+    free(j->tmpl);
+    free(j);
+}
+
+void gbx_srv_creating_use(const struct gbx_server *s, const char *owner, struct gbx_quota_use *use)
+{
+    for (const struct create_job *j = s->creating; j; j = j->next) {
+        if (strcmp(j->who.owner, owner) != 0)
+            continue;
+        use->sandboxes++;
+        use->memory += gbx_srv_quota_memory(s, &j->c.limits);
+        use->disk += j->c.disk_bytes;
+    }
+}
+
+/* An id some create is making, or some delete still taking down. */
+static int id_reserved(const struct gbx_server *s, const char *id)
+{
+    for (const struct create_job *j = s->creating; j; j = j->next)
+        if (strcmp(j->id, id) == 0)
+            return 1;
+    for (const struct reserved_id *r = s->going; r; r = r->next)
+        if (strcmp(r->id, id) == 0)
+            return 1;
+    return 0;
+}
+
+/* Everything a create checks before any sandbox exists. 0 with *out a job, 1 with *existing
+ * the sandbox an earlier create with the same idempotency key made, -1 with *err. body is
+ * borrowed (the job keeps a reference). */
+static int create_prepare(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
+                          struct create_job **out, struct gbx_live **existing, struct gbx_err **err)
+{
+    struct create_job *j = gbx_xcalloc(1, sizeof(*j));
+    j->s = s;
+    j->body = json_incref(body);
+    j->socks.proxy_fd = j->socks.dns_udp_fd = j->socks.dns_tcp_fd = -1;
+    j->t0 = gbx_monotonic_ns();
+    j->who = *who;
+    struct gbx_create_opts *c = &j->c;
+    if (parse_create(&s->limits, body, c, err) < 0 ||
+        gbx_limits_resolve(&s->limits, &c->limits, &c->disk_bytes, &c->timeout_ms,
+                           json_object_get(body, "timeout") != NULL, err) < 0 ||
+        create_policy(s, who, c->network, &j->policy, err) < 0)
+        goto fail;
+    j->spec_text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    GBX_BUG_ON(j->spec_text == NULL);
+    if (c->template_name) { /* template names are per key: its own, else a shared one */
+        j->tmpl = gbx_templates_ref(s, who, c->template_name);
+        c->template_name = j->tmpl;
+    }
+    if (c->idem_key) {
+        struct gbx_live *prev = live_find_idem(s, who->owner, c->idem_key);
+        if (prev && strcmp(prev->spec_text, j->spec_text) == 0) {
+            /* a retried create: the sandbox it made, not a second one */
+            create_job_free(j);
+            *existing = prev;
+            return 1;
+        }
+        if (prev) {
+            gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT,
+                        "idempotency key '%s' was used for sandbox '%s' with a different "
+                        "request; use a new key",
+                        c->idem_key, prev->sb->id);
+            goto fail;
+        }
+    }
+    if (c->id && (gbx_srv_live_find_any(s, c->id) || id_reserved(s, c->id))) {
+        /* the same answer whoever holds the id (yours, another key's, one being made or
+         * taken down): it says only that this id cannot be used now */
+        gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT,
+                    "sandbox id '%s' is not available; choose another (or let the server "
+                    "choose)",
+                    c->id);
+        goto fail;
+    }
+    if (c->snapshot) {
+        const char *snap_tmpl = NULL, *snap_id = NULL;
+        if (gbx_snapshots_layers(s->snapshots, who, c->snapshot, &j->layers, &j->nlayers,
+                                 &snap_tmpl, &snap_id, err) < 0)
+            goto fail;
+        if (c->template_name && strcmp(c->template_name, snap_tmpl) != 0) {
+            gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "snapshot '%s' is of template '%s', not '%s'",
+                        c->snapshot, snap_tmpl, c->template_name);
+            goto fail;
+        }
+        c->template_name = snap_tmpl;
+        j->snap_id = gbx_xstrdup(snap_id);
+    }
+    /* reserved from here: the job counts (s->creating) until it is a live sandbox or gone */
+    struct gbx_quota_use add = {
+        .sandboxes = 1, .memory = gbx_srv_quota_memory(s, &c->limits), .disk = c->disk_bytes};
+    if (gbx_sandboxes_quota_admit(s, who, &add, err) < 0)
+        goto fail;
+    struct pooled *pp = pool_take(s, c);
+    if (pp) {
+        j->pooled = 1;
+        j->sb = pp->sb;
+        j->egress = pp->egress;
+        j->id = gbx_xstrdup(pp->sb->id);
+        free(pp);
+        s->m.pool_hits++;
+        gbx_srv_pool_kick(s);
+        /* pooled with the default policy, which allows nothing more than any policy */
+        GBX_BUG_ON(gbx_egress_set_policy(j->egress, j->policy, NULL) < 0); /* secrets checked */
+    } else {
+        j->id = c->id ? gbx_xstrdup(c->id) : gbx_sandbox_id_new();
+        if (gbx_srv_stack_template(s, c->template_name ? c->template_name : GBX_DEFAULT_TEMPLATE,
+                                   &j->layers, &j->nlayers, &j->base, err) < 0)
+            goto fail;
+        if (s->pool_target)
+            s->m.pool_misses++;
+    }
+    *out = j;
+    return 0;
+fail:
+    create_job_free(j);
+    return -1;
+}
+
+/* Creates at once on worker threads: a create is mostly the kernel's work (clone3, mounts,
+ * cgroups), so more of them than CPUs make none faster and the loop slower to answer; one CPU
+ * is left to the loop. */
+static pthread_mutex_t spawn_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t spawn_cv = PTHREAD_COND_INITIALIZER;
+static int spawn_running, spawn_max;
+
+static void spawn_gate(int enter)
+{
+    pthread_mutex_lock(&spawn_mu);
+    if (spawn_max == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        /* one CPU fewer than the host has (at least one): a create's kernel work does not
+         * yield its CPU (a kernel without preemption of system calls), so with every CPU in
+         * one the loop waits for a create to end before it answers (bench_load: /healthz p99
+         * under load 2.0-2.8 ms with as many creates as CPUs, 1.2-1.6 ms with one fewer, on 2) */
+        spawn_max = n <= 2 ? 1 : n > 17 ? 16 : (int)n - 1;
+    }
+    if (enter) {
+        while (spawn_running >= spawn_max)
+            pthread_cond_wait(&spawn_cv, &spawn_mu);
+        spawn_running++;
+    } else {
+        spawn_running--;
+        pthread_cond_signal(&spawn_cv);
+    }
+    pthread_mutex_unlock(&spawn_mu);
+}
+
+/* The sandbox itself, its agent's hello and its network's plumbing: the blocking part, on
+ * any thread (it touches nothing of the loop's). */
+static void create_spawn(struct create_job *j, int on_worker)
+{
+    struct gbx_sandbox_spec spec = {.id = j->id,
+                                    .template_name = j->base,
+                                    .limits = j->c.limits,
+                                    .disk_bytes = j->c.disk_bytes,
+                                    .ctl_socket = 1,
+                                    .layers = (const char *const *)j->layers,
+                                    .nlayers = j->nlayers};
+    if (on_worker) /* the loop never waits at the gate */
+        spawn_gate(1);
+    int r = gbx_sandbox_create(&j->s->rt, &spec, &j->sb, &j->err);
+    if (on_worker)
+        spawn_gate(0);
+    if (r < 0)
+        return;
+    if (gbx_srv_agent_hello(j->sb, &j->err) < 0 ||
+        gbx_egress_netns_setup(j->sb->init_pid, &j->socks, &j->err) < 0) {
+        (void)!gbx_sandbox_destroy(j->sb, NULL);
+        j->sb = NULL;
+    }
+}
+
+/* The new sandbox into the registry and the store, audited; the job is freed. 0 with *out, or
+ * -1 with *err (the sandbox is destroyed). */
+static int create_finish(struct create_job *j, struct gbx_live **out, struct gbx_err **err)
+{
+    struct gbx_server *s = j->s;
+    const struct gbx_create_opts *c = &j->c;
+    struct gbx_egress_sb *egress = j->egress;
+    if (!j->pooled &&
+        gbx_egress_attach_socks(s->egress, j->id, j->policy, &j->socks, &egress, err) < 0) {
+        s->m.create_failed++;
+        (void)!gbx_sandbox_destroy(j->sb, NULL);
+        create_job_free(j);
+        return -1;
+    }
+    gbx_fault_point("create.spawned");
+    struct gbx_live *l = gbx_xcalloc(1, sizeof(*l));
+    l->sb = j->sb;
+    l->template_name = gbx_xstrdup(c->template_name ? c->template_name : GBX_DEFAULT_TEMPLATE);
+    l->owner = gbx_xstrdup(j->who.owner);
+    l->limits = c->limits; /* with the defaults for what it did not ask */
+    l->disk_bytes = c->disk_bytes;
+    l->created_ns = gbx_realtime_ns();
+    l->expires_ns = c->timeout_ms ? l->created_ns + (int64_t)c->timeout_ms * 1000000 : 0;
+    l->spec_text = gbx_steal_ptr(&j->spec_text);
+    gbx_srv_new_token(l->token);
+    gbx_srv_live_set_extras(l, j->body);
+    l->egress = egress;
+    l->on_timeout_pause = c->on_timeout_pause;
+    env_add_template(s, l);
+    l->attrs = json_object();
+    if (j->snap_id)
+        json_object_set_new(l->attrs, "snapshot", json_string(j->snap_id));
+    /* what it was given, for a restarted daemon (its request says only what it asked) */
+    json_object_set_new(l->attrs, "limits", gbx_srv_limits_json(&l->limits, l->disk_bytes));
+    gbx_srv_env_add_trust(l);
+    l->next = s->live;
+    s->live = l;
+    gbx_srv_observe_create(s, (double)(gbx_monotonic_ns() - j->t0) / 1e9);
+
+    /* a sandbox the store does not know would not survive a restart: it is not made */
+    if (store_put_live(s, l, err) < 0) {
+        s->m.create_failed++;
+        s->live = l->next;
+        gbx_autofree char *sid = gbx_xstrdup(l->sb->id);
+        (void)!gbx_sandbox_destroy(l->sb, NULL);
+        gbx_srv_live_free(l);
+        create_job_free(j);
+        return gbx_err_wrap(err, "create sandbox '%s': cannot record it", sid);
+    }
+    gbx_fault_point("create.recorded");
+    json_t *detail = json_deep_copy(j->body);
+    if (l->env) {
+        json_t *names = json_array(); /* names only: values may be private */
+        const char *k;
+        json_t *v;
+        json_object_foreach(l->env, k, v)
+        {
+            json_array_append_new(names, json_string(k));
+        }
+        json_object_set_new(detail, "env", names);
+    }
+    if (j->pooled)
+        json_object_set_new(detail, "pooled", json_true());
+    gbx_server_audit(s, &j->who, "sandbox.create", l->sb->id, detail);
+    gbx_log_info("created sandbox '%s'%s", l->sb->id, j->pooled ? " (from the pool)" : "");
+    create_job_free(j);
+    *out = l;
+    return 0;
+}
+
+int gbx_sandboxes_create(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
+                         struct gbx_live **out, struct gbx_err **err)
+{
+    struct create_job *j = NULL;
+    int r = create_prepare(s, who, body, &j, out, err);
+    if (r != 0)
+        return r;
+    if (!j->pooled) {
+        create_spawn(j, 0);
+        if (j->sb == NULL) {
+            s->m.create_failed++;
+            if (err)
+                *err = gbx_steal_ptr(&j->err);
+            create_job_free(j);
+            return -1;
+        }
+    }
+    return create_finish(j, out, err);
+}
+
+static void create_work(void *arg)
+{
+    create_spawn(arg, 1);
+}
+
+static void create_done(void *arg)
+{
+    struct create_job *j = arg;
+    struct gbx_server *s = j->s;
+    *j->pprev = j->next;
+    if (j->next)
+        j->next->pprev = j->pprev;
+    gbx_sandboxes_created_fn done = j->done;
+    void *darg = j->arg;
+    struct gbx_live *l = NULL;
+    struct gbx_err *err = NULL;
+    /* the rest runs as whoever asked for it: j->who */
+    if (j->sb == NULL) {
+        s->m.create_failed++;
+        err = gbx_steal_ptr(&j->err);
+        create_job_free(j);
+    } else if (create_finish(j, &l, &err) < 0) {
+        l = NULL;
+    }
+    done(darg, l, 0, err);
+    gbx_err_free(err);
+}
+
+void gbx_sandboxes_create_async(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
+                                gbx_sandboxes_created_fn done, void *arg)
+{
+    struct create_job *j = NULL;
+    struct gbx_live *l = NULL;
+    struct gbx_err *err = NULL;
+    int r = create_prepare(s, who, body, &j, &l, &err);
+    if (r == 0 && j->pooled) {
+        r = create_finish(j, &l, &err);
+        j = NULL;
+    }
+    if (j == NULL) {
+        done(arg, r < 0 ? NULL : l, r == 1, err);
+        gbx_err_free(err);
+        return;
+    }
+    j->done = done;
+    j->arg = arg;
+    j->next = s->creating;
+    if (j->next)
+        j->next->pprev = &j->next;
+    j->pprev = &s->creating;
+    s->creating = j;
+    if (gbx_offload_submit(s->offload, create_work, create_done, j) < 0) {
+        gbx_err_set(&j->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
+        create_done(j);
+    }
+}
+
+/* A create whose template has a start command or a ready check answers once it is ready. */
+static void created_ready(void *arg, struct gbx_live *l, const struct gbx_err *err)
+{
+    struct evhttp_request *req = gbx_http_later_take(arg);
+    if (req == NULL)
+        return;
+    if (err)
+        return gbx_http_reply_err(req, err);
+    gbx_http_reply_json(req, 201, gbx_srv_sandbox_json(l));
+}
+
+struct create_reply {
+    struct gbx_server *s;
+    struct gbx_http_later *later;
+};
+
+static void created(void *arg, struct gbx_live *l, int existed, const struct gbx_err *err)
+{
+    struct create_reply *cr = arg;
+    struct gbx_server *s = cr->s;
+    struct gbx_http_later *later = cr->later;
+    free(cr);
+    char *start, *ready;
+    if (l && !existed && gbx_boot_needed(s, l, &start, &ready))
+        return gbx_boot(s, s->base, l, start, ready, created_ready, later);
+    struct evhttp_request *req = gbx_http_later_take(later);
+    if (req == NULL)
+        return; /* the client left: the sandbox is there for a list to find */
+    if (err)
+        return gbx_http_reply_err(req, err);
+    gbx_http_reply_json(req, existed ? 200 : 201, gbx_srv_sandbox_json(l));
+}
+
+void gbx_srv_handle_create(struct gbx_server *s, const struct gbx_actor *who,
+                           struct evhttp_request *req)
+{
+    json_t *body = gbx_http_body_object(req);
+    if (body == NULL)
+        return;
+    /* the Idempotency-Key header is the same as the body's idempotency_key */
+    const char *hkey = evhttp_find_header(evhttp_request_get_input_headers(req), "Idempotency-Key");
+    if (hkey) {
+        json_t *bkey = json_object_get(body, "idempotency_key");
+        if (bkey && (!json_is_string(bkey) || strcmp(json_string_value(bkey), hkey) != 0)) {
+            gbx_http_reply_error(req, GBX_ERR_INVALID,
+                                 "the Idempotency-Key header and 'idempotency_key' differ");
+            json_decref(body);
+            return;
+        }
+        json_object_set_new(body, "idempotency_key", json_string(hkey));
+    }
+    /* made off the loop: the reply comes when the sandbox answers */
+    struct create_reply *cr = gbx_xcalloc(1, sizeof(*cr));
+    cr->s = s;
+    cr->later = gbx_http_later_new(req);
+    gbx_sandboxes_create_async(s, who, body, created, cr);
+    json_decref(body);
+}
+
+/* ---- warm pool ------------------------------------------------------------------------------ */
+
+static int pooled_dead(const struct pooled *p)
+{
+    struct pollfd pf = {.fd = p->sb->pidfd, .events = POLLIN};
+    return p->sb->pidfd >= 0 && poll(&pf, 1, 0) == 1 && (pf.revents & POLLIN);
+}
+
+/* A pooled sandbox out of the pool: torn down, its row removed; why: it was lost. */
+static void pool_discard(struct gbx_server *s, struct pooled *p, const char *why)
+{
+    gbx_autofree char *id = gbx_xstrdup(p->sb->id);
+    if (why) {
+        gbx_log_warn("pooled sandbox '%s' is gone: %s; removed", id, why);
+        s->m.lost++;
+    }
+    gbx_egress_detach(p->egress);
+    (void)!gbx_sandbox_destroy(p->sb, NULL);
+    gbx_srv_store_delete(s, id);
+    free(p);
+}
+
+void gbx_srv_pool_reap(struct gbx_server *s)
+{
+    size_t gone = 0;
+    for (struct pooled **pp = &s->pool; *pp;) {
+        struct pooled *p = *pp;
+        if (!pooled_dead(p)) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        s->pool_len--;
+        pool_discard(s, p, "its init died");
+        gone++;
+    }
+    if (gone)
+        gbx_srv_pool_kick(s); /* made again */
+}
+
+/* Pooled sandboxes have rows in state "pooled" (owner "", spec: the default limits they were
+ * made with), so that a daemon that was killed finds them again (and keeps them only if its
+ * defaults are the same); they are never handed out twice. */
+static struct pooled *pool_take(struct gbx_server *s, const struct gbx_create_opts *c)
+{
+    /* pooled sandboxes have the default limits (c's, with the defaults applied, must match) */
+    const struct gbx_limits *lim = &s->limits;
+    if (c->id || c->snapshot || c->disk_bytes != lim->dflt_disk ||
+        c->limits.memory_bytes != lim->dflt.memory_bytes || c->limits.pids != lim->dflt.pids ||
+        c->limits.cpu_millis != lim->dflt.cpu_millis ||
+        (c->template_name && strcmp(c->template_name, GBX_DEFAULT_TEMPLATE) != 0))
+        return NULL;
+    gbx_srv_pool_reap(s); /* never hand out a sandbox whose init died since the reaper ran */
+    if (s->pool == NULL)
+        return NULL;
+    struct pooled *p = s->pool;
+    s->pool = p->next;
+    s->pool_len--;
+    p->next = NULL;
+    return p;
+}
+
+void gbx_srv_pool_push(struct gbx_server *s, struct gbx_sandbox *sb, struct gbx_egress_sb *egress)
+{
+    struct pooled *p = gbx_xcalloc(1, sizeof(*p));
+    p->sb = sb;
+    p->egress = egress;
+    /* first in, first out: the oldest waits least long */
+    struct pooled **pp = &s->pool;
+    while (*pp)
+        pp = &(*pp)->next;
+    *pp = p;
+    s->pool_len++;
+}
+
+struct pool_fill {
+    struct gbx_server *s;
+    struct gbx_sandbox *sb;
+    struct gbx_egress_sb *egress;
+};
+
+static void pool_row_done(void *arg, int status, const char *msg);
+
+void gbx_srv_pool_fill_one(evutil_socket_t fd, short what, void *arg)
+{
+    struct gbx_server *s = arg;
+    s->pool_backoff = 0;
+    if (s->pool_len + s->pool_inflight >= s->pool_target)
+        return;
+    struct gbx_sandbox_spec spec = {
+        .ctl_socket = 1, .limits = s->limits.dflt, .disk_bytes = s->limits.dflt_disk};
+    gbx_autofree char *id = gbx_sandbox_id_new();
+    spec.id = id;
+    struct gbx_sandbox *sb = NULL;
+    struct gbx_egress_sb *egress = NULL;
+    struct gbx_err *err = NULL;
+    if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 || gbx_srv_agent_hello(sb, &err) < 0 ||
+        gbx_egress_attach(s->egress, sb->id, sb->init_pid, NULL, &egress, &err) < 0) {
+        gbx_log_warn("warm pool: %s (retrying in a second)", err->msg);
+        gbx_err_free(err);
+        if (sb)
+            (void)!gbx_sandbox_destroy(sb, NULL);
+        s->m.pool_failed++;
+        s->pool_backoff = 1;
+        struct timeval later = {1, 0};
+        event_add(s->pool_ev, &later);
+        return;
+    }
+    struct gbx_store_sandbox row = {.id = sb->id,
+                                    .owner = "",
+                                    .template_name = GBX_DEFAULT_TEMPLATE,
+                                    .state = "pooled",
+                                    .spec = s->pool_spec, /* its limits (adopt.c) */
+                                    .created_ns = gbx_realtime_ns(),
+                                    .host_uid = sb->host_uid,
+                                    .uid_slot = sb->uid_slot,
+                                    .init_pid = sb->init_pid};
+    /* into the pool once its row is durable (a daemon killed meanwhile must find it) */
+    struct pool_fill *pf = gbx_xcalloc(1, sizeof(*pf));
+    pf->s = s;
+    pf->sb = sb;
+    pf->egress = egress;
+    s->pool_inflight++;
+    s->writes_pending++;
+    gbx_store_writer_sandbox_put(s->writer, &row, pool_row_done, pf);
+    gbx_srv_pool_kick(s);
+}
+
+static void pool_row_done(void *arg, int status, const char *msg)
+{
+    struct pool_fill *pf = arg;
+    struct gbx_server *s = pf->s;
+    s->pool_inflight--;
+    s->writes_pending--;
+    if (status < 0 || s->pool_ev == NULL) {
+        if (status < 0)
+            gbx_log_error("warm pool: cannot record sandbox '%s': %s", pf->sb->id, msg);
+        gbx_autofree char *id = gbx_xstrdup(pf->sb->id);
+        gbx_egress_detach(pf->egress);
+        (void)!gbx_sandbox_destroy(pf->sb, NULL);
+        if (status == 0)
+            gbx_srv_store_delete(s, id);
+    } else {
+        gbx_srv_pool_push(s, pf->sb, pf->egress);
+        gbx_srv_pool_kick(s);
+    }
+    free(pf);
+}
+
+/* Schedule the next refill step: one sandbox per turn of the loop, so requests interleave. */
+void gbx_srv_pool_kick(struct gbx_server *s)
+{
+    if (s->pool_ev == NULL || s->pool_len + s->pool_inflight >= s->pool_target || s->pool_backoff ||
+        event_pending(s->pool_ev, EV_TIMEOUT, NULL))
+        return;
+    struct timeval now = {0, 0};
+    event_add(s->pool_ev, &now);
+}
+
+void gbx_srv_pool_drain(struct gbx_server *s)
+{
+    while (s->pool) {
+        struct pooled *p = s->pool;
+        s->pool = p->next;
+        s->pool_len--;
+        pool_discard(s, p, NULL);
+    }
+}
