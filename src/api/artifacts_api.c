@@ -37,7 +37,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <linux/capability.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -47,7 +46,6 @@
 #include <sys/queue.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "http/http.h"
@@ -61,6 +59,7 @@
 #include "base/parse.h"
 #include "base/path.h"
 #include "sandbox/backend.h"
+#include "sandbox/fscred.h"
 #include "store/artifacts.h"
 #include "store/store.h"
 
@@ -318,111 +317,6 @@ static int blob_write(struct pub *p, const void *b, size_t n)
     return 0;
 }
 
-/* The sandbox's root's file-system credentials on this thread, and none of the daemon's
- * capabilities but the two that change them back: setfsuid, setfsgid, capset and the raw
- * setgroups act on the calling thread only (glibc's setgroups changes every thread). Without
- * the capabilities, files whose read path checks one (CAP_SYSLOG, CAP_SYS_ADMIN ...) read as
- * they would for the sandbox, not for the host's root. */
-struct creds {
-    gid_t groups[64];
-    int ngroups;
-    uint32_t fsuid, fsgid, euid, egid;
-    struct __user_cap_header_struct hdr;
-    struct __user_cap_data_struct caps[2];
-    int caps_saved;
-};
-
-static int creds_enter(struct creds *c, uint32_t uid)
-{
-    memset(c, 0, sizeof(*c));
-    c->ngroups = getgroups((int)GBX_ARRAY_SIZE(c->groups), c->groups);
-    if (c->ngroups < 0)
-        return -errno; /* nothing changed yet */
-    c->fsuid = (uint32_t)syscall(SYS_setfsuid, -1);
-    c->fsgid = (uint32_t)syscall(SYS_setfsgid, -1);
-    c->euid = geteuid();
-    c->egid = getegid();
-    c->hdr.version = _LINUX_CAPABILITY_VERSION_3;
-    if (syscall(SYS_capget, &c->hdr, c->caps) < 0)
-        return -errno;
-    c->caps_saved = 1;
-    if (syscall(SYS_setgroups, 0, NULL) < 0)
-        return -errno;
-    /* the effective ids too (the real and saved ones stay, to come back): an euid 0 owns the
-     * sandbox's user namespace, and its owner passes every capability check made in it */
-    if (syscall(SYS_setresgid, -1, uid, -1) < 0 || syscall(SYS_setresuid, -1, uid, -1) < 0)
-        return -errno;
-    syscall(SYS_setfsgid, uid);
-    syscall(SYS_setfsuid, uid);
-    if (syscall(SYS_setfsuid, -1) != (long)uid || syscall(SYS_setfsgid, -1) != (long)uid)
-        return -EPERM;
-    struct __user_cap_data_struct keep[2] = {c->caps[0], c->caps[1]};
-    keep[0].effective &= (1u << CAP_SETUID) | (1u << CAP_SETGID);
-    keep[1].effective = 0;
-    if (syscall(SYS_capset, &c->hdr, keep) < 0)
-        return -errno;
-    return 0;
-}
-
-static void creds_leave(struct creds *c)
-{
-    if (c->ngroups < 0)
-        return;
-    /* euid 0 again first: the permitted set becomes the effective one, then the saved set */
-    if (c->caps_saved && (syscall(SYS_setresuid, -1, c->euid, -1) < 0 ||
-                          syscall(SYS_setresgid, -1, c->egid, -1) < 0))
-        gbx_log_error("artifacts: cannot restore a worker's ids: %s", strerror(errno));
-    if (c->caps_saved && syscall(SYS_capset, &c->hdr, c->caps) < 0)
-        gbx_log_error("artifacts: cannot restore a worker's capabilities: %s", strerror(errno));
-    syscall(SYS_setfsuid, c->fsuid);
-    syscall(SYS_setfsgid, c->fsgid);
-    if (syscall(SYS_setgroups, c->ngroups, c->groups) < 0)
-        gbx_log_error("artifacts: cannot restore a worker's groups: %s", strerror(errno));
-}
-
-/* This thread's file-system ids. */
-struct fsids {
-    uint32_t uid, gid;
-};
-
-static struct fsids fsids_get(void)
-{
-    return (struct fsids){(uint32_t)syscall(SYS_setfsuid, -1), (uint32_t)syscall(SYS_setfsgid, -1)};
-}
-
-static void fsids_set(struct fsids v)
-{
-    syscall(SYS_setfsgid, v.gid);
-    syscall(SYS_setfsuid, v.uid);
-}
-
-/* openat with this thread's ids; refused that (EACCES), with the entry's owner's when a uid of
- * the sandbox owns it: the sandbox's root could read it with its capabilities inside its
- * namespace. Files of uids outside the sandbox's range stay refused. *used gets the ids that
- * opened it (a directory opened as its owner is walked as its owner). fd or -1 with errno. */
-static int open_as_owner(const struct pub *p, int dirfd, const char *name, int flags,
-                         const struct stat *st, struct fsids *used)
-{
-    struct fsids cur = fsids_get();
-    *used = cur;
-    int fd = openat(dirfd, name, flags | O_CLOEXEC);
-    if (fd >= 0 || errno != EACCES || st->st_uid < p->host_uid ||
-        st->st_uid - p->host_uid >= 65536 || st->st_uid == cur.uid)
-        return fd;
-    struct fsids owner = {
-        .uid = st->st_uid,
-        .gid = st->st_gid >= p->host_uid && st->st_gid - p->host_uid < 65536 ? st->st_gid
-                                                                             : p->host_uid,
-    };
-    fsids_set(owner);
-    fd = openat(dirfd, name, flags | O_CLOEXEC);
-    int e = errno;
-    fsids_set(cur);
-    if (fd >= 0)
-        *used = owner;
-    errno = e;
-    return fd;
-}
 
 static int copy_fd(struct pub *p, int fd, uint64_t limit, const char *rel)
 {
@@ -540,9 +434,9 @@ static int tar_header(struct tar_ctx *t, const char *rel, const struct stat *st,
 static int tar_file(struct tar_ctx *t, int dirfd, const char *name, const char *rel,
                     const struct stat *lst)
 {
-    struct fsids used;
+    struct gbx_fsids used;
     int fd =
-        open_as_owner(t->p, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, lst, &used);
+        gbx_fscred_open_as_owner(t->p->host_uid, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, lst, &used);
     if (fd < 0) {
         pub_fail_errno(t->p, errno, "reading", rel);
         return -1;
@@ -620,8 +514,8 @@ static int tar_dir(struct tar_ctx *t, int dirfd, const char *prefix, int depth)
         } else if (S_ISREG(st.st_mode)) {
             r = tar_file(t, dirfd, names[i], rel, &st);
         } else if (S_ISDIR(st.st_mode) && st.st_dev == t->dev) {
-            struct fsids cur = fsids_get(), used;
-            int fd = open_as_owner(t->p, dirfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW, &st,
+            struct gbx_fsids cur = gbx_fsids_get(), used;
+            int fd = gbx_fscred_open_as_owner(t->p->host_uid, dirfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW, &st,
                                    &used);
             if (fd < 0) {
                 pub_fail_errno(t->p, errno, "reading", rel);
@@ -629,10 +523,10 @@ static int tar_dir(struct tar_ctx *t, int dirfd, const char *prefix, int depth)
             } else {
                 char *sub = gbx_asprintf("%s/", rel);
                 r = tar_header(t, rel, &st, NULL);
-                fsids_set(used);
+                gbx_fsids_set(used);
                 if (r == 0)
                     r = tar_dir(t, fd, sub, depth + 1);
-                fsids_set(cur);
+                gbx_fsids_set(cur);
                 free(sub);
                 close(fd);
             }
@@ -669,10 +563,10 @@ static void capture_dir(struct pub *p, int fd, const struct stat *st)
 /* Read p->path from the sandbox into p->out (as the sandbox's root). */
 static void capture(struct pub *p)
 {
-    struct creds c;
-    int r = creds_enter(&c, p->host_uid);
+    struct gbx_fscred c;
+    int r = gbx_fscred_enter(&c, p->host_uid);
     if (r < 0) {
-        creds_leave(&c);
+        gbx_fscred_leave(&c);
         pub_fail(p, 500, GBX_ERR_INTERNAL, "cannot take the sandbox's credentials: %s",
                  strerror(-r));
         return;
@@ -692,12 +586,12 @@ static void capture(struct pub *p)
          * checked as the sandbox's root */
         char self[64];
         snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
-        struct fsids used;
-        int fd = open_as_owner(p, AT_FDCWD, self,
+        struct gbx_fsids used;
+        int fd = gbx_fscred_open_as_owner(p->host_uid, AT_FDCWD, self,
                                O_RDONLY | O_NOCTTY | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0), &st,
                                &used);
         int e = errno;
-        fsids_set(used); /* a directory is walked as whoever could open it */
+        gbx_fsids_set(used); /* a directory is walked as whoever could open it */
         if (fd < 0) {
             pub_fail_errno(p, e, "publishing", p->path);
         } else if (S_ISDIR(st.st_mode)) {
@@ -716,7 +610,7 @@ static void capture(struct pub *p)
     }
     if (pfd >= 0)
         close(pfd);
-    creds_leave(&c);
+    gbx_fscred_leave(&c);
 }
 
 static void publish_work(void *arg)
