@@ -53,7 +53,7 @@ LIBS := $(shell pkg-config --libs $(PKGS)) -lhttp_parser
 # (+ the daemon's pure parsers, so unit tests and fuzz targets can link them)
 LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c src/egress/*.c) \
             src/session/toolkit.c src/session/glob.c \
-            src/http/multipart.c src/e2b/connect.c src/core/limits.c
+            src/http/multipart.c src/e2b/connect.c src/core/limits.c src/core/spec.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o $(BUILD)/gen/seccomp_bpf.o
 LIB := $(BUILD)/libglovebox.a
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/proto.h"
 #include "base/fault.h"
 #include "base/mem.h"
 
@@ -37,6 +38,7 @@ struct gbx_aconn {
     struct pending *pending, **tail;
     uint32_t next_id;
     uint32_t hello_id;
+    gbx_aconn_event_fn on_hello; /* HELLO's OK (gbx_aconn_hello), or NULL */
     int lost;
     int paused;
     int dispatching; /* inside a callback: free later */
@@ -121,6 +123,8 @@ static void dispatch(struct gbx_aconn *c, const struct gbx_frame_hdr *h, const u
             c->hello_id = 0;
             if (h->type == GBX_MSG_ERROR)
                 lose(c, "the sandbox's agent refused the connection (protocol version?)");
+            else if (c->on_hello)
+                c->on_hello(c->arg, h, p);
             return;
         }
         struct pending *pe = take_pending(c, h->id);
@@ -345,4 +349,75 @@ int gbx_aconn_error_text(const uint8_t *p, size_t len, char *msg, size_t msgsz)
     if (p == NULL || gbx_attrs_get_str(p, len, GBX_A_MESSAGE, msg, msgsz) != 1)
         snprintf(msg, msgsz, "%s", p ? strerror((int)e) : "the sandbox's agent went away");
     return (int)e;
+}
+
+/* ---- HELLO alone ---------------------------------------------------------------------------- */
+
+struct gbx_aconn_hello {
+    struct gbx_aconn *c;
+    struct event *timer;
+    gbx_aconn_hello_fn done;
+    void *arg;
+};
+
+static void hello_end(struct gbx_aconn_hello *h, const struct gbx_err *err)
+{
+    gbx_aconn_hello_fn done = h->done;
+    void *arg = h->arg;
+    gbx_aconn_hello_cancel(h);
+    done(arg, err);
+}
+
+static void hello_fail(struct gbx_aconn_hello *h, int e, const char *why)
+{
+    struct gbx_err *err = NULL;
+    gbx_err_set(&err, e, GBX_ERR_UNAVAILABLE, "agent hello: %s", why);
+    hello_end(h, err);
+    gbx_err_free(err);
+}
+
+static void hello_ok(void *arg, const struct gbx_frame_hdr *fh, const uint8_t *p)
+{
+    struct gbx_aconn_hello *h = arg;
+    uint32_t v = 0;
+    if (gbx_attrs_get_u32(p, fh->len, GBX_A_VERSION, &v) != 1 || v != GBX_AGENT_VERSION) {
+        char why[64];
+        snprintf(why, sizeof(why), "unsupported agent version %u", v);
+        return hello_fail(h, EPROTO, why);
+    }
+    hello_end(h, NULL);
+}
+
+static void hello_lost(void *arg, const char *why)
+{
+    hello_fail(arg, ECONNRESET, why);
+}
+
+static void hello_late(evutil_socket_t fd, short what, void *arg)
+{
+    hello_fail(arg, ETIMEDOUT, "the sandbox's agent did not answer in time");
+}
+
+struct gbx_aconn_hello *gbx_aconn_hello(struct event_base *base, int fd, int64_t timeout_ms,
+                                        gbx_aconn_hello_fn done, void *arg)
+{
+    struct gbx_aconn_hello *h = gbx_xcalloc(1, sizeof(*h));
+    h->done = done;
+    h->arg = arg;
+    h->timer = evtimer_new(base, hello_late, h);
+    GBX_BUG_ON(h->timer == NULL);
+    struct timeval tv = {(time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000};
+    evtimer_add(h->timer, &tv);
+    h->c = gbx_aconn_new(base, fd, NULL, hello_lost, h);
+    h->c->on_hello = hello_ok;
+    return h;
+}
+
+void gbx_aconn_hello_cancel(struct gbx_aconn_hello *h)
+{
+    if (h == NULL)
+        return;
+    gbx_aconn_free(h->c); /* deferred when inside its callback; nothing more is delivered */
+    event_free(h->timer);
+    free(h);
 }

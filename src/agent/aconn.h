@@ -66,4 +66,15 @@ int gbx_aconn_lost(const struct gbx_aconn *c);
  * Fills msg (always terminated) and returns the errno the agent gave (EIO if none). */
 int gbx_aconn_error_text(const uint8_t *p, size_t len, char *msg, size_t msgsz);
 
+/* HELLO on a new connection to init (fd, taken over) and nothing more: the creator's
+ * handshake, without blocking the loop. done runs once, on the loop, with err NULL when init
+ * answered with this protocol's version, or with why not (UNAVAILABLE: the connection was lost
+ * or refused, another version, or no answer within timeout_ms); the connection is closed
+ * before done runs. gbx_aconn_hello_cancel before then: done never runs. */
+struct gbx_aconn_hello;
+typedef void (*gbx_aconn_hello_fn)(void *arg, const struct gbx_err *err);
+struct gbx_aconn_hello *gbx_aconn_hello(struct event_base *base, int fd, int64_t timeout_ms,
+                                        gbx_aconn_hello_fn done, void *arg);
+void gbx_aconn_hello_cancel(struct gbx_aconn_hello *h);
+
 #endif

@@ -58,6 +58,7 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/path.h"
+#include "base/query.h"
 #include "sandbox/backend.h"
 #include "sandbox/fscred.h"
 #include "store/artifacts.h"
@@ -317,7 +318,6 @@ static int blob_write(struct pub *p, const void *b, size_t n)
     return 0;
 }
 
-
 static int copy_fd(struct pub *p, int fd, uint64_t limit, const char *rel)
 {
     char *buf = gbx_xmalloc(ART_CHUNK);
@@ -435,8 +435,8 @@ static int tar_file(struct tar_ctx *t, int dirfd, const char *name, const char *
                     const struct stat *lst)
 {
     struct gbx_fsids used;
-    int fd =
-        gbx_fscred_open_as_owner(t->p->host_uid, dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, lst, &used);
+    int fd = gbx_fscred_open_as_owner(t->p->host_uid, dirfd, name,
+                                      O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, lst, &used);
     if (fd < 0) {
         pub_fail_errno(t->p, errno, "reading", rel);
         return -1;
@@ -515,8 +515,8 @@ static int tar_dir(struct tar_ctx *t, int dirfd, const char *prefix, int depth)
             r = tar_file(t, dirfd, names[i], rel, &st);
         } else if (S_ISDIR(st.st_mode) && st.st_dev == t->dev) {
             struct gbx_fsids cur = gbx_fsids_get(), used;
-            int fd = gbx_fscred_open_as_owner(t->p->host_uid, dirfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW, &st,
-                                   &used);
+            int fd = gbx_fscred_open_as_owner(t->p->host_uid, dirfd, names[i],
+                                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW, &st, &used);
             if (fd < 0) {
                 pub_fail_errno(t->p, errno, "reading", rel);
                 r = -1;
@@ -587,9 +587,9 @@ static void capture(struct pub *p)
         char self[64];
         snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
         struct gbx_fsids used;
-        int fd = gbx_fscred_open_as_owner(p->host_uid, AT_FDCWD, self,
-                               O_RDONLY | O_NOCTTY | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0), &st,
-                               &used);
+        int fd = gbx_fscred_open_as_owner(
+            p->host_uid, AT_FDCWD, self,
+            O_RDONLY | O_NOCTTY | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0), &st, &used);
         int e = errno;
         gbx_fsids_set(used); /* a directory is walked as whoever could open it */
         if (fd < 0) {
@@ -987,40 +987,22 @@ static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
                         struct evhttp_request *req)
 {
     const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-    struct evkeyvalq q;
-    TAILQ_INIT(&q);
-    if (query && evhttp_parse_query_str(query, &q) < 0) {
-        gbx_http_reply_error(req, GBX_ERR_INVALID, "malformed query string");
-        return;
-    }
     struct gbx_store_artifact_filter f = {.limit = ART_LIST_DEFAULT};
     if (!who->admin)
         f.owner = who->owner;
     uint64_t limit = ART_LIST_DEFAULT;
-    struct evkeyval *kv;
-    TAILQ_FOREACH(kv, &q, next)
-    {
-        if (strcmp(kv->key, "session") == 0)
-            f.session = kv->value;
-        else if (strcmp(kv->key, "sandbox") == 0)
-            f.sandbox = kv->value;
-        else if (strcmp(kv->key, "name") == 0)
-            f.name = kv->value;
-        else if (strcmp(kv->key, "after") == 0)
-            f.after_id = kv->value;
-        else if (strcmp(kv->key, "limit") == 0) {
-            if (gbx_parse_u64(kv->value, 1, ART_LIST_MAX, &limit) < 0) {
-                gbx_http_reply_error(req, GBX_ERR_INVALID, "'limit' must be from 1 to %d",
-                                     ART_LIST_MAX);
-                goto out;
-            }
-        } else {
-            gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                 "unknown query parameter '%s' (expected session, sandbox, name, "
-                                 "after, limit)",
-                                 kv->key);
-            goto out;
-        }
+    const struct gbx_query_param params[] = {
+        {.name = "session", .kind = GBX_QUERY_STR, .out = &f.session},
+        {.name = "sandbox", .kind = GBX_QUERY_STR, .out = &f.sandbox},
+        {.name = "name", .kind = GBX_QUERY_STR, .out = &f.name},
+        {.name = "after", .kind = GBX_QUERY_STR, .out = &f.after_id},
+        {.name = "limit", .kind = GBX_QUERY_U64, .out = &limit, .min = 1, .max = ART_LIST_MAX},
+    };
+    struct gbx_query q = {0};
+    gbx_autoerr struct gbx_err *qerr = NULL;
+    if (gbx_query_parse(&q, query, params, GBX_ARRAY_SIZE(params), 0, &qerr) < 0) {
+        gbx_http_reply_err(req, qerr);
+        goto out;
     }
     if (f.after_id) {
         struct row_copy row = {0};
@@ -1054,7 +1036,7 @@ static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
     }
     gbx_http_reply_json(req, 200, json_pack("{s:o,s:o}", "artifacts", c.arr, "next_after", next));
 out:
-    evhttp_clear_headers(&q);
+    gbx_query_release(&q);
 }
 
 static void handle_delete(struct gbx_server *s, const struct gbx_actor *who,

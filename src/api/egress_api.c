@@ -27,6 +27,7 @@
 #include "base/clock.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "base/query.h"
 #include "egress/egress.h"
 #include "store/store.h"
 
@@ -251,29 +252,21 @@ void gbx_api_sandbox_egress(struct gbx_server *s, const struct gbx_actor *who,
     if (evhttp_request_get_command(req) != EVHTTP_REQ_GET)
         return not_allowed(req, "GET");
     uint64_t after = 0, limit = 100;
-    struct evkeyvalq q;
-    TAILQ_INIT(&q);
+    const struct gbx_query_param params[] = {
+        {.name = "after", .kind = GBX_QUERY_U64, .out = &after, .max = INT64_MAX},
+        {.name = "limit", .kind = GBX_QUERY_U64, .out = &limit, .min = 1, .max = 1000},
+    };
     const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-    if (query && evhttp_parse_query_str(query, &q) < 0)
-        return gbx_http_reply_error(req, GBX_ERR_INVALID, "malformed query string");
-    for (struct evkeyval *kv = q.tqh_first; kv; kv = kv->next.tqe_next) {
-        int bad = 0;
-        if (strcmp(kv->key, "after") == 0)
-            bad = gbx_parse_u64(kv->value, 0, INT64_MAX, &after) < 0;
-        else if (strcmp(kv->key, "limit") == 0)
-            bad = gbx_parse_u64(kv->value, 1, 1000, &limit) < 0;
-        else
-            bad = 1;
-        if (bad) {
-            gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                 "query '%s': expected after=SEQ and limit=1..1000", kv->key);
-            evhttp_clear_headers(&q);
-            return;
-        }
-    }
-    evhttp_clear_headers(&q);
-    struct log_ctx c = {.events = json_array(), .last = (int64_t)after};
+    struct gbx_query q = {0};
     struct gbx_err *err = NULL;
+    int bad = gbx_query_parse(&q, query, params, GBX_ARRAY_SIZE(params), 0, &err) < 0;
+    gbx_query_release(&q);
+    if (bad) {
+        gbx_http_reply_err(req, err);
+        gbx_err_free(err);
+        return;
+    }
+    struct log_ctx c = {.events = json_array(), .last = (int64_t)after};
     if (gbx_store_audit_query(gbx_server_store(s), l->sb->id, "egress.", (int64_t)after, (int)limit,
                               log_row, &c, &err) < 0) {
         json_decref(c.events);

@@ -64,6 +64,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "base/query.h"
 #include "sandbox/template.h"
 #include "sandbox/backend.h"
 #include "sandbox/criu.h"
@@ -217,50 +218,38 @@ static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
                         struct evhttp_request *req)
 {
     const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-    struct evkeyvalq q;
-    TAILQ_INIT(&q);
-    if (query && evhttp_parse_query_str(query, &q) < 0) {
-        gbx_http_reply_error(req, GBX_ERR_INVALID, "malformed query string");
-        return;
-    }
-    const char *labels[LIST_MAX_LABELS][2];
+    const char *labels[LIST_MAX_LABELS][2], *label_in[LIST_MAX_LABELS];
     char labelbuf[LIST_MAX_LABELS][260];
     size_t nlabels = 0;
     const char *template_name = NULL, *cursor = NULL;
     uint64_t limit = LIST_DEFAULT_LIMIT;
-    struct evkeyval *kv;
-    TAILQ_FOREACH(kv, &q, next)
-    {
-        if (strcmp(kv->key, "label") == 0) {
-            char *eq = strchr(kv->value, '=');
-            if (nlabels == LIST_MAX_LABELS || eq == NULL || strlen(kv->value) >= 260) {
-                gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                     "'label' must be KEY=VALUE (at most %d of them)",
-                                     LIST_MAX_LABELS);
-                goto out;
-            }
-            snprintf(labelbuf[nlabels], sizeof(labelbuf[nlabels]), "%s", kv->value);
-            labelbuf[nlabels][eq - kv->value] = '\0';
-            labels[nlabels][0] = labelbuf[nlabels];
-            labels[nlabels][1] = labelbuf[nlabels] + (eq - kv->value) + 1;
-            nlabels++;
-        } else if (strcmp(kv->key, "template") == 0) {
-            template_name = kv->value;
-        } else if (strcmp(kv->key, "limit") == 0) {
-            if (gbx_parse_u64(kv->value, 1, LIST_MAX_LIMIT, &limit) < 0) {
-                gbx_http_reply_error(req, GBX_ERR_INVALID, "'limit' must be from 1 to %d",
-                                     LIST_MAX_LIMIT);
-                goto out;
-            }
-        } else if (strcmp(kv->key, "cursor") == 0) {
-            cursor = kv->value;
-        } else {
+    const struct gbx_query_param params[] = {
+        {.name = "label",
+         .kind = GBX_QUERY_STRS,
+         .out = label_in,
+         .count = &nlabels,
+         .cap = LIST_MAX_LABELS},
+        {.name = "template", .kind = GBX_QUERY_STR, .out = &template_name},
+        {.name = "limit", .kind = GBX_QUERY_U64, .out = &limit, .min = 1, .max = LIST_MAX_LIMIT},
+        {.name = "cursor", .kind = GBX_QUERY_STR, .out = &cursor},
+    };
+    struct gbx_query q = {0};
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (gbx_query_parse(&q, query, params, GBX_ARRAY_SIZE(params), 0, &err) < 0) {
+        gbx_http_reply_err(req, err);
+        goto out;
+    }
+    for (size_t i = 0; i < nlabels; i++) {
+        const char *eq = strchr(label_in[i], '=');
+        if (eq == NULL || strlen(label_in[i]) >= sizeof(labelbuf[i])) {
             gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                 "unknown query parameter '%s' (expected label, template, limit, "
-                                 "cursor)",
-                                 kv->key);
+                                 "'label' must be KEY=VALUE (at most %d of them)", LIST_MAX_LABELS);
             goto out;
         }
+        snprintf(labelbuf[i], sizeof(labelbuf[i]), "%s", label_in[i]);
+        labelbuf[i][eq - label_in[i]] = '\0';
+        labels[i][0] = labelbuf[i];
+        labels[i][1] = labelbuf[i] + (eq - label_in[i]) + 1;
     }
     int64_t cur_ns = 0;
     const char *cur_id = NULL;
@@ -313,7 +302,7 @@ static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
     free(v);
     gbx_http_reply_json(req, 200, json_pack("{s:o,s:o}", "sandboxes", arr, "next_cursor", next));
 out:
-    evhttp_clear_headers(&q);
+    gbx_query_release(&q);
 }
 
 void gbx_srv_live_free(struct gbx_live *l)
@@ -600,7 +589,7 @@ static void handle_pause(struct gbx_server *s, const struct gbx_actor *who,
     json_t *v = json_object_get(body, "timeout");
     uint64_t ms = 0;
     if (json_object_size(body) > (v ? 1u : 0u) ||
-        (v && (pause || gbx_srv_json_timeout_ms(v, &ms) < 0))) {
+        (v && (pause || gbx_json_timeout_ms(v, &ms) < 0))) {
         json_decref(body);
         return gbx_http_reply_error(req, GBX_ERR_INVALID,
                                     pause ? "pause takes no fields"
@@ -657,7 +646,7 @@ static void handle_timeout(struct gbx_server *s, const struct gbx_actor *who,
         return;
     json_t *v = json_object_get(body, "timeout");
     uint64_t ms = 0;
-    if (json_object_size(body) != 1 || v == NULL || gbx_srv_json_timeout_ms(v, &ms) < 0) {
+    if (json_object_size(body) != 1 || v == NULL || gbx_json_timeout_ms(v, &ms) < 0) {
         json_decref(body);
         gbx_http_reply_error(req, GBX_ERR_INVALID,
                              "expected {\"timeout\": seconds or a duration like \"5m\"}; 0 "
@@ -1380,6 +1369,7 @@ void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
         event_free(s->pool_ev);
         s->pool_ev = NULL;
     }
+    gbx_srv_creates_abort(s);       /* before the sessions: a create's callback may be theirs */
     gbx_sessions_free(s->sessions); /* their agent connections, before the sandboxes go */
     s->sessions = NULL;
     gbx_srv_pool_drain(s); /* pooled sandboxes are nobody's: never left behind */

@@ -25,6 +25,7 @@
 #define GBX_MAX_HEADERS (64u << 10)
 
 struct create_job;
+struct pool_fill;
 struct reserved_id {
     struct reserved_id *next, **pprev; /* in s->going: removed in O(1) (a flood ends at once) */
     char *id;
@@ -41,9 +42,10 @@ struct gbx_server {
     struct event_base *base;
     struct pooled *pool;
     size_t pool_len, pool_target;
-    size_t pool_inflight;  /* created, row not yet durable */
-    struct event *pool_ev; /* refills the pool, one sandbox per turn of the loop */
-    int pool_backoff;      /* the last refill failed: wait before the next */
+    size_t pool_inflight;           /* created, row not yet durable */
+    struct event *pool_ev;          /* refills the pool, one sandbox per turn of the loop */
+    int pool_backoff;               /* the last refill failed: wait before the next */
+    struct pool_fill *pool_filling; /* made, waiting on the loop for init's HELLO */
     struct evhttp *http;
     struct evconnlistener *unix_listener;
     char *sock_path;
@@ -94,8 +96,7 @@ void gbx_srv_observe_create(struct gbx_server *s, double secs);
 json_t *gbx_srv_sandbox_json(const struct gbx_live *l);
 void gbx_srv_write_done(void *arg, int status, const char *msg);
 void gbx_srv_env_add_trust(struct gbx_live *l);
-int gbx_srv_json_size(json_t *v, uint64_t *out);
-void gbx_srv_live_set_extras(struct gbx_live *l, json_t *spec);
+void gbx_srv_live_set_extras(struct gbx_live *l, const struct gbx_create_spec *c);
 void gbx_srv_new_token(char out[65]);
 void gbx_srv_pool_drain(struct gbx_server *s);
 /* Pooled sandboxes whose init died: removed (and made again). */
@@ -103,9 +104,13 @@ void gbx_srv_pool_reap(struct gbx_server *s);
 void gbx_srv_pool_push(struct gbx_server *s, struct gbx_sandbox *sb, struct gbx_egress_sb *egress);
 void gbx_srv_store_delete(struct gbx_server *s, const char *id);
 void gbx_srv_pool_kick(struct gbx_server *s);
+/* At shutdown: the creates and pool fills still waiting for init's HELLO end now (their
+ * sandboxes are torn down; a create's caller hears that the daemon is stopping). */
+void gbx_srv_creates_abort(struct gbx_server *s);
+/* How long a new sandbox's init has to answer HELLO. */
+#define GBX_HELLO_TIMEOUT_MS 30000
 int gbx_srv_stack_template(struct gbx_server *s, const char *tmpl, char ***layers, size_t *n,
                            char **base, struct gbx_err **err);
-int gbx_srv_json_timeout_ms(json_t *v, uint64_t *out);
 void gbx_srv_handle_create(struct gbx_server *s, const struct gbx_actor *who,
                            struct evhttp_request *req);
 void gbx_srv_handle_metrics(struct gbx_server *s, const struct gbx_actor *who,

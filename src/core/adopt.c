@@ -46,6 +46,7 @@
 #include "api/procs.h"
 #include "http/reqmetrics.h"
 #include "core/sandboxes.h"
+#include "core/spec.h"
 #include "http/http.h"
 #include "core/offload.h"
 #include "base/fault.h"
@@ -143,23 +144,21 @@ void gbx_srv_reap_expired(evutil_socket_t fd, short what, void *arg)
 
 /* ---- re-adoption after a restart ------------------------------------------------------------ */
 
-/* The limits a sandbox was created with, from its stored create request. */
-static void limits_from_spec(const char *spec, struct gbx_live *l)
+/* The create request a sandbox's row keeps, as a spec (a row whose request no longer parses
+ * gives an empty one: the sandbox is kept, with the limits its attrs say). */
+static void spec_of_row(struct gbx_server *s, const struct gbx_store_sandbox *row,
+                        struct gbx_create_spec *c)
 {
-    json_t *j = spec ? json_loads(spec, 0, NULL) : NULL;
-    json_t *v;
-    if ((v = json_object_get(j, "memory")))
-        (void)gbx_srv_json_size(v, &l->limits.memory_bytes);
-    if ((v = json_object_get(j, "disk")))
-        (void)gbx_srv_json_size(v, &l->disk_bytes);
-    if ((v = json_object_get(j, "pids")) && json_is_integer(v))
-        l->limits.pids = (uint64_t)json_integer_value(v);
-    if ((v = json_object_get(j, "cpus")) && json_is_number(v))
-        l->limits.cpu_millis = (uint32_t)(json_number_value(v) * 1000 + 0.5);
-    if ((v = json_object_get(j, "on_timeout")) && json_is_string(v))
-        l->on_timeout_pause = strcmp(json_string_value(v), "pause") == 0;
-    if (l->disk_bytes == 0)
-        l->disk_bytes = 1024ull << 20;
+    json_t *j = row->spec ? json_loads(row->spec, 0, NULL) : NULL;
+    struct gbx_err *err = NULL;
+    if (j != NULL && gbx_create_spec_parse(&s->limits, j, c, &err) < 0) {
+        gbx_log_warn("sandbox '%s': its stored create request: %s; kept without it", row->id,
+                     err->msg);
+        gbx_err_free(err);
+        gbx_create_spec_init(c);
+    } else if (j == NULL) {
+        gbx_create_spec_init(c);
+    }
     json_decref(j);
 }
 
@@ -203,8 +202,17 @@ static struct gbx_live *live_from_row(struct gbx_server *s, const struct gbx_sto
     l->owner = gbx_xstrdup(row->owner ? row->owner : "");
     l->created_ns = row->created_ns;
     l->expires_ns = row->expires_ns;
-    limits_from_spec(row->spec, l);
-    l->spec_text = gbx_xstrdup(row->spec ? row->spec : "{}");
+    struct gbx_create_spec spec;
+    spec_of_row(s, row, &spec);
+    /* the limits it asked for (a row from before its attrs kept what it was given) */
+    l->limits = spec.limits;
+    l->disk_bytes = spec.disk_bytes ? spec.disk_bytes : 1024ull << 20;
+    l->on_timeout_pause = spec.on_timeout_pause;
+    /* as a create made now would say it, so that a retried create compares equal */
+    json_t *asked = gbx_create_spec_json(&spec);
+    l->spec_text = json_dumps(asked, JSON_COMPACT | JSON_SORT_KEYS);
+    GBX_BUG_ON(l->spec_text == NULL);
+    json_decref(asked);
     if (row->token && strlen(row->token) < sizeof(l->token))
         snprintf(l->token, sizeof(l->token), "%s", row->token);
     else
@@ -226,9 +234,8 @@ static struct gbx_live *live_from_row(struct gbx_server *s, const struct gbx_sto
         json_object_set_new(l->attrs, "stopped_ns",
                             json_integer(row->updated_ns ? row->updated_ns : gbx_realtime_ns()));
     }
-    json_t *spec = json_loads(l->spec_text, 0, NULL);
-    gbx_srv_live_set_extras(l, spec);
-    json_decref(spec);
+    gbx_srv_live_set_extras(l, &spec);
+    gbx_create_spec_clear(&spec);
     gbx_srv_env_add_trust(l);
     l->next = s->live;
     s->live = l;

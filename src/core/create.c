@@ -47,6 +47,8 @@
 #include "api/procs.h"
 #include "http/reqmetrics.h"
 #include "core/sandboxes.h"
+#include "core/spec.h"
+#include "agent/aconn.h"
 #include "http/http.h"
 #include "core/offload.h"
 #include "base/fault.h"
@@ -60,221 +62,6 @@
 #include "store/writer.h"
 
 #include "api/server_int.h"
-
-/* ---- request parsing ---------------------------------------------------------------------- */
-
-/* A size given as a number of bytes or a string like "512M". */
-int gbx_srv_json_size(json_t *v, uint64_t *out)
-{
-    if (json_is_integer(v) && json_integer_value(v) > 0) {
-        *out = (uint64_t)json_integer_value(v);
-        return 0;
-    }
-    if (json_is_string(v))
-        return gbx_parse_size(json_string_value(v), out);
-    return -EINVAL;
-}
-
-/* A timeout: seconds as a number, or a duration string ("30s", "5m", "1500ms"); 0 means
- * none. At most 30 days. */
-int gbx_srv_json_timeout_ms(json_t *v, uint64_t *out)
-{
-    if (json_is_integer(v) && json_integer_value(v) >= 0 &&
-        json_integer_value(v) <= 30 * 24 * 3600) {
-        *out = (uint64_t)json_integer_value(v) * 1000;
-        return 0;
-    }
-    if (json_is_string(v) && gbx_parse_duration_ms(json_string_value(v), out) == 0 &&
-        *out <= 30ull * 24 * 3600 * 1000)
-        return 0;
-    return -EINVAL;
-}
-
-#define MAX_MAP_ENTRIES 64
-#define MAX_MAP_VALUE 4096
-
-/* A {"k": "v"} object of at most MAX_MAP_ENTRIES strings: metadata and labels. Label keys
- * and values are names (1-63 of [a-z0-9-], so a filter "k=v" is unambiguous). */
-static int check_string_map(const char *field, json_t *v, int names, struct gbx_err **err)
-{
-    const char *k;
-    json_t *x;
-    if (!json_is_object(v) || json_object_size(v) > MAX_MAP_ENTRIES)
-        goto bad;
-    json_object_foreach(v, k, x)
-    {
-        if (!json_is_string(x) || strlen(k) == 0 || strlen(k) > 128 ||
-            json_string_length(x) > MAX_MAP_VALUE ||
-            memchr(json_string_value(x), 0, json_string_length(x)))
-            goto bad;
-        if (names && (gbx_name_valid(k) < 0 || gbx_name_valid(json_string_value(x)) < 0))
-            goto bad;
-    }
-    return 0;
-bad:
-    if (names)
-        gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                    "'%s' must be an object of at most %d entries whose keys and "
-                    "values are 1-63 of a-z, 0-9 and '-'",
-                    field, MAX_MAP_ENTRIES);
-    else
-        gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                    "'%s' must be an object of at most %d string values (keys up to "
-                    "128 bytes, values up to %d)",
-                    field, MAX_MAP_ENTRIES, MAX_MAP_VALUE);
-    return -1;
-}
-
-/* {"NAME": "value"}: the environment every process of the sandbox starts with. */
-static int check_env(json_t *v, struct gbx_err **err)
-{
-    const char *k;
-    json_t *x;
-    if (!json_is_object(v) || json_object_size(v) > 1024)
-        goto bad;
-    json_object_foreach(v, k, x)
-    {
-        char kv[8192];
-        if (!json_is_string(x) ||
-            snprintf(kv, sizeof(kv), "%s=%s", k, json_string_value(x)) >= (int)sizeof(kv) ||
-            gbx_env_valid(kv) < 0 || memchr(json_string_value(x), 0, json_string_length(x)))
-            goto bad;
-    }
-    return 0;
-bad:
-    gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                "'env' must be an object of at most 1024 variables: NAME to a string "
-                "value (at most 8 KiB each)");
-    return -1;
-}
-
-/* A size too large to hold at all (a wrapped "100000000T"): the same answer as one above the
- * maximum. */
-static int size_too_large(const char *field, json_t *v, uint64_t max, struct gbx_err **err)
-{
-    char m[32];
-    gbx_limits_fmt_size(max, m, sizeof(m));
-    return gbx_err_set(err, ERANGE, GBX_ERR_INVALID,
-                       "'%s' %s is too large: this daemon's maximum is %s", field,
-                       json_is_string(v) ? json_string_value(v) : "(a number)", max ? m : "16E");
-}
-
-static int parse_create(const struct gbx_limits *lim, json_t *body, struct gbx_create_opts *c,
-                        struct gbx_err **err)
-{
-    memset(c, 0, sizeof(*c));
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v)
-    {
-        if (strcmp(key, "id") == 0) {
-            if (!json_is_string(v) || gbx_sandbox_id_valid(json_string_value(v)) < 0)
-                goto bad_id;
-            c->id = json_string_value(v);
-        } else if (strcmp(key, "template") == 0) {
-            if (!json_is_string(v) || gbx_name_valid(json_string_value(v)) < 0) {
-                gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "'template' must be a template name");
-                return -1;
-            }
-            c->template_name = json_string_value(v);
-        } else if (strcmp(key, "memory") == 0) {
-            int r = gbx_srv_json_size(v, &c->limits.memory_bytes);
-            if (r == -ERANGE)
-                return size_too_large("memory", v, lim->max.memory_bytes, err);
-            if (r < 0 || c->limits.memory_bytes < (4u << 20)) {
-                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                            "'memory' must be a size of at least 4M (bytes, or a "
-                            "string like \"512M\")");
-                return -1;
-            }
-        } else if (strcmp(key, "disk") == 0) {
-            int r = gbx_srv_json_size(v, &c->disk_bytes);
-            if (r == -ERANGE)
-                return size_too_large("disk", v, lim->max_disk, err);
-            if (r < 0 || c->disk_bytes < (1u << 20)) {
-                gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "'disk' must be a size of at least 1M");
-                return -1;
-            }
-        } else if (strcmp(key, "pids") == 0) {
-            if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-                json_integer_value(v) > 4194304) {
-                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                            "'pids' must be an integer from 1 to 4194304");
-                return -1;
-            }
-            c->limits.pids = (uint64_t)json_integer_value(v);
-        } else if (strcmp(key, "timeout") == 0) {
-            if (gbx_srv_json_timeout_ms(v, &c->timeout_ms) < 0) {
-                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                            "'timeout' must be seconds (0 to 2592000) or a duration "
-                            "like \"30s\", \"5m\"");
-                return -1;
-            }
-        } else if (strcmp(key, "cpus") == 0) {
-            double d = json_is_number(v) ? json_number_value(v) : -1;
-            if (d < 0.01 || d > 1024) {
-                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                            "'cpus' must be a number of CPUs from 0.01 to 1024");
-                return -1;
-            }
-            c->limits.cpu_millis = (uint32_t)(d * 1000 + 0.5);
-        } else if (strcmp(key, "env") == 0) {
-            if (check_env(v, err) < 0)
-                return -1;
-            c->env = v;
-        } else if (strcmp(key, "metadata") == 0) {
-            if (check_string_map("metadata", v, 0, err) < 0)
-                return -1;
-            c->metadata = v;
-        } else if (strcmp(key, "labels") == 0) {
-            if (check_string_map("labels", v, 1, err) < 0)
-                return -1;
-            c->labels = v;
-        } else if (strcmp(key, "network") == 0) {
-            if (!json_is_object(v) && !json_is_null(v)) {
-                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                            "'network' must be an object {mode, rules, secrets}");
-                return -1;
-            }
-            c->network = v;
-        } else if (strcmp(key, "snapshot") == 0) {
-            if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 63) {
-                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                            "'snapshot' must be a snapshot id or name");
-                return -1;
-            }
-            c->snapshot = json_string_value(v);
-        } else if (strcmp(key, "on_timeout") == 0) {
-            const char *ot = json_is_string(v) ? json_string_value(v) : "";
-            if (strcmp(ot, "kill") != 0 && strcmp(ot, "pause") != 0) {
-                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                            "'on_timeout' must be \"kill\" or \"pause\"");
-                return -1;
-            }
-            c->on_timeout_pause = ot[0] == 'p';
-        } else if (strcmp(key, "idempotency_key") == 0) {
-            if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 256 ||
-                memchr(json_string_value(v), 0, json_string_length(v))) {
-                gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                            "'idempotency_key' must be a string of 1 to 256 bytes");
-                return -1;
-            }
-            c->idem_key = json_string_value(v);
-        } else {
-            gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                        "unknown field '%s' (expected id, template, snapshot, memory, disk, "
-                        "pids, cpus, timeout, on_timeout, env, metadata, labels, network, "
-                        "idempotency_key)",
-                        key);
-            return -1;
-        }
-    }
-    return 0;
-bad_id:
-    gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                "'id' must be 1-63 of [a-z0-9-], not starting with '-'");
-    return -1;
-}
 
 /* ---- handlers ----------------------------------------------------------------------------- */
 
@@ -353,17 +140,16 @@ void gbx_srv_new_token(char out[65])
 }
 
 /* Copy the maps of a create request into l (env, metadata, labels, idempotency key). */
-void gbx_srv_live_set_extras(struct gbx_live *l, json_t *spec)
+void gbx_srv_live_set_extras(struct gbx_live *l, const struct gbx_create_spec *c)
 {
-    json_t *v;
-    if ((v = json_object_get(spec, "env")) && json_is_object(v))
-        l->env = json_deep_copy(v);
-    if ((v = json_object_get(spec, "metadata")) && json_is_object(v))
-        l->metadata = json_deep_copy(v);
-    if ((v = json_object_get(spec, "labels")) && json_is_object(v))
-        l->labels = json_deep_copy(v);
-    if ((v = json_object_get(spec, "idempotency_key")) && json_is_string(v))
-        l->idem_key = gbx_xstrdup(json_string_value(v));
+    if (c->env)
+        l->env = json_deep_copy(c->env);
+    if (c->metadata)
+        l->metadata = json_deep_copy(c->metadata);
+    if (c->labels)
+        l->labels = json_deep_copy(c->labels);
+    if (c->idem_key)
+        l->idem_key = gbx_xstrdup(c->idem_key);
 }
 
 static struct gbx_live *live_find_idem(struct gbx_server *s, const char *owner, const char *key)
@@ -375,14 +161,17 @@ static struct gbx_live *live_find_idem(struct gbx_server *s, const char *owner, 
 }
 
 /* A sandbox from the warm pool, when the request asks for nothing a pooled one lacks. */
-static struct pooled *pool_take(struct gbx_server *s, const struct gbx_create_opts *c);
+static struct pooled *pool_take(struct gbx_server *s, const struct gbx_create_spec *c);
 void gbx_srv_pool_kick(struct gbx_server *s);
 
 /* The egress policy a create asks for: checked before anything is created. */
-static int create_policy(struct gbx_server *s, const struct gbx_actor *who, json_t *network,
-                         struct gbx_egress_policy **out, struct gbx_err **err)
+static int create_policy(struct gbx_server *s, const struct gbx_actor *who,
+                         struct gbx_create_spec *c, struct gbx_egress_policy **out,
+                         struct gbx_err **err)
 {
-    if (gbx_egress_policy_parse(network, gbx_egress_default_mode(s->egress), out, err) < 0)
+    if (c->policy)
+        *out = gbx_steal_ptr(&c->policy); /* the front end parsed its own form */
+    else if (gbx_egress_policy_parse(c->network, gbx_egress_default_mode(s->egress), out, err) < 0)
         return gbx_err_wrap(err, "'network'");
     if ((*out)->nsecrets && !who->admin) {
         gbx_egress_policy_free(*out);
@@ -488,14 +277,14 @@ int gbx_sandboxes_layers(struct gbx_server *s, const struct gbx_actor *who, cons
  * it (create_spawn), and what the loop then records (create_finish). */
 struct create_job {
     struct gbx_server *s;
-    json_t *body; /* owned: c's strings borrow from it */
-    struct gbx_create_opts c;
-    struct gbx_actor who; /* who asked (a copy: the job outlives the request's turn) */
-    char *spec_text;      /* the request as stored */
-    char *snap_id;        /* the snapshot it starts from, or NULL */
-    char *id;             /* its id (reserved while it is made) */
-    char *base;           /* the template the library makes it from */
-    char *tmpl;           /* the template's stored name (the key's own, or a shared one) */
+    struct gbx_create_spec c; /* the job's own copy (its policy moves to policy) */
+    struct gbx_actor who;     /* who asked (a copy: the job outlives the request's turn) */
+    json_t *asked;            /* the request as its native body, before defaults */
+    char *spec_text;          /* the same as stored (and compared by a retried create) */
+    char *snap_id;            /* the snapshot it starts from, or NULL */
+    char *id;                 /* its id (reserved while it is made) */
+    char *base;               /* the template the library makes it from */
+    char *tmpl;               /* the template's stored name (the key's own, or a shared one) */
     char **layers;
     size_t nlayers;
     struct gbx_egress_policy *policy;
@@ -505,6 +294,7 @@ struct create_job {
     struct gbx_egress_sb *egress;  /* the pool's */
     struct gbx_egress_socks socks; /* the worker's plumbing of its namespace */
     struct gbx_err *err;
+    struct gbx_aconn_hello *hello; /* init's HELLO, awaited on the loop, or NULL */
     gbx_sandboxes_created_fn done;
     void *arg;
     struct create_job *next, **pprev; /* in s->creating; removed in O(1): a thousand creates
@@ -519,7 +309,8 @@ static void create_job_free(struct create_job *j)
     gbx_egress_policy_free(j->policy);
     gbx_egress_socks_release(&j->socks);
     gbx_err_free(j->err);
-    json_decref(j->body);
+    gbx_create_spec_clear(&j->c);
+    json_decref(j->asked);
     free(j->spec_text);
     free(j->snap_id);
     free(j->id);
@@ -552,28 +343,30 @@ static int id_reserved(const struct gbx_server *s, const char *id)
 }
 
 /* Everything a create checks before any sandbox exists. 0 with *out a job, 1 with *existing
- * the sandbox an earlier create with the same idempotency key made, -1 with *err. body is
- * borrowed (the job keeps a reference). */
-static int create_prepare(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
-                          struct create_job **out, struct gbx_live **existing, struct gbx_err **err)
+ * the sandbox an earlier create with the same idempotency key made, -1 with *err. spec is
+ * copied. */
+static int create_prepare(struct gbx_server *s, const struct gbx_actor *who,
+                          const struct gbx_create_spec *spec, struct create_job **out,
+                          struct gbx_live **existing, struct gbx_err **err)
 {
     struct create_job *j = gbx_xcalloc(1, sizeof(*j));
     j->s = s;
-    j->body = json_incref(body);
     j->socks.proxy_fd = j->socks.dns_udp_fd = j->socks.dns_tcp_fd = -1;
     j->t0 = gbx_monotonic_ns();
     j->who = *who;
-    struct gbx_create_opts *c = &j->c;
-    if (parse_create(&s->limits, body, c, err) < 0 ||
-        gbx_limits_resolve(&s->limits, &c->limits, &c->disk_bytes, &c->timeout_ms,
-                           json_object_get(body, "timeout") != NULL, err) < 0 ||
-        create_policy(s, who, c->network, &j->policy, err) < 0)
-        goto fail;
-    j->spec_text = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    struct gbx_create_spec *c = &j->c;
+    gbx_create_spec_copy(c, spec);
+    j->asked = gbx_create_spec_json(c);
+    j->spec_text = json_dumps(j->asked, JSON_COMPACT | JSON_SORT_KEYS);
     GBX_BUG_ON(j->spec_text == NULL);
+    if (gbx_limits_resolve(&s->limits, &c->limits, &c->disk_bytes, &c->timeout_ms, c->timeout_set,
+                           err) < 0 ||
+        create_policy(s, who, c, &j->policy, err) < 0)
+        goto fail;
     if (c->template_name) { /* template names are per key: its own, else a shared one */
         j->tmpl = gbx_templates_ref(s, who, c->template_name);
-        c->template_name = j->tmpl;
+        free(c->template_name);
+        c->template_name = gbx_xstrdup(j->tmpl);
     }
     if (c->idem_key) {
         struct gbx_live *prev = live_find_idem(s, who->owner, c->idem_key);
@@ -610,7 +403,8 @@ static int create_prepare(struct gbx_server *s, const struct gbx_actor *who, jso
                         c->snapshot, snap_tmpl, c->template_name);
             goto fail;
         }
-        c->template_name = snap_tmpl;
+        free(c->template_name);
+        c->template_name = gbx_xstrdup(snap_tmpl);
         j->snap_id = gbx_xstrdup(snap_id);
     }
     /* reserved from here: the job counts (s->creating) until it is a live sandbox or gone */
@@ -691,11 +485,25 @@ static void create_spawn(struct create_job *j, int on_worker)
         spawn_gate(0);
     if (r < 0)
         return;
-    if (gbx_srv_agent_hello(j->sb, &j->err) < 0 ||
+    /* init has exec'd (its namespaces are whole): the plumbing needs no answer from it. On a
+     * worker, HELLO is left to the loop (create_done), which waits for it without blocking;
+     * a create made on the loop itself (gbx_sandboxes_create_spec) has blocked it already. */
+    if ((!on_worker && gbx_srv_agent_hello(j->sb, &j->err) < 0) ||
         gbx_egress_netns_setup(j->sb->init_pid, &j->socks, &j->err) < 0) {
         (void)!gbx_sandbox_destroy(j->sb, NULL);
         j->sb = NULL;
     }
+}
+
+/* A made sandbox's HELLO failed, or the daemon is stopping: it is torn down, and err says
+ * why (the job's answer). */
+static void create_undo(struct create_job *j, const struct gbx_err *err)
+{
+    (void)!gbx_sandbox_destroy(j->sb, NULL);
+    j->sb = NULL;
+    gbx_err_free(j->err);
+    j->err = NULL;
+    gbx_err_set(&j->err, err->errnum, err->kind, "create sandbox '%s': %s", j->id, err->msg);
 }
 
 /* The new sandbox into the registry and the store, audited; the job is freed. 0 with *out, or
@@ -703,7 +511,7 @@ static void create_spawn(struct create_job *j, int on_worker)
 static int create_finish(struct create_job *j, struct gbx_live **out, struct gbx_err **err)
 {
     struct gbx_server *s = j->s;
-    const struct gbx_create_opts *c = &j->c;
+    const struct gbx_create_spec *c = &j->c;
     struct gbx_egress_sb *egress = j->egress;
     if (!j->pooled &&
         gbx_egress_attach_socks(s->egress, j->id, j->policy, &j->socks, &egress, err) < 0) {
@@ -723,7 +531,7 @@ static int create_finish(struct create_job *j, struct gbx_live **out, struct gbx
     l->expires_ns = c->timeout_ms ? l->created_ns + (int64_t)c->timeout_ms * 1000000 : 0;
     l->spec_text = gbx_steal_ptr(&j->spec_text);
     gbx_srv_new_token(l->token);
-    gbx_srv_live_set_extras(l, j->body);
+    gbx_srv_live_set_extras(l, c);
     l->egress = egress;
     l->on_timeout_pause = c->on_timeout_pause;
     env_add_template(s, l);
@@ -748,7 +556,7 @@ static int create_finish(struct create_job *j, struct gbx_live **out, struct gbx
         return gbx_err_wrap(err, "create sandbox '%s': cannot record it", sid);
     }
     gbx_fault_point("create.recorded");
-    json_t *detail = json_deep_copy(j->body);
+    json_t *detail = json_deep_copy(j->asked);
     if (l->env) {
         json_t *names = json_array(); /* names only: values may be private */
         const char *k;
@@ -768,11 +576,12 @@ static int create_finish(struct create_job *j, struct gbx_live **out, struct gbx
     return 0;
 }
 
-int gbx_sandboxes_create(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
-                         struct gbx_live **out, struct gbx_err **err)
+int gbx_sandboxes_create_spec(struct gbx_server *s, const struct gbx_actor *who,
+                              const struct gbx_create_spec *spec, struct gbx_live **out,
+                              struct gbx_err **err)
 {
     struct create_job *j = NULL;
-    int r = create_prepare(s, who, body, &j, out, err);
+    int r = create_prepare(s, who, spec, &j, out, err);
     if (r != 0)
         return r;
     if (!j->pooled) {
@@ -793,9 +602,9 @@ static void create_work(void *arg)
     create_spawn(arg, 1);
 }
 
-static void create_done(void *arg)
+/* The end of an asynchronous create, on the loop: the sandbox recorded, or the error. */
+static void create_end(struct create_job *j)
 {
-    struct create_job *j = arg;
     struct gbx_server *s = j->s;
     *j->pprev = j->next;
     if (j->next)
@@ -816,13 +625,51 @@ static void create_done(void *arg)
     gbx_err_free(err);
 }
 
-void gbx_sandboxes_create_async(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
-                                gbx_sandboxes_created_fn done, void *arg)
+static void create_hello_done(void *arg, const struct gbx_err *err)
+{
+    struct create_job *j = arg;
+    j->hello = NULL;
+    if (err)
+        create_undo(j, err);
+    create_end(j);
+}
+
+/* The worker has made the sandbox (or failed): on the loop, init's HELLO, then the end. */
+static void create_done(void *arg)
+{
+    struct create_job *j = arg;
+    if (j->sb && j->sb->conn_fd >= 0 && gbx_fault("create.hello") < 0) {
+        struct gbx_err *err = NULL;
+        gbx_err_set(&err, EIO, GBX_ERR_UNAVAILABLE, "agent hello: the connection was lost");
+        create_undo(j, err);
+        gbx_err_free(err);
+    } else if (j->sb && j->sb->conn_fd >= 0) {
+        j->hello = gbx_aconn_hello(j->s->base, gbx_steal_fd(&j->sb->conn_fd), GBX_HELLO_TIMEOUT_MS,
+                                   create_hello_done, j);
+        return;
+    }
+    create_end(j);
+}
+
+int gbx_sandboxes_create(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
+                         struct gbx_live **out, struct gbx_err **err)
+{
+    struct gbx_create_spec c;
+    if (gbx_create_spec_parse(&s->limits, body, &c, err) < 0)
+        return -1;
+    int r = gbx_sandboxes_create_spec(s, who, &c, out, err);
+    gbx_create_spec_clear(&c);
+    return r;
+}
+
+void gbx_sandboxes_create_spec_async(struct gbx_server *s, const struct gbx_actor *who,
+                                     const struct gbx_create_spec *spec,
+                                     gbx_sandboxes_created_fn done, void *arg)
 {
     struct create_job *j = NULL;
     struct gbx_live *l = NULL;
     struct gbx_err *err = NULL;
-    int r = create_prepare(s, who, body, &j, &l, &err);
+    int r = create_prepare(s, who, spec, &j, &l, &err);
     if (r == 0 && j->pooled) {
         r = create_finish(j, &l, &err);
         j = NULL;
@@ -843,6 +690,20 @@ void gbx_sandboxes_create_async(struct gbx_server *s, const struct gbx_actor *wh
         gbx_err_set(&j->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
         create_done(j);
     }
+}
+
+void gbx_sandboxes_create_async(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
+                                gbx_sandboxes_created_fn done, void *arg)
+{
+    struct gbx_create_spec c;
+    struct gbx_err *err = NULL;
+    if (gbx_create_spec_parse(&s->limits, body, &c, &err) < 0) {
+        done(arg, NULL, 0, err);
+        gbx_err_free(err);
+        return;
+    }
+    gbx_sandboxes_create_spec_async(s, who, &c, done, arg);
+    gbx_create_spec_clear(&c);
 }
 
 /* A create whose template has a start command or a ready check answers once it is ready. */
@@ -947,7 +808,7 @@ void gbx_srv_pool_reap(struct gbx_server *s)
 /* Pooled sandboxes have rows in state "pooled" (owner "", spec: the default limits they were
  * made with), so that a daemon that was killed finds them again (and keeps them only if its
  * defaults are the same); they are never handed out twice. */
-static struct pooled *pool_take(struct gbx_server *s, const struct gbx_create_opts *c)
+static struct pooled *pool_take(struct gbx_server *s, const struct gbx_create_spec *c)
 {
     /* pooled sandboxes have the default limits (c's, with the defaults applied, must match) */
     const struct gbx_limits *lim = &s->limits;
@@ -979,13 +840,119 @@ void gbx_srv_pool_push(struct gbx_server *s, struct gbx_sandbox *sb, struct gbx_
     s->pool_len++;
 }
 
+/* One sandbox on its way into the pool: made on a worker thread, its HELLO awaited on the
+ * loop, attached to the egress gateway, then its row written; counted in s->pool_inflight
+ * from start to end, so that the pool is never over-filled. */
 struct pool_fill {
     struct gbx_server *s;
+    char id[64];
     struct gbx_sandbox *sb;
     struct gbx_egress_sb *egress;
+    struct gbx_err *err;
+    struct gbx_aconn_hello *hello;
+    struct pool_fill *next, **pprev; /* in s->pool_filling while it waits on the loop */
 };
 
 static void pool_row_done(void *arg, int status, const char *msg);
+
+/* A fill that did not make it (err says why): torn down, and the next try waits a second. */
+static void pool_fill_end(struct pool_fill *pf, const struct gbx_err *err)
+{
+    struct gbx_server *s = pf->s;
+    if (pf->pprev) {
+        *pf->pprev = pf->next;
+        if (pf->next)
+            pf->next->pprev = pf->pprev;
+    }
+    gbx_aconn_hello_cancel(pf->hello);
+    s->pool_inflight--;
+    int stopping = s->pool_ev == NULL; /* the daemon is: no retry, nothing to report */
+    if (err && !stopping)
+        gbx_log_warn("warm pool: %s (retrying in a second)", err->msg);
+    if (pf->egress)
+        gbx_egress_detach(pf->egress);
+    if (pf->sb)
+        (void)!gbx_sandbox_destroy(pf->sb, NULL);
+    gbx_err_free(pf->err);
+    free(pf);
+    if (err == NULL || stopping)
+        return;
+    s->m.pool_failed++;
+    s->pool_backoff = 1;
+    struct timeval later = {1, 0};
+    event_add(s->pool_ev, &later);
+}
+
+static void pool_work(void *arg)
+{
+    struct pool_fill *pf = arg;
+    struct gbx_server *s = pf->s;
+    struct gbx_sandbox_spec spec = {
+        .id = pf->id, .ctl_socket = 1, .limits = s->limits.dflt, .disk_bytes = s->limits.dflt_disk};
+    spawn_gate(1);
+    (void)!gbx_sandbox_create(&s->rt, &spec, &pf->sb, &pf->err);
+    spawn_gate(0);
+}
+
+/* Init answered: attached to the gateway, and into the pool once its row is durable (a daemon
+ * killed meanwhile must find it). */
+static void pool_hello_done(void *arg, const struct gbx_err *herr)
+{
+    struct pool_fill *pf = arg;
+    struct gbx_server *s = pf->s;
+    pf->hello = NULL;
+    struct gbx_err *err = NULL;
+    if (herr)
+        return pool_fill_end(pf, herr);
+    if (gbx_egress_attach(s->egress, pf->sb->id, pf->sb->init_pid, NULL, &pf->egress, &err) < 0) {
+        pool_fill_end(pf, err);
+        gbx_err_free(err);
+        return;
+    }
+    *pf->pprev = pf->next;
+    if (pf->next)
+        pf->next->pprev = pf->pprev;
+    pf->pprev = NULL;
+    struct gbx_store_sandbox row = {.id = pf->sb->id,
+                                    .owner = "",
+                                    .template_name = GBX_DEFAULT_TEMPLATE,
+                                    .state = "pooled",
+                                    .spec = s->pool_spec, /* its limits (adopt.c) */
+                                    .created_ns = gbx_realtime_ns(),
+                                    .host_uid = pf->sb->host_uid,
+                                    .uid_slot = pf->sb->uid_slot,
+                                    .init_pid = pf->sb->init_pid};
+    s->writes_pending++;
+    gbx_store_writer_sandbox_put(s->writer, &row, pool_row_done, pf);
+    gbx_srv_pool_kick(s);
+}
+
+/* Back from the worker thread, on the loop. */
+static void pool_spawned(void *arg)
+{
+    struct pool_fill *pf = arg;
+    struct gbx_server *s = pf->s;
+    if (pf->sb == NULL) {
+        struct gbx_err *err = gbx_steal_ptr(&pf->err);
+        pool_fill_end(pf, err);
+        gbx_err_free(err);
+        return;
+    }
+    if (gbx_fault("pool.hello") < 0) {
+        struct gbx_err *err = NULL;
+        gbx_err_set(&err, EIO, GBX_ERR_UNAVAILABLE, "agent hello: the connection was lost");
+        pool_fill_end(pf, err);
+        gbx_err_free(err);
+        return;
+    }
+    pf->next = s->pool_filling;
+    if (pf->next)
+        pf->next->pprev = &pf->next;
+    pf->pprev = &s->pool_filling;
+    s->pool_filling = pf;
+    pf->hello = gbx_aconn_hello(s->base, gbx_steal_fd(&pf->sb->conn_fd), GBX_HELLO_TIMEOUT_MS,
+                                pool_hello_done, pf);
+}
 
 void gbx_srv_pool_fill_one(evutil_socket_t fd, short what, void *arg)
 {
@@ -993,42 +960,17 @@ void gbx_srv_pool_fill_one(evutil_socket_t fd, short what, void *arg)
     s->pool_backoff = 0;
     if (s->pool_len + s->pool_inflight >= s->pool_target)
         return;
-    struct gbx_sandbox_spec spec = {
-        .ctl_socket = 1, .limits = s->limits.dflt, .disk_bytes = s->limits.dflt_disk};
-    gbx_autofree char *id = gbx_sandbox_id_new();
-    spec.id = id;
-    struct gbx_sandbox *sb = NULL;
-    struct gbx_egress_sb *egress = NULL;
-    struct gbx_err *err = NULL;
-    if (gbx_sandbox_create(&s->rt, &spec, &sb, &err) < 0 || gbx_srv_agent_hello(sb, &err) < 0 ||
-        gbx_egress_attach(s->egress, sb->id, sb->init_pid, NULL, &egress, &err) < 0) {
-        gbx_log_warn("warm pool: %s (retrying in a second)", err->msg);
-        gbx_err_free(err);
-        if (sb)
-            (void)!gbx_sandbox_destroy(sb, NULL);
-        s->m.pool_failed++;
-        s->pool_backoff = 1;
-        struct timeval later = {1, 0};
-        event_add(s->pool_ev, &later);
-        return;
-    }
-    struct gbx_store_sandbox row = {.id = sb->id,
-                                    .owner = "",
-                                    .template_name = GBX_DEFAULT_TEMPLATE,
-                                    .state = "pooled",
-                                    .spec = s->pool_spec, /* its limits (adopt.c) */
-                                    .created_ns = gbx_realtime_ns(),
-                                    .host_uid = sb->host_uid,
-                                    .uid_slot = sb->uid_slot,
-                                    .init_pid = sb->init_pid};
-    /* into the pool once its row is durable (a daemon killed meanwhile must find it) */
+    /* made off the loop, like any create: the loop goes on answering meanwhile */
     struct pool_fill *pf = gbx_xcalloc(1, sizeof(*pf));
     pf->s = s;
-    pf->sb = sb;
-    pf->egress = egress;
+    gbx_autofree char *id = gbx_sandbox_id_new();
+    snprintf(pf->id, sizeof(pf->id), "%s", id);
     s->pool_inflight++;
-    s->writes_pending++;
-    gbx_store_writer_sandbox_put(s->writer, &row, pool_row_done, pf);
+    if (gbx_offload_submit(s->offload, pool_work, pool_spawned, pf) < 0) {
+        s->pool_inflight--;
+        free(pf);
+        return;
+    }
     gbx_srv_pool_kick(s);
 }
 
@@ -1071,4 +1013,24 @@ void gbx_srv_pool_drain(struct gbx_server *s)
         s->pool_len--;
         pool_discard(s, p, NULL);
     }
+}
+
+void gbx_srv_creates_abort(struct gbx_server *s)
+{
+    struct gbx_err *stopping = NULL;
+    gbx_err_set(&stopping, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
+    for (;;) {
+        struct create_job *j = s->creating;
+        while (j && j->hello == NULL)
+            j = j->next;
+        if (j == NULL)
+            break;
+        gbx_aconn_hello_cancel(j->hello);
+        j->hello = NULL;
+        create_undo(j, stopping);
+        create_end(j);
+    }
+    while (s->pool_filling)
+        pool_fill_end(s->pool_filling, stopping);
+    gbx_err_free(stopping);
 }

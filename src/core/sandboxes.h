@@ -13,6 +13,7 @@
 
 #include "core/actor.h"
 #include "core/limits.h"
+#include "core/spec.h"
 #include "base/err.h"
 #include "sandbox/backend.h"
 
@@ -51,20 +52,6 @@ enum {
     GBX_BUSY_WORKER = 2,   /* hibernated or woken on a worker thread: no other use at all */
 };
 
-/* A create request, checked (see gbx_sandboxes_parse). Strings borrow from the JSON body. */
-struct gbx_create_opts {
-    uint64_t timeout_ms;
-    const char *id;
-    const char *template_name;
-    struct gbx_cg_limits limits;
-    uint64_t disk_bytes;
-    json_t *env, *metadata, *labels;
-    json_t *network; /* the egress policy as sent, or NULL */
-    const char *idem_key;
-    const char *snapshot; /* start from this snapshot (id or name), or NULL */
-    int on_timeout_pause; /* "on_timeout": "pause" */
-};
-
 /* Create a sandbox from a native create body ({"template", "memory", "timeout", "env",
  * "metadata", "labels", "idempotency_key", ...}: docs/api.yaml SandboxCreate; body is
  * borrowed). Returns 0 with a new sandbox, 1 with the one an earlier create with the same
@@ -81,6 +68,14 @@ typedef void (*gbx_sandboxes_created_fn)(void *arg, struct gbx_live *l, int exis
                                          const struct gbx_err *err);
 void gbx_sandboxes_create_async(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
                                 gbx_sandboxes_created_fn done, void *arg);
+/* The same two from a spec a front end built (core/spec.h): copied, so the caller keeps and
+ * clears its own. */
+int gbx_sandboxes_create_spec(struct gbx_server *s, const struct gbx_actor *who,
+                              const struct gbx_create_spec *spec, struct gbx_live **out,
+                              struct gbx_err **err) GBX_WUR;
+void gbx_sandboxes_create_spec_async(struct gbx_server *s, const struct gbx_actor *who,
+                                     const struct gbx_create_spec *spec,
+                                     gbx_sandboxes_created_fn done, void *arg);
 /* The sandbox id, if who may see it; else NULL. */
 struct gbx_live *gbx_sandboxes_find(struct gbx_server *s, const struct gbx_actor *who,
                                     const char *id);

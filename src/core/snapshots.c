@@ -17,6 +17,7 @@
 #include "http/http.h"
 #include "core/offload.h"
 #include "core/sandboxes.h"
+#include "core/spec.h"
 #include "api/server.h"
 #include "base/clock.h"
 #include "base/fault.h"
@@ -706,14 +707,20 @@ static void clone_n(struct gbx_snapshots *ss, const struct gbx_actor *who,
                     json_t *out)
 {
     json_t *list = json_array();
+    /* one parse of the create fields; each clone is made from the same spec */
+    struct gbx_create_spec spec;
+    struct gbx_err *perr = NULL;
+    int parsed = gbx_create_spec_parse(gbx_server_limits(ss->s), body, &spec, &perr) == 0;
+    if (parsed) {
+        free(spec.snapshot);
+        spec.snapshot = gbx_xstrdup(p->id);
+    }
     for (int i = 0; i < count; i++) {
-        json_t *b = json_deep_copy(body);
-        json_object_set_new(b, "snapshot", json_string(p->id));
         struct gbx_live *l = NULL;
-        struct gbx_err *err = NULL;
-        int r = gbx_sandboxes_create(ss->s, who, b, &l, &err);
-        json_decref(b);
+        struct gbx_err *err = perr;
+        int r = parsed ? gbx_sandboxes_create_spec(ss->s, who, &spec, &l, &err) : -1;
         if (r < 0) {
+            gbx_create_spec_clear(&spec); /* cleared already when it did not parse */
             /* the ones made so far are kept and listed: the caller sees what exists */
             json_object_set_new(out, "sandboxes", list);
             json_object_set_new(
@@ -726,6 +733,7 @@ static void clone_n(struct gbx_snapshots *ss, const struct gbx_actor *who,
         }
         json_array_append_new(list, gbx_sandboxes_json(l));
     }
+    gbx_create_spec_clear(&spec);
     json_object_set_new(out, "sandboxes", list);
     gbx_http_reply_json(req, 201, out);
 }

@@ -46,6 +46,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "base/query.h"
 #include "egress/egress.h"
 
 #define CLIENT_ID "glovebox"
@@ -473,11 +474,15 @@ static void fork_taken(void *arg, struct evhttp_request *req, const char *id,
         reply_gbx_err(req, err);
     } else if (req) {
         json_t *items = json_array();
+        struct gbx_create_spec spec;
+        gbx_create_spec_init(&spec);
+        spec.snapshot = gbx_xstrdup(id);
+        spec.timeout_ms = (uint64_t)f->timeout * 1000;
+        spec.timeout_set = 1;
         for (int i = 0; i < f->count; i++) {
-            json_t *native = json_pack("{s:s,s:I}", "snapshot", id, "timeout", f->timeout);
             struct gbx_live *l = NULL;
             gbx_autoerr struct gbx_err *cerr = NULL;
-            if (gbx_sandboxes_create(f->s, &f->who, native, &l, &cerr) < 0) {
+            if (gbx_sandboxes_create_spec(f->s, &f->who, &spec, &l, &cerr) < 0) {
                 json_array_append_new(items, json_pack("{s:{s:i,s:s}}", "error", "code",
                                                        gbx_http_status_for(cerr->kind), "message",
                                                        cerr->msg));
@@ -485,8 +490,8 @@ static void fork_taken(void *arg, struct evhttp_request *req, const char *id,
                 remember_template(f->s, &f->who, l, f->tmpl);
                 json_array_append_new(items, json_pack("{s:o}", "sandbox", sandbox_obj(l)));
             }
-            json_decref(native);
         }
+        gbx_create_spec_clear(&spec);
         gbx_e2b_reply_json(req, 201, items);
     }
     free(f->tmpl);
@@ -576,7 +581,8 @@ static void handle_create(struct gbx_server *s, const struct gbx_actor *who,
     json_t *body = body_object(req);
     if (body == NULL)
         return;
-    json_t *native = NULL;
+    struct gbx_create_spec spec;
+    gbx_create_spec_init(&spec);
     gbx_autoerr struct gbx_err *err = NULL; /* declared before the first goto */
     const char *tid = DEFAULT_TEMPLATE_ID, *tmpl;
     json_t *v = json_object_get(body, "templateID");
@@ -602,28 +608,29 @@ static void handle_create(struct gbx_server *s, const struct gbx_actor *who,
     json_int_t timeout = GBX_E2B_DEFAULT_TIMEOUT;
     if (body_timeout(req, body, &timeout) < 0)
         goto out;
-    native = snap_id ? json_pack("{s:s,s:I}", "snapshot", snap_id, "timeout", timeout)
-                     : json_pack("{s:s,s:I}", "template", tmpl, "timeout", timeout);
-    if ((v = json_object_get(body, "metadata")) && !json_is_null(v))
-        json_object_set(native, "metadata", v); /* checked by the core: string values */
-    if ((v = json_object_get(body, "envVars")) && !json_is_null(v))
-        json_object_set(native, "env", v);
+    spec.snapshot = snap_id ? gbx_xstrdup(snap_id) : NULL;
+    spec.template_name = tmpl ? gbx_xstrdup(tmpl) : NULL;
+    spec.timeout_ms = (uint64_t)timeout * 1000;
+    spec.timeout_set = 1;
+    /* metadata and envVars under the native rules (their messages name the native fields) */
+    if (((v = json_object_get(body, "metadata")) && !json_is_null(v) &&
+         gbx_create_spec_set_metadata(&spec, v, &err) < 0) ||
+        ((v = json_object_get(body, "envVars")) && !json_is_null(v) &&
+         gbx_create_spec_set_env(&spec, v, &err) < 0)) {
+        gbx_e2b_error(req, 400, "%s", err->msg);
+        goto out;
+    }
     if ((v = json_object_get(body, "volumeMounts")) && json_array_size(v) > 0) {
         gbx_e2b_error(req, 400, "volume mounts are not supported by Glovebox");
         goto out;
     }
     /* allow_internet_access and network map onto an egress policy (docs/e2b.md); a
      * sandbox that says neither gets the daemon's default (Glovebox ships "policy" with no
-     * rules: nothing leaves until a rule allows it) */
-    {
-        struct gbx_egress_policy *pol = NULL;
-        struct gbx_egress *eg = gbx_server_egress(s);
-        if (gbx_egress_policy_from_e2b(body, gbx_egress_default_mode(eg), &pol, &err) < 0) {
-            gbx_e2b_error(req, 400, "%s", err->msg);
-            goto out;
-        }
-        json_object_set_new(native, "network", gbx_egress_policy_json(pol));
-        gbx_egress_policy_free(pol);
+     * rules: nothing leaves until a rule allows it). The core takes the parsed policy. */
+    if (gbx_egress_policy_from_e2b(body, gbx_egress_default_mode(gbx_server_egress(s)),
+                                   &spec.policy, &err) < 0) {
+        gbx_e2b_error(req, 400, "%s", err->msg);
+        goto out;
     }
     /* Accepted and not applied (lifecycle arrives with a later issue): a timeout kills. */
     if (json_is_true(json_object_get(body, "autoPause")) || json_object_get(body, "autoResume") ||
@@ -637,9 +644,9 @@ static void handle_create(struct gbx_server *s, const struct gbx_actor *who,
     ec->who = *who;
     ec->tid = gbx_xstrdup(tid);
     ec->later = gbx_http_later_new(req);
-    gbx_sandboxes_create_async(s, who, native, e2b_created, ec);
+    gbx_sandboxes_create_spec_async(s, who, &spec, e2b_created, ec);
 out:
-    json_decref(native);
+    gbx_create_spec_clear(&spec);
     json_decref(body);
 }
 
@@ -890,28 +897,30 @@ static void handle_metrics(struct gbx_server *s, const struct gbx_actor *who,
 struct list_query {
     int running, paused; /* states asked for */
     int64_t started_after;
-    char *template_name;
+    const char *template_name; /* into the parsed query */
     int asc;
     uint64_t limit;
-    int64_t cur_ns; /* the cursor: the last sandbox of the previous page */
-    char *cur_id;
+    int64_t cur_ns;     /* the cursor: the last sandbox of the previous page */
+    const char *cur_id; /* into the parsed query */
     size_t nmeta;
     char *meta[LIST_MAX_FILTERS][2];
 };
 
 static void list_query_release(struct list_query *q)
 {
-    free(q->template_name);
-    free(q->cur_id);
     for (size_t i = 0; i < q->nmeta; i++)
         free(q->meta[i][0]), free(q->meta[i][1]);
 }
 
+/* The list's query parameters (gbx_query_parse's callbacks): NULL, or what the value must be. */
+
 /* metadata=...: (1) the parameter value is already URL-decoded; (2) parse it as a form query
- * ("k=v&k2=v2", form-decoded); (3) percent-decode each key and value once more (§2.5).
- * NULL on success, else what is wrong. */
-static const char *parse_metadata(struct list_query *q, const char *v)
+ * ("k=v&k2=v2", form-decoded); (3) percent-decode each key and value once more (§2.5). Each
+ * metadata parameter adds its pairs to the list query's. */
+static const char *metadata_param(void *out, const char *v)
 {
+    struct list_query *q = out;
+    static const char *const expect = "an encoded query of key=value pairs (at most 64 in all)";
     for (const char *p = v; *p;) {
         const char *amp = strchr(p, '&');
         size_t len = amp ? (size_t)(amp - p) : strlen(p);
@@ -919,7 +928,7 @@ static const char *parse_metadata(struct list_query *q, const char *v)
         size_t klen = eq ? (size_t)(eq - p) : len;
         if (len > 0) {
             if (q->nmeta == LIST_MAX_FILTERS)
-                return "at most 64 metadata filters";
+                return expect;
             gbx_autofree char *k1 = pct_decode(p, klen, 1);
             gbx_autofree char *v1 = pct_decode(eq ? eq + 1 : p + len, eq ? len - klen - 1 : 0, 1);
             char *k2 = k1 ? pct_decode(k1, strlen(k1), 0) : NULL;
@@ -927,7 +936,7 @@ static const char *parse_metadata(struct list_query *q, const char *v)
             if (k2 == NULL || v2 == NULL || *k2 == '\0') {
                 free(k2);
                 free(v2);
-                return "'metadata' must be an encoded query of key=value pairs";
+                return expect;
             }
             q->meta[q->nmeta][0] = k2;
             q->meta[q->nmeta][1] = v2;
@@ -938,8 +947,9 @@ static const char *parse_metadata(struct list_query *q, const char *v)
     return NULL;
 }
 
-static const char *parse_state(struct list_query *q, const char *v)
+static const char *state_param(void *out, const char *v)
 {
+    struct list_query *q = out;
     for (const char *p = v; *p;) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
@@ -948,52 +958,39 @@ static const char *parse_state(struct list_query *q, const char *v)
         else if (len == 6 && strncmp(p, "paused", 6) == 0)
             q->paused = 1;
         else if (len > 0)
-            return "'state' must be a comma list of running and paused";
+            return "a comma list of running and paused";
         p = comma ? comma + 1 : p + len;
     }
     return NULL;
 }
 
-/* Parse one decoded query parameter. NULL, or what is wrong. */
-static const char *list_param(struct list_query *q, const char *key, const char *val)
+static const char *started_after_param(void *out, const char *v)
 {
-    if (strcmp(key, "metadata") == 0)
-        return parse_metadata(q, val);
-    if (strcmp(key, "state") == 0)
-        return parse_state(q, val);
-    if (strcmp(key, "startedAfter") == 0)
-        return parse_rfc3339(val, &q->started_after) == 0 ? NULL
-                                                          : "'startedAfter' must be RFC 3339";
-    if (strcmp(key, "template") == 0) {
-        free(q->template_name);
-        q->template_name = gbx_xstrdup(val);
-        return NULL;
-    }
-    if (strcmp(key, "order") == 0) {
-        if (strcmp(val, "asc") != 0 && strcmp(val, "desc") != 0)
-            return "'order' must be asc or desc";
-        q->asc = strcmp(val, "asc") == 0;
-        return NULL;
-    }
-    if (strcmp(key, "limit") == 0) {
-        if (gbx_parse_u64(val, 1, UINT64_MAX, &q->limit) < 0)
-            return "'limit' must be a positive integer";
-        if (q->limit > LIST_MAX_LIMIT)
-            q->limit = LIST_MAX_LIMIT;
-        return NULL;
-    }
-    if (strcmp(key, "nextToken") == 0) {
-        char *end = NULL;
-        errno = 0;
-        long long ns = strtoll(val, &end, 10);
-        if (errno || end == val || *end != '.' || ns < 0 || gbx_sandbox_id_valid(end + 1) < 0)
-            return "'nextToken' is not one this server gave (use X-Next-Token)";
-        q->cur_ns = ns;
-        free(q->cur_id);
-        q->cur_id = gbx_xstrdup(end + 1);
-        return NULL;
-    }
-    return NULL; /* other parameters are ignored, as unknown JSON fields are */
+    struct list_query *q = out;
+    return parse_rfc3339(v, &q->started_after) == 0 ? NULL : "an RFC 3339 time";
+}
+
+static const char *order_param(void *out, const char *v)
+{
+    struct list_query *q = out;
+    if (strcmp(v, "asc") != 0 && strcmp(v, "desc") != 0)
+        return "asc or desc";
+    q->asc = strcmp(v, "asc") == 0;
+    return NULL;
+}
+
+/* nextToken: "<created_ns>.<id>" of the last sandbox of the previous page (X-Next-Token). */
+static const char *next_token_param(void *out, const char *v)
+{
+    struct list_query *q = out;
+    char *end = NULL;
+    errno = 0;
+    long long ns = strtoll(v, &end, 10);
+    if (errno || end == v || *end != '.' || ns < 0 || gbx_sandbox_id_valid(end + 1) < 0)
+        return "a token this server gave (X-Next-Token)";
+    q->cur_ns = ns;
+    q->cur_id = end + 1;
+    return NULL;
 }
 
 static int list_match(const struct list_query *q, const struct gbx_live *l)
@@ -1048,22 +1045,29 @@ static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
     struct list_query q;
     memset(&q, 0, sizeof(q));
     q.limit = LIST_DEFAULT_LIMIT;
+    /* E2B's reading: names decoded too, unknown parameters ignored (as unknown JSON fields
+     * are), a limit above the most clamped to it */
+    const struct gbx_query_param params[] = {
+        {.name = "metadata", .kind = GBX_QUERY_FN, .out = &q, .fn = metadata_param},
+        {.name = "state", .kind = GBX_QUERY_FN, .out = &q, .fn = state_param},
+        {.name = "startedAfter", .kind = GBX_QUERY_FN, .out = &q, .fn = started_after_param},
+        {.name = "template", .kind = GBX_QUERY_STR, .out = &q.template_name},
+        {.name = "order", .kind = GBX_QUERY_FN, .out = &q, .fn = order_param},
+        {.name = "limit",
+         .kind = GBX_QUERY_U64,
+         .out = &q.limit,
+         .min = 1,
+         .max = LIST_MAX_LIMIT,
+         .clamp = 1},
+        {.name = "nextToken", .kind = GBX_QUERY_FN, .out = &q, .fn = next_token_param},
+    };
     const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-    const char *bad = NULL;
-    for (const char *p = query; p && *p && bad == NULL;) {
-        const char *amp = strchr(p, '&');
-        size_t len = amp ? (size_t)(amp - p) : strlen(p);
-        const char *eq = memchr(p, '=', len);
-        if (len > 0) {
-            gbx_autofree char *k = pct_decode(p, eq ? (size_t)(eq - p) : len, 1);
-            gbx_autofree char *v =
-                pct_decode(eq ? eq + 1 : p + len, eq ? len - (size_t)(eq - p) - 1 : 0, 1);
-            bad = k && v ? list_param(&q, k, v) : "malformed query string";
-        }
-        p = amp ? amp + 1 : p + len;
-    }
-    if (bad) {
-        gbx_e2b_error(req, 400, "%s", bad);
+    struct gbx_query qs = {0};
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (gbx_query_parse(&qs, query, params, GBX_ARRAY_SIZE(params),
+                        GBX_QUERY_IGNORE_UNKNOWN | GBX_QUERY_FORM, &err) < 0) {
+        gbx_e2b_error(req, 400, "%s", err->msg);
+        gbx_query_release(&qs);
         return list_query_release(&q);
     }
     if (!q.running && !q.paused)
@@ -1092,6 +1096,7 @@ static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
     }
     free(a.v);
     list_query_release(&q);
+    gbx_query_release(&qs);
     gbx_e2b_reply_json(req, 200, arr);
 }
 

@@ -10,6 +10,7 @@
 
 #include "agent/aconn.h"
 #include "base/err.h"
+#include "base/parse.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/template.h"
@@ -121,8 +122,12 @@ void gbx_runtime_set_trust_bundle(struct gbx_runtime *rt, const char *path);
  * empty: see criu.c). 0 or -errno. */
 int gbx_sandbox_loopback_up(void);
 
-/* Validate a sandbox id. 0 or -EINVAL. */
-int gbx_sandbox_id_valid(const char *id);
+/* Validate a sandbox id: a name (base/parse.h: 1-63 of [a-z0-9-], not starting with '-').
+ * 0 or -EINVAL. */
+static inline int gbx_sandbox_id_valid(const char *id)
+{
+    return gbx_name_valid(id);
+}
 /* A fresh random id ("sb-" + 12 hex digits), malloc'd. */
 char *gbx_sandbox_id_new(void);
 

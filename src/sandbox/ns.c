@@ -29,11 +29,6 @@
 #define GBX_UID_SLOTS 4096u
 #define GBX_DEFAULT_DISK (1024ull << 20)
 
-int gbx_sandbox_id_valid(const char *id)
-{
-    return gbx_name_valid(id);
-}
-
 char *gbx_sandbox_id_new(void)
 {
     unsigned char b[6];

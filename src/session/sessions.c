@@ -35,6 +35,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "base/query.h"
 #include "store/store.h"
 
 #define DEFAULT_WORKDIR "/workspace"
@@ -804,31 +805,18 @@ static void handle_events(struct gbx_sessions *all, struct evhttp_request *req,
 {
     uint64_t after = 0, limit = 1000;
     int follow = 0;
-    struct evkeyvalq q;
-    TAILQ_INIT(&q);
+    const struct gbx_query_param params[] = {
+        {.name = "after", .kind = GBX_QUERY_U64, .out = &after, .max = INT64_MAX},
+        {.name = "limit", .kind = GBX_QUERY_U64, .out = &limit, .min = 1, .max = 1000},
+        {.name = "follow", .kind = GBX_QUERY_BOOL, .out = &follow},
+    };
     const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-    if (query && evhttp_parse_query_str(query, &q) < 0)
-        return gbx_http_reply_error(req, GBX_ERR_INVALID, "malformed query string");
-    for (struct evkeyval *kv = q.tqh_first; kv; kv = kv->next.tqe_next) {
-        int bad;
-        if (strcmp(kv->key, "after") == 0)
-            bad = gbx_parse_u64(kv->value, 0, INT64_MAX, &after) < 0;
-        else if (strcmp(kv->key, "limit") == 0)
-            bad = gbx_parse_u64(kv->value, 1, 1000, &limit) < 0;
-        else if (strcmp(kv->key, "follow") == 0)
-            bad = (follow = strcmp(kv->value, "1") == 0 || strcmp(kv->value, "true") == 0,
-                   strcmp(kv->value, "0") != 0 && strcmp(kv->value, "false") != 0 && !follow);
-        else
-            bad = 1;
-        if (bad) {
-            gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                 "query '%s': expected after=SEQ, limit=1..1000, follow=1",
-                                 kv->key);
-            evhttp_clear_headers(&q);
-            return;
-        }
-    }
-    evhttp_clear_headers(&q);
+    struct gbx_query q = {0};
+    gbx_autoerr struct gbx_err *qerr = NULL;
+    int bad = gbx_query_parse(&q, query, params, GBX_ARRAY_SIZE(params), 0, &qerr) < 0;
+    gbx_query_release(&q);
+    if (bad)
+        return gbx_http_reply_err(req, qerr);
     const char *accept = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept");
     int sse = accept && strstr(accept, "text/event-stream");
     if (sse)

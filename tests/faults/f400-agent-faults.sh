@@ -3,7 +3,9 @@
 # init cut while an exec streams (agent.cut) ends the stream with a clear error, not a hang,
 # and the sandbox works for the next call (the process runs on and can be attached to); a
 # session call cut the same way is answered, and the next call works; a sandbox whose init is
-# SIGKILLed mid-exec ends the stream with a clear error, is reported gone, and leaves nothing.
+# SIGKILLed mid-exec ends the stream with a clear error, is reported gone, and leaves nothing;
+# a new sandbox whose HELLO is lost (create.hello, pool.hello) is torn down and the create
+# answers 503, or the warm pool retries.
 NAME=fagent
 . "$(dirname "$0")/../lib/daemon.sh"
 . "$(dirname "$0")/lib.sh"
@@ -90,5 +92,39 @@ check "init killed: the daemon serves another sandbox" eval "[ '$code' = 200 ] &
 invariants "init killed"
 new_sandbox
 check "init killed: a new sandbox can be made" [ "$code" = 201 ]
+stop_daemon
+
+# ---- a new sandbox's HELLO lost: the create's answer, and nothing left -----------------------
+# (init's HELLO is awaited on the loop, with the event-driven client; create.hello loses it)
+fault_daemon create.hello:fail
+req GET /v1/sandboxes
+before=$(field 'len(j["sandboxes"])')
+req POST /v1/sandboxes '{}'
+check "create.hello: the create is answered 503" [ "$code" = 503 ]
+check "create.hello: and says why" grep -q 'agent hello' "$T/body"
+req GET /v1/sandboxes
+check "create.hello: no sandbox is listed for it" [ "$(field 'len(j["sandboxes"])')" = "$before" ]
+check "create.hello: its runtime dir is gone" eval '[ -z "$(ls "$RUN/sandboxes" 2>/dev/null)" ]'
+invariants create.hello
+new_sandbox
+check "create.hello: the next create works" [ "$code" = 201 ]
+sh_in "$SB" 'echo fine'
+check "create.hello: and its sandbox runs" eval "[ '$code' = 200 ] && [ '$out' = fine ]"
+stop_daemon
+
+# ---- the same for the warm pool: it retries, and fills ----------------------------------------
+fault_daemon pool.hello:fail --pool 1
+pooled() { req GET /metrics; grep -q '^glovebox_sandboxes{state="pooled"} 1' "$T/body"; }
+for i in $(seq 100); do pooled && break; sleep 0.1; done
+check "pool.hello: the fault acted" grep -q "fault: 'pool.hello': fail" "$LOG"
+check "pool.hello: the log says the pool retries" grep -q 'warm pool: .*agent hello.*retrying' "$LOG"
+check "pool.hello: the pool fills on the next try" pooled
+# the sandbox whose HELLO was lost is torn down: the pooled one is the only one there is
+check "pool.hello: the lost one left nothing (one sandbox cgroup: the pooled one's)" \
+    [ "$(cg_dirs | awk '{print $1}' | sort -u | wc -l)" = 1 ]
+new_sandbox
+check "pool.hello: a create from the pool works" [ "$code" = 201 ]
+sh_in "$SB" 'echo fine'
+check "pool.hello: and its sandbox runs" eval "[ '$code' = 200 ] && [ '$out' = fine ]"
 spec_check
 finish

@@ -85,10 +85,18 @@ req POST /v1/sandboxes '{"labels":{"team":"c"},"idempotency_key":"retry-1"}'
 check "create with an idempotency key" [ "$code" = 201 ]
 first=$(field 'j["id"]')
 req POST /v1/sandboxes '{"labels":{"team":"c"}}' -H 'Idempotency-Key: retry-1'
-check "the retry (header form) returns the same sandbox with 200" \
-    [ "$code" = 200 ] && [ "$(field 'j["id"]')" = "$first" ]
+got=$(field 'j["id"]')
+check "the retry (header form) returns the same sandbox with 200" [ "$code:$got" = "200:$first" ]
 req POST /v1/sandboxes '{"labels":{"team":"d"},"idempotency_key":"retry-1"}'
 check "the key with a different request is 409" eval '[ "$code" = 409 ] && grep -q retry-1 "$T/body"'
+# the request is compared as the create spec it parses to, not as the bytes that were sent
+req POST /v1/sandboxes '{"memory":"64M","timeout":"2m","idempotency_key":"spelled"}'
+spelled=$(field 'j["id"]')
+req POST /v1/sandboxes '{"timeout":120,"memory":67108864,"idempotency_key":"spelled"}'
+got=$(field 'j["id"]')
+check "the same request spelled another way is the same retry (200, same sandbox)" \
+    [ "$code:$got" = "200:$spelled" ]
+req DELETE "/v1/sandboxes/$spelled"
 req POST /v1/sandboxes '{"idempotency_key":"x"}' -H 'Idempotency-Key: y'
 check "header and body keys that differ are 400" [ "$code" = 400 ]
 req DELETE /v1/sandboxes/$first

@@ -48,7 +48,7 @@ uid=$(python3 -c "import json; print(json.load(open('$T/first.json'))['host_uid'
 # the same state dir and runtime dir; then the same state dir only; then the runtime dir only
 timeout 20 "$D" --state-dir "$STATE" --runtime-dir "$RUN" 2>"$T/second.log"
 rc=$?
-check "a second daemon on the same directories refuses to start" [ $rc -ne 0 ] && [ $rc -ne 124 ]
+check "a second daemon on the same directories refuses to start" [ $rc -ne 0 -a $rc -ne 124 ]
 check "it names the running daemon's pid" grep -q "another gloveboxd (pid $DPID) is using the state directory" "$T/second.log"
 timeout 20 "$D" --state-dir "$STATE" --runtime-dir "$T/run2" 2>"$T/third.log"
 check "a daemon on the same state dir alone refuses too" grep -q "pid $DPID" "$T/third.log"
@@ -66,7 +66,7 @@ check "the refused daemons wrote no sandbox.lost record" \
 CLOSED=$(mktemp -d)
 timeout 20 "$D" --state-dir "$T/state3" --runtime-dir "$CLOSED/run" 2>"$T/closed.log"
 rc=$?
-check "a runtime dir under a 0700 directory is refused at start" [ $rc -ne 0 ] && [ $rc -ne 124 ]
+check "a runtime dir under a 0700 directory is refused at start" [ $rc -ne 0 -a $rc -ne 124 ]
 check "the refusal names the directory and the fix" grep -q "under '$CLOSED', which others cannot search.*chmod o+x $CLOSED" "$T/closed.log"
 rm -rf "$CLOSED"
 

@@ -31,7 +31,7 @@ wait_ready() {
 
 mkimage docker "$T/docker.tar"
 mkimage oci "$T/oci.tar"
-check "the test images were built" [ -s "$T/docker.tar" ] && [ -s "$T/oci.tar" ]
+check "the test images were built" [ -s "$T/docker.tar" -a -s "$T/oci.tar" ]
 
 # ---- import by host path (admin) ---------------------------------------------------------
 req POST /v1/templates "{\"name\":\"img-docker\",\"from\":{\"oci\":{\"path\":\"$T/docker.tar\"}},\"description\":\"two layers\",\"start\":\"/bin/sh -c 'echo started > /tmp/s'\",\"ready\":\"/bin/cat /tmp/s\"}"

@@ -82,12 +82,12 @@ static void effective_caps(uint32_t out[2])
  * another thread: it records its first failed check for the test's thread to report. */
 static int fail_line;
 static const char *fail_what;
-#define CHECK(c)                                                                           \
-    do {                                                                                   \
-        if (!(c) && fail_line == 0) {                                                      \
-            fail_line = __LINE__;                                                          \
-            fail_what = #c;                                                                \
-        }                                                                                  \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c) && fail_line == 0) {                                                              \
+            fail_line = __LINE__;                                                                  \
+            fail_what = #c;                                                                        \
+        }                                                                                          \
     } while (0)
 
 static void *sandbox_root(void *arg)
