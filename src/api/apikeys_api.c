@@ -17,8 +17,10 @@
 #include <string.h>
 
 #include "http/http.h"
+#include "http/recorded.h"
 #include "core/limits.h"
-#include "api/server_int.h"
+#include "api/api.h"
+#include "core/server_int.h"
 #include "base/mem.h"
 #include "base/parse.h"
 #include "store/store.h"
@@ -151,7 +153,7 @@ static void handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
             gbx_err_free(err);
         } else {
             /* answered once the record is durable (api/audit.c) */
-            gbx_server_audit_reply(
+            gbx_http_reply_recorded(
                 s, who->name, "apikey.create", NULL,
                 json_pack("{s:s,s:s?}", "name", n, "quota", json_string_value(quota)), req, 201,
                 json_pack("{s:s,s:s}", "name", n, "key", key));
@@ -176,7 +178,7 @@ static void handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
             gbx_err_free(err);
             return;
         }
-        gbx_server_audit_reply(s, who->name, "apikey.revoke", NULL,
+        gbx_http_reply_recorded(s, who->name, "apikey.revoke", NULL,
                                json_pack("{s:s}", "name", name), req, 204, NULL);
         return;
     }

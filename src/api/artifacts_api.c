@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "http/http.h"
+#include "http/recorded.h"
 #include "core/offload.h"
 #include "core/sandboxes.h"
 #include "base/fault.h"
@@ -793,7 +794,7 @@ static void publish_done(void *arg)
                                p->path, "skipped", (json_int_t)p->skipped);
     if (p->req) { /* answered once the record is durable (api/audit.c) */
         pub_reply_start(p);
-        gbx_server_audit_reply(p->s, p->actor, "artifact.publish", p->sandbox, detail, p->req, 201,
+        gbx_http_reply_recorded(p->s, p->actor, "artifact.publish", p->sandbox, detail, p->req, 201,
                                artifact_json(&a));
         p->req = NULL;
     } else {
@@ -1055,7 +1056,7 @@ static void handle_delete(struct gbx_server *s, const struct gbx_actor *who,
     }
     if (r == 0)
         return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "artifact '%s' not found", id);
-    gbx_server_audit_reply(
+    gbx_http_reply_recorded(
         s, who->name, "artifact.delete", NULL,
         json_pack("{s:s,s:s,s:I}", "id", id, "sha256", row.sha, "size", (json_int_t)row.size), req,
         204, NULL);

@@ -8,7 +8,7 @@
 #include <event2/http.h>
 #include <stdint.h>
 
-#include "api/server.h"
+#include "core/server.h"
 #include "base/err.h"
 
 /* POST /v1/sandboxes/{id}/artifacts (id as it appears in the path, unchecked). */

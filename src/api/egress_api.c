@@ -24,6 +24,7 @@
 
 #include "api/egress_api.h"
 #include "http/http.h"
+#include "http/recorded.h"
 #include "base/clock.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -71,7 +72,7 @@ static void handle_block(struct gbx_server *s, const struct gbx_actor *who,
         gbx_err_free(err);
         return;
     }
-    gbx_server_audit_reply(s, who->name, on ? "egress.block" : "egress.unblock", NULL, NULL, req,
+    gbx_http_reply_recorded(s, who->name, on ? "egress.block" : "egress.unblock", NULL, NULL, req,
                            200, json_pack("{s:b}", "blocked", on));
 }
 
@@ -112,7 +113,7 @@ static void secret_write(struct gbx_server *s, const struct gbx_actor *who,
         json_decref(body);
         return;
     }
-    gbx_server_audit_reply(s, who->name, name ? "secret.replace" : "secret.create", NULL,
+    gbx_http_reply_recorded(s, who->name, name ? "secret.replace" : "secret.create", NULL,
                            json_pack("{s:s}", "name", n), req, name ? 200 : 201,
                            gbx_egress_secret_info(eg, n));
     json_decref(body); /* n may point into it */
@@ -155,7 +156,7 @@ static void handle_secrets(struct gbx_server *s, const struct gbx_actor *who,
             gbx_err_free(err);
             return;
         }
-        gbx_server_audit_reply(s, who->name, "secret.revoke", NULL,
+        gbx_http_reply_recorded(s, who->name, "secret.revoke", NULL,
                                json_pack("{s:s}", "name", name), req, 204, NULL);
         return;
     }
@@ -220,7 +221,7 @@ void gbx_api_sandbox_network(struct gbx_server *s, const struct gbx_actor *who,
     json_t *pj = gbx_egress_policy_json(p);
     gbx_egress_policy_free(p);
     gbx_sandboxes_set_attr(s, l, "network", json_incref(pj)); /* survives a restart */
-    gbx_server_audit_reply(s, who->name, "sandbox.network", l->sb->id, json_incref(pj), req, 200,
+    gbx_http_reply_recorded(s, who->name, "sandbox.network", l->sb->id, json_incref(pj), req, 200,
                            json_pack("{s:s,s:o}", "sandbox", l->sb->id, "network", pj));
 }
 

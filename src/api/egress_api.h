@@ -7,7 +7,7 @@
 #include <event2/http.h>
 
 #include "core/sandboxes.h"
-#include "api/server.h"
+#include "core/server.h"
 
 /* /v1/egress, /v1/egress/block, /v1/secrets, /v1/secrets/{name} */
 void gbx_api_egress(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req,

@@ -46,7 +46,7 @@
 #include "agent/frame.h"
 #include "agent/aconn.h"
 #include "http/http.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"

@@ -38,7 +38,7 @@
 #include "agent/aconn.h"
 #include "http/http.h"
 #include "http/multipart.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* What /healthz and /metrics say. */
 #include "base/clock.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "api/artifacts_api.h"
 #include "api/egress_api.h"
 #include "session/sessions.h"
@@ -58,7 +58,8 @@
 #include "store/writer.h"
 
 #include "http/gate.h"
-#include "api/server_int.h"
+#include "api/api.h"
+#include "core/server_int.h"
 
 /* What /healthz says besides "ok": the host capabilities a sandbox path depends on, each
  * "available", "unavailable" or "probing"; why, for the admin only. */
@@ -225,8 +226,7 @@ static void metrics_daemon(struct gbx_server *s, struct evbuffer *b)
                            "# HELP glovebox_http_timeouts_total Connections closed by the header, "
                            "body or idle timeout.\n"
                            "# TYPE glovebox_http_timeouts_total counter\n");
-    gbx_gate_metrics(s->gate_tcp, b);
-    gbx_gate_metrics(s->gate_admin, b);
+    gbx_gates_metrics(b); /* the listeners' (daemon/listen.c): the TCP one, then the admin's */
 }
 
 /* Memory, CPU, pids and OOM kills of each sandbox the caller may see (n of them). */

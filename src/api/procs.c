@@ -27,7 +27,8 @@
 #include "agent/aconn.h"
 #include "api/exec.h"
 #include "http/http.h"
-#include "api/server.h"
+#include "http/recorded.h"
+#include "core/server.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -194,7 +195,7 @@ static void on_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p,
                                      c->proc);
         }
     } else if (c->kind) { /* answered once the record is durable (api/audit.c) */
-        gbx_server_audit_reply(c->srv, c->actor, c->kind, c->sandbox, gbx_steal_ptr(&c->detail),
+        gbx_http_reply_recorded(c->srv, c->actor, c->kind, c->sandbox, gbx_steal_ptr(&c->detail),
                                c->req, 204, NULL);
         call_free(c);
         return;

@@ -18,10 +18,11 @@
 #include <sys/stat.h>
 
 #include "http/http.h"
+#include "http/recorded.h"
 #include "core/offload.h"
 #include "core/sandboxes.h"
 #include "core/snapshots.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "base/clock.h"
 #include "base/fault.h"
 #include "base/fileutil.h"
@@ -640,7 +641,7 @@ static void handle_delete(struct gbx_server *s, const struct gbx_actor *who,
     struct build *b = find(name);
     if (b && b->state == B_BUILDING) {
         b->cancel = 1; /* the build ends as failed ("cancelled"); nothing is installed */
-        gbx_server_audit_reply(s, who->name, "template.delete", NULL,
+        gbx_http_reply_recorded(s, who->name, "template.delete", NULL,
                                json_pack("{s:s,s:s}", "template", name, "state", "building"), req,
                                204, NULL);
         return;
@@ -684,7 +685,7 @@ static void handle_delete(struct gbx_server *s, const struct gbx_actor *who,
         gbx_log_warn("cannot queue the removal of '%s' (it goes at the next build)", trash);
         free(trash);
     }
-    gbx_server_audit_reply(s, who->name, "template.delete", NULL,
+    gbx_http_reply_recorded(s, who->name, "template.delete", NULL,
                            json_pack("{s:s}", "template", name), req, 204, NULL);
 }
 
@@ -759,7 +760,7 @@ static void start_build(struct gbx_server *s, const struct gbx_actor *who, struc
     reg.list = b;
     set_progress(b, "queued", NULL, 0, 0, NULL);
     tick_start(base);
-    gbx_server_audit_reply(s, who->name, "template.create", NULL,
+    gbx_http_reply_recorded(s, who->name, "template.create", NULL,
                            json_pack("{s:s,s:s}", "template", b->name, "source", b->source), req,
                            202, build_json(b));
 }

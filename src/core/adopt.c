@@ -2,7 +2,7 @@
 /* The reaper (sandboxes whose init died or whose timeout passed) and the re-adoption of
  * a previous daemon's sandboxes at start. */
 #include "base/clock.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "api/artifacts_api.h"
 #include "api/egress_api.h"
 #include "session/sessions.h"
@@ -59,7 +59,7 @@
 #include "store/store.h"
 #include "store/writer.h"
 
-#include "api/server_int.h"
+#include "core/server_int.h"
 
 /* A sandbox whose init the reaper watches: one that has its processes, and not on a worker. */
 static int probed(const struct gbx_live *l)

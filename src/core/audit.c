@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/http.h"
-#include "api/server_int.h"
+#include "core/server_int.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "store/writer.h"
@@ -62,40 +61,4 @@ void gbx_server_audit_then(struct gbx_server *s, const char *actor, const char *
     gbx_store_writer_audit(s->writer, &e, audit_done, d);
     free(text);
     json_decref(detail);
-}
-
-/* ---- a reply that acknowledges a record -------------------------------------------------- */
-
-struct audit_reply {
-    struct gbx_http_later *later;
-    int status;
-    json_t *body;
-    char *kind;
-};
-
-static void reply_recorded(void *arg, const struct gbx_err *err)
-{
-    struct audit_reply *r = arg;
-    struct evhttp_request *req = gbx_http_later_take(r->later);
-    if (req && err)
-        gbx_http_reply_error(req, err->kind,
-                             "it was done, but its audit record ('%s') could not be written: %s",
-                             r->kind, err->msg);
-    else if (req)
-        gbx_http_reply_json(req, r->status, gbx_steal_ptr(&r->body));
-    json_decref(r->body);
-    free(r->kind);
-    free(r);
-}
-
-void gbx_server_audit_reply(struct gbx_server *s, const char *actor, const char *kind,
-                            const char *sandbox, json_t *detail, struct evhttp_request *req,
-                            int status, json_t *body)
-{
-    struct audit_reply *r = gbx_xcalloc(1, sizeof(*r));
-    r->later = gbx_http_later_new(req);
-    r->status = status;
-    r->body = body;
-    r->kind = gbx_xstrdup(kind);
-    gbx_server_audit_then(s, actor, kind, sandbox, detail, reply_recorded, r);
 }

@@ -16,7 +16,7 @@
 #include "agent/proto.h"
 #include "agent/aconn.h"
 #include "core/sandboxes.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"

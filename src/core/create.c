@@ -3,7 +3,7 @@
  * the loop, spawned on a worker thread, finished on the loop), the warm pool, and the rows a
  * live sandbox keeps in the store. */
 #include "base/clock.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "api/artifacts_api.h"
 #include "api/egress_api.h"
 #include "session/sessions.h"
@@ -61,7 +61,7 @@
 #include "store/store.h"
 #include "store/writer.h"
 
-#include "api/server_int.h"
+#include "core/server_int.h"
 
 /* ---- handlers ----------------------------------------------------------------------------- */
 
@@ -704,65 +704,6 @@ void gbx_sandboxes_create_async(struct gbx_server *s, const struct gbx_actor *wh
     }
     gbx_sandboxes_create_spec_async(s, who, &c, done, arg);
     gbx_create_spec_clear(&c);
-}
-
-/* A create whose template has a start command or a ready check answers once it is ready. */
-static void created_ready(void *arg, struct gbx_live *l, const struct gbx_err *err)
-{
-    struct evhttp_request *req = gbx_http_later_take(arg);
-    if (req == NULL)
-        return;
-    if (err)
-        return gbx_http_reply_err(req, err);
-    gbx_http_reply_json(req, 201, gbx_srv_sandbox_json(l));
-}
-
-struct create_reply {
-    struct gbx_server *s;
-    struct gbx_http_later *later;
-};
-
-static void created(void *arg, struct gbx_live *l, int existed, const struct gbx_err *err)
-{
-    struct create_reply *cr = arg;
-    struct gbx_server *s = cr->s;
-    struct gbx_http_later *later = cr->later;
-    free(cr);
-    char *start, *ready;
-    if (l && !existed && gbx_boot_needed(s, l, &start, &ready))
-        return gbx_boot(s, s->base, l, start, ready, created_ready, later);
-    struct evhttp_request *req = gbx_http_later_take(later);
-    if (req == NULL)
-        return; /* the client left: the sandbox is there for a list to find */
-    if (err)
-        return gbx_http_reply_err(req, err);
-    gbx_http_reply_json(req, existed ? 200 : 201, gbx_srv_sandbox_json(l));
-}
-
-void gbx_srv_handle_create(struct gbx_server *s, const struct gbx_actor *who,
-                           struct evhttp_request *req)
-{
-    json_t *body = gbx_http_body_object(req);
-    if (body == NULL)
-        return;
-    /* the Idempotency-Key header is the same as the body's idempotency_key */
-    const char *hkey = evhttp_find_header(evhttp_request_get_input_headers(req), "Idempotency-Key");
-    if (hkey) {
-        json_t *bkey = json_object_get(body, "idempotency_key");
-        if (bkey && (!json_is_string(bkey) || strcmp(json_string_value(bkey), hkey) != 0)) {
-            gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                 "the Idempotency-Key header and 'idempotency_key' differ");
-            json_decref(body);
-            return;
-        }
-        json_object_set_new(body, "idempotency_key", json_string(hkey));
-    }
-    /* made off the loop: the reply comes when the sandbox answers */
-    struct create_reply *cr = gbx_xcalloc(1, sizeof(*cr));
-    cr->s = s;
-    cr->later = gbx_http_later_new(req);
-    gbx_sandboxes_create_async(s, who, body, created, cr);
-    json_decref(body);
 }
 
 /* ---- warm pool ------------------------------------------------------------------------------ */

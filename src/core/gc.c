@@ -15,7 +15,7 @@
 #include "api/artifacts_api.h"
 #include "http/http.h"
 #include "core/sandboxes.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "session/sessions.h"
 #include "core/snapshots.h"
 #include "base/clock.h"

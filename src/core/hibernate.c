@@ -19,7 +19,7 @@
 #include "http/http.h"
 #include "core/offload.h"
 #include "core/sandboxes.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "core/snapshots.h"
 #include "base/clock.h"
 #include "base/fault.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/server_int.h"
+#include "core/server_int.h"
 #include "session/sessions.h"
 #include "api/templates_api.h"
 #include "core/snapshots.h"

@@ -76,6 +76,9 @@ int gbx_sandboxes_create_spec(struct gbx_server *s, const struct gbx_actor *who,
 void gbx_sandboxes_create_spec_async(struct gbx_server *s, const struct gbx_actor *who,
                                      const struct gbx_create_spec *spec,
                                      gbx_sandboxes_created_fn done, void *arg);
+/* The order of lists (qsort over struct gbx_live *): newest first, ties broken by id, so
+ * that a cursor names one place in the order. */
+int gbx_sandboxes_cmp(const void *a, const void *b);
 /* The sandbox id, if who may see it; else NULL. */
 struct gbx_live *gbx_sandboxes_find(struct gbx_server *s, const struct gbx_actor *who,
                                     const char *id);

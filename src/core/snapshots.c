@@ -15,10 +15,11 @@
 #include <unistd.h>
 
 #include "http/http.h"
+#include "http/recorded.h"
 #include "core/offload.h"
 #include "core/sandboxes.h"
 #include "core/spec.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "base/clock.h"
 #include "base/fault.h"
 #include "base/fileutil.h"
@@ -910,7 +911,7 @@ void gbx_snapshots_route(struct gbx_snapshots *ss, const struct gbx_actor *who,
         }
         /* 202: hidden now, removed once the sandboxes and snapshots stacked on it are gone;
          * answered once the record is durable (api/audit.c) */
-        return gbx_server_audit_reply(
+        return gbx_http_reply_recorded(
             ss->s, who->name, "snapshot.delete", sandbox,
             json_pack("{s:s,s:b}", "snapshot", id, "in_use", used), req, used ? 202 : 204,
             used ? json_pack("{s:s,s:s}", "id", id, "state", "deleting") : NULL);

@@ -18,7 +18,8 @@
 #include <sys/resource.h>
 
 #include "core/limits.h"
-#include "api/server.h"
+#include "core/server.h"
+#include "daemon/listen.h"
 #include "base/log.h"
 #include "base/conf.h"
 #include "base/fileutil.h"
@@ -118,7 +119,7 @@ static void raise_nofile(void)
 
 struct stopping {
     struct event_base *base;
-    struct gbx_server *srv;
+    struct gbx_listeners *net;
     int signals;
 };
 
@@ -133,7 +134,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     }
     gbx_log_info("received signal %d, stopping", (int)sig);
     struct timeval grace = {0, 200000};
-    if (gbx_server_drain(st->srv))
+    if (gbx_listen_drain(st->net))
         event_base_loopexit(st->base, &grace);
     else
         event_base_loopbreak(st->base);
@@ -141,6 +142,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 struct settings {
     struct gbx_server_config cfg;
+    struct gbx_listen_config lcfg;
     struct gbx_limits limits;
     int kill_on_exit;
     int loop_nice;   /* how much higher the loop's priority is than the process's */
@@ -186,7 +188,7 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
         else
             st->cfg.runtime_dir = v;
     } else if (strcmp(key, "listen") == 0) {
-        st->cfg.listen_tcp = value[0] ? (from_file ? keep(st, value) : value) : NULL;
+        st->lcfg.listen_tcp = value[0] ? (from_file ? keep(st, value) : value) : NULL;
     } else if (strcmp(key, "pool") == 0) {
         uint64_t n;
         if (gbx_parse_u64(value, 0, 1024, &n) < 0) {
@@ -200,14 +202,14 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
             snprintf(err, errsz, "max-body must be a size from 4K to 1G (e.g. 1M)");
             return -1;
         }
-        st->cfg.max_body = (size_t)n;
+        st->lcfg.max_body = (size_t)n;
     } else if (strcmp(key, "max-upload") == 0) {
         uint64_t n;
         if (gbx_parse_size(value, &n) < 0 || n < 4096 || n > (4ull << 30)) {
             snprintf(err, errsz, "max-upload must be a size from 4K to 4G (e.g. 64M)");
             return -1;
         }
-        st->cfg.max_upload = (size_t)n;
+        st->cfg.max_upload = st->lcfg.max_upload = (size_t)n;
     } else if (strcmp(key, "log-format") == 0) {
         if (strcmp(value, "json") != 0 && strcmp(value, "text") != 0) {
             snprintf(err, errsz, "log-format must be text or json");
@@ -313,16 +315,16 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
         st->loop_nice = (int)n;
     } else if (strcmp(key, "rate-limit") == 0) {
         if (strcmp(value, "off") == 0 ||
-            gbx_ratelimit_parse(value, &st->cfg.rate_limit, &st->cfg.rate_burst) < 0) {
+            gbx_ratelimit_parse(value, &st->lcfg.rate_limit, &st->lcfg.rate_burst) < 0) {
             if (strcmp(value, "off") != 0) {
                 snprintf(err, errsz,
                          "rate-limit must be N[/BURST] requests per second (e.g. "
                          "100/200), or 0 for none");
                 return -1;
             }
-            st->cfg.rate_limit = 0;
+            st->lcfg.rate_limit = 0;
         }
-        st->cfg.rate_limit_set = 1;
+        st->lcfg.rate_limit_set = 1;
     } else if (strcmp(key, "max-conns") == 0 || strcmp(key, "max-conns-per-ip") == 0) {
         uint64_t n;
         if (gbx_parse_u64(value, 0, 1000000, &n) < 0) {
@@ -330,9 +332,9 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
             return -1;
         }
         if (key[9] == '\0')
-            st->cfg.http.max_conns = (unsigned)n;
+            st->lcfg.http.max_conns = (unsigned)n;
         else
-            st->cfg.http.max_conns_per_ip = (unsigned)n;
+            st->lcfg.http.max_conns_per_ip = (unsigned)n;
     } else if (strcmp(key, "header-timeout") == 0 || strcmp(key, "body-timeout") == 0 ||
                strcmp(key, "idle-timeout") == 0) {
         uint64_t ms;
@@ -341,11 +343,11 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
             return -1;
         }
         if (key[0] == 'h')
-            st->cfg.http.header_timeout_ms = ms;
+            st->lcfg.http.header_timeout_ms = ms;
         else if (key[0] == 'b')
-            st->cfg.http.body_timeout_ms = ms;
+            st->lcfg.http.body_timeout_ms = ms;
         else
-            st->cfg.http.idle_timeout_ms = ms;
+            st->lcfg.http.idle_timeout_ms = ms;
     } else if (strcmp(key, "body-min-rate") == 0) {
         uint64_t n;
         if (gbx_parse_size(value, &n) < 0 || n > (1ull << 30)) {
@@ -354,7 +356,7 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
                      "or 0 for none");
             return -1;
         }
-        st->cfg.http.body_min_rate = n;
+        st->lcfg.http.body_min_rate = n;
     } else if (strcmp(key, "kill-on-exit") == 0) {
         if (parse_bool(value, &st->kill_on_exit) < 0) {
             snprintf(err, errsz, "kill-on-exit must be true or false");
@@ -464,7 +466,7 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct settings st = {.loop_nice = 10, .cfg = {.http = GBX_GATE_LIMITS_DEFAULT}};
+    struct settings st = {.loop_nice = 10, .lcfg = {.http = GBX_GATE_LIMITS_DEFAULT}};
     int c, idx;
     {
         long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
@@ -515,6 +517,7 @@ int main(int argc, char **argv)
     }
     st.cfg.limits = &st.limits;
     struct gbx_server_config cfg = st.cfg;
+    struct gbx_listen_config lcfg = st.lcfg;
     int kill_on_exit = st.kill_on_exit;
     int loop_nice = st.loop_nice;
     signal(SIGPIPE, SIG_IGN);
@@ -532,9 +535,13 @@ int main(int argc, char **argv)
     }
     struct gbx_server *srv = NULL;
     struct gbx_err *err = NULL;
-    if (gbx_server_new(base, &cfg, &srv, &err) < 0) {
+    struct gbx_listeners *net = NULL;
+    if (gbx_server_new(base, &cfg, &srv, &err) < 0 ||
+        gbx_listen_start(srv, &lcfg, &net, &err) < 0) {
         gbx_log_error("%s", err->msg);
         gbx_err_free(err);
+        gbx_listen_free(net);
+        gbx_server_free(srv);
         event_base_free(base);
         return 1;
     }
@@ -560,15 +567,17 @@ int main(int argc, char **argv)
         if (wt > 0 && (r = gbx_sched_boost_thread(wt)) < 0)
             gbx_log_warn("cannot raise the store writer's priority: %s", strerror(-r));
     }
-    struct stopping stopping = {.base = base, .srv = srv};
+    struct stopping stopping = {.base = base, .net = net};
     struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, &stopping);
     struct event *sigint = evsignal_new(base, SIGINT, on_signal, &stopping);
     event_add(sigterm, NULL);
     event_add(sigint, NULL);
     gbx_log_info("serving on '%s'", gbx_server_socket_path(srv));
     event_base_dispatch(base);
+    gbx_listen_stop(net);
     gbx_server_shutdown(srv, kill_on_exit);
     gbx_server_free(srv); /* the store writer's thread ends with it */
+    gbx_listen_free(net); /* the front doors, after the servers that used them */
     gbx_sched_release();
     event_free(sigterm);
     event_free(sigint);

@@ -41,7 +41,7 @@
 #include "core/snapshots.h"
 #include "sandbox/template.h"
 #include "sandbox/criu.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"

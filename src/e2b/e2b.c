@@ -15,9 +15,10 @@
 #include <strings.h>
 
 #include "e2b/connect.h"
+#include "http/admit.h"
 #include "http/http.h"
 #include "core/sandboxes.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "base/mem.h"
 
 int gbx_e2b_is_control_path(const char *path)
@@ -295,6 +296,17 @@ void gbx_e2b_not_found(struct evhttp_request *req, const char *sandbox_id)
                                  "The sandbox was not found", "code", 502));
 }
 
+int gbx_e2b_admit(struct gbx_server *s, struct evhttp_request *req, const char *path,
+                  enum gbx_admit_front front)
+{
+    int64_t room = 0;
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (gbx_http_admit(s, req, path, front, &room, &err) == 0)
+        return 0;
+    gbx_e2b_error(req, 507, "%s", err->msg);
+    return -1;
+}
+
 void gbx_e2b_data(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,
                   const char *sandbox_id)
 {
@@ -317,7 +329,7 @@ void gbx_e2b_data(struct gbx_server *s, struct event_base *base, struct evhttp_r
     const char *port =
         evhttp_find_header(evhttp_request_get_input_headers(req), "E2b-Sandbox-Port");
     int interp = port && strcmp(port, "49999") == 0;
-    if (gbx_server_admit(s, req, path, interp ? GBX_ADMIT_E2B_INTERP : GBX_ADMIT_E2B_DATA) < 0)
+    if (gbx_e2b_admit(s, req, path, interp ? GBX_ADMIT_E2B_INTERP : GBX_ADMIT_E2B_DATA) < 0)
         return;
     if (interp)
         return gbx_e2b_interp(s, who, base, req, l, path);

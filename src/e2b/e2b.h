@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "core/actor.h"
+#include "core/server.h"
 
 struct event_base;
 struct evbuffer;
@@ -38,6 +39,10 @@ struct gbx_server;
 
 /* Is path one of the control plane's (/v2/..., /sandboxes..., /snapshots..., /templates/...)? */
 int gbx_e2b_is_control_path(const char *path);
+/* Admission on the state disk (core/server.h) of an E2B request: 0, or -1 when it was
+ * refused (answered here: 507 in E2B's error form). */
+int gbx_e2b_admit(struct gbx_server *s, struct evhttp_request *req, const char *path,
+                  enum gbx_admit_front front);
 /* A request carrying E2b-Sandbox-Id: find the sandbox (502 as E2B's edge does when it is
  * unknown, killed or paused), check its access token, dispatch. */
 void gbx_e2b_data(struct gbx_server *s, struct event_base *base, struct evhttp_request *req,

@@ -38,7 +38,7 @@
 #include "e2b/e2b.h"
 #include "e2b/fsop.h"
 #include "core/sandboxes.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "base/log.h"
 #include "base/mem.h"
 

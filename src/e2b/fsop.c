@@ -16,7 +16,7 @@
 #include "e2b/e2b.h"
 #include "http/http.h"
 #include "core/sandboxes.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "base/mem.h"
 
 /* unsent bytes in a client's connection above which a download or watch stops reading */

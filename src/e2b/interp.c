@@ -29,7 +29,7 @@
 #include "agent/aconn.h"
 #include "http/http.h"
 #include "core/sandboxes.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "base/log.h"
 #include "base/mem.h"
 

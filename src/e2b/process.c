@@ -33,7 +33,7 @@
 #include "api/exec.h"
 #include "http/http.h"
 #include "core/sandboxes.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"

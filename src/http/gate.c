@@ -23,6 +23,7 @@
 struct gate_conn;
 
 struct gbx_gate {
+    struct gbx_gate *next_gate; /* in gates: every gate there is, for /metrics */
     struct event_base *base;
     struct gbx_gate_limits lim;
     int capped;
@@ -529,6 +530,9 @@ static struct bufferevent *new_bev(struct event_base *base, void *arg)
 
 /* ---- the gate ------------------------------------------------------------------------------- */
 
+/* Every gate there is (the daemon's listeners make one each), newest first: the loop's. */
+static struct gbx_gate *gates;
+
 struct gbx_gate *gbx_gate_new(struct event_base *base, const struct gbx_gate_limits *lim,
                               int capped, const char *name, gbx_gate_allow_fn allow, void *arg)
 {
@@ -539,6 +543,8 @@ struct gbx_gate *gbx_gate_new(struct event_base *base, const struct gbx_gate_lim
     snprintf(g->name, sizeof(g->name), "%s", name);
     g->allow = allow;
     g->arg = arg;
+    g->next_gate = gates;
+    gates = g;
     return g;
 }
 
@@ -551,6 +557,11 @@ void gbx_gate_free(struct gbx_gate *g)
 {
     if (g == NULL)
         return;
+    for (struct gbx_gate **pp = &gates; *pp; pp = &(*pp)->next_gate)
+        if (*pp == g) {
+            *pp = g->next_gate;
+            break;
+        }
     /* what is left is being finalized by libevent (conn_free runs without the gate) */
     for (struct gate_conn *c = g->conns; c; c = c->next) {
         c->g = NULL;
@@ -594,4 +605,10 @@ void gbx_gate_metrics(const struct gbx_gate *g, struct evbuffer *b)
     for (int i = 0; i < 3; i++)
         evbuffer_add_printf(b, "glovebox_http_timeouts_total{listener=\"%s\",phase=\"%s\"} %llu\n",
                             l, phase[i], (unsigned long long)g->timeouts[i]);
+}
+
+void gbx_gates_metrics(struct evbuffer *b)
+{
+    for (const struct gbx_gate *g = gates; g; g = g->next_gate)
+        gbx_gate_metrics(g, b);
 }

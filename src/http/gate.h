@@ -74,5 +74,7 @@ void gbx_gate_request_done(struct evhttp_request *req);
  * timeout (by phase). NULL-safe. */
 struct evbuffer;
 void gbx_gate_metrics(const struct gbx_gate *g, struct evbuffer *b);
+/* The same for every gate there is (newest first). */
+void gbx_gates_metrics(struct evbuffer *b);
 
 #endif

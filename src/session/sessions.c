@@ -26,6 +26,7 @@
 
 #include "core/hibernate.h"
 #include "http/http.h"
+#include "http/recorded.h"
 #include "core/offload.h"
 #include "core/sandboxes.h"
 #include "session/sessions_int.h"
@@ -563,7 +564,7 @@ static void created_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_
     struct evhttp_request *req = gbx_http_later_take(m->later);
     int ok = ses && h && h->type == GBX_MSG_OK;
     if (ses && ok && req) { /* answered once the record is durable (api/audit.c) */
-        gbx_server_audit_reply(m->all->srv, ses->as.name, "session.create", ses->sandbox_id,
+        gbx_http_reply_recorded(m->all->srv, ses->as.name, "session.create", ses->sandbox_id,
                                json_pack("{s:s}", "session", ses->id), req, 201, session_json(ses));
         return create_ctx_free(m);
     }
@@ -734,7 +735,7 @@ static int delete_session(struct gbx_sessions *all, const struct gbx_actor *who,
     json_t *detail = why ? json_pack("{s:s,s:s}", "session", ses->id, "reason", why)
                          : json_pack("{s:s}", "session", ses->id);
     if (req)
-        gbx_server_audit_reply(all->srv, who->name, "session.delete", NULL, detail, req, 204, NULL);
+        gbx_http_reply_recorded(all->srv, who->name, "session.delete", NULL, detail, req, 204, NULL);
     else
         gbx_server_audit(all->srv, who, "session.delete", NULL, detail);
     session_unlink(ses);

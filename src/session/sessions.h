@@ -17,7 +17,7 @@
 #include <event2/http.h>
 #include <stdint.h>
 
-#include "api/server.h"
+#include "core/server.h"
 
 struct gbx_sessions;
 

@@ -13,14 +13,10 @@
  * and, for E2B, a create (POST /sandboxes, /v2/sandboxes), snapshots and templates, POST
  * /files, process Start, MakeDir and the interpreter's POSTs. Deletes: DELETE, POST /v1/gc, E2B's
  * Remove. */
-#include <event2/http.h>
-#include <jansson.h>
 #include <string.h>
 
-#include "e2b/e2b.h"
-#include "http/http.h"
-#include "api/server_int.h"
 #include "base/log.h"
+#include "core/server_int.h"
 
 /* what follows /v1/sandboxes/{id} (or NULL when path is not below one) */
 static const char *sandbox_sub(const char *path)
@@ -67,33 +63,30 @@ static int e2b_is_new(const char *path, int data, int interp)
            strcmp(path, "/filesystem.Filesystem/MakeDir") == 0;
 }
 
-int gbx_server_admit(struct gbx_server *s, struct evhttp_request *req, const char *path,
-                     enum gbx_admit_front front)
+int gbx_server_admit(struct gbx_server *s, enum gbx_admit_front front, enum gbx_admit_method m,
+                     const char *path, int64_t *free_bytes, struct gbx_err **err)
 {
-    enum evhttp_cmd_type m = evhttp_request_get_command(req);
     int e2b = front != GBX_ADMIT_NATIVE;
-    if (m == EVHTTP_REQ_DELETE || (!e2b && m == EVHTTP_REQ_POST && strcmp(path, "/v1/gc") == 0) ||
+    *free_bytes = 0;
+    if (m == GBX_ADMIT_DELETE ||
+        (!e2b && m == GBX_ADMIT_WRITE && strcmp(path, "/v1/gc") == 0) ||
         (front == GBX_ADMIT_E2B_DATA && strcmp(path, "/filesystem.Filesystem/Remove") == 0)) {
         (void)gbx_diskguard_before_delete(&s->disk);
         return 0;
     }
-    if (m != EVHTTP_REQ_POST && m != EVHTTP_REQ_PUT && m != EVHTTP_REQ_PATCH)
+    if (m != GBX_ADMIT_WRITE)
         return 0;
     if (e2b ? !e2b_is_new(path, front != GBX_ADMIT_E2B_CONTROL, front == GBX_ADMIT_E2B_INTERP)
             : !native_is_new(path))
         return 0;
-    gbx_autoerr struct gbx_err *err = NULL;
-    int64_t fr = 0;
-    if (gbx_diskguard_admit(&s->disk, &fr, &err) == 0)
+    if (gbx_diskguard_admit(&s->disk, free_bytes, err) == 0)
         return 0;
-    gbx_log_warn("refused %s: %s", path, err->msg);
-    if (e2b) {
-        gbx_e2b_error(req, 507, "%s", err->msg);
-        return -1;
-    }
-    gbx_http_reply_json(req, 507,
-                        json_pack("{s:{s:s,s:s,s:s,s:I,s:I}}", "error", "kind", "storage",
-                                  "message", err->msg, "state_dir", s->disk.dir, "free_bytes",
-                                  (json_int_t)fr, "reserve_bytes", (json_int_t)s->disk.reserve));
+    gbx_log_warn("refused %s: %s", path, (*err)->msg);
     return -1;
+}
+
+const char *gbx_server_state_dir(const struct gbx_server *s, uint64_t *reserve)
+{
+    *reserve = s->disk.reserve;
+    return s->disk.dir;
 }

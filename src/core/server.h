@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* The daemon's HTTP server: listeners, routing, the /v1 handlers, and the registry of live
- * sandboxes. One libevent loop. */
-#ifndef GBX_API_SERVER_H
-#define GBX_API_SERVER_H
+/* The daemon's core: the registry of live sandboxes and the services around it (the store,
+ * the egress gateway, snapshots, sessions, retention, the worker threads), on one libevent
+ * loop. The listeners and front ends that answer requests are above it (daemon/listen.h). */
+#ifndef GBX_CORE_SERVER_H
+#define GBX_CORE_SERVER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/actor.h"
-#include "http/gate.h"
 #include "core/gc.h"
 #include "base/err.h"
 
@@ -19,8 +19,6 @@ struct gbx_limits;
 struct gbx_server_config {
     const char *state_dir;       /* NULL: $GLOVEBOX_STATE_DIR or /var/lib/glovebox */
     const char *runtime_dir;     /* NULL: $GLOVEBOX_RUNTIME_DIR or /run/glovebox */
-    const char *listen_tcp;      /* "ADDR:PORT", or NULL for the unix socket only */
-    size_t max_body;             /* largest JSON body, bytes; 0: 1 MiB */
     size_t max_upload;           /* largest file upload body (held in memory), bytes; 0: 64 MiB */
     size_t pool_size;            /* fresh sandboxes of the default template kept ready; 0: none */
     const char *egress_default;  /* "policy" (NULL), "none" or "open" */
@@ -35,19 +33,13 @@ struct gbx_server_config {
     int64_t criu_timeout_ms;     /* one criu dump or restore; 0: 2 minutes */
     int64_t helper_timeout_ms;   /* tar, debootstrap and other helpers; 0: 30 minutes */
     struct gbx_gc_policy retention;
-    struct gbx_gate_limits http;     /* timeouts and connection caps (0: off; see gate.h) */
-    double rate_limit, rate_burst;   /* requests/s per API key, and the burst (0: twice) */
-    int rate_limit_set;              /* else GLOVEBOX_E2B_RATE, or 100/s burst 200 */
     const struct gbx_limits *limits; /* defaults, maximums, quotas; NULL: gbx_limits_init's */
 };
 
 int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
                    struct gbx_server **out, struct gbx_err **err) GBX_WUR;
-/* The first step of a graceful stop: stop accepting, end every open stream with an event
- * saying why. Returns 1 when streams were ended (give their last bytes a moment to go out by
- * running the loop a little longer), 0 otherwise. */
-int gbx_server_drain(struct gbx_server *s);
-/* Stop accepting; sandboxes keep running (kill_sandboxes: destroy them). */
+/* Stop; sandboxes keep running (kill_sandboxes: destroy them). The listeners stop first
+ * (gbx_listen_stop). */
 void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes);
 void gbx_server_free(struct gbx_server *s);
 /* Append an audit record as who (detail: a JSON object, stolen; may be NULL). Failures are
@@ -65,25 +57,25 @@ typedef void (*gbx_server_audit_fn)(void *arg, const struct gbx_err *err);
 void gbx_server_audit_then(struct gbx_server *s, const char *actor, const char *kind,
                            const char *sandbox, struct json_t *detail, gbx_server_audit_fn done,
                            void *arg);
-/* Record as actor (its audit name), then reply to req: status with body (stolen, may be NULL) once
- * the record is durable, or an error saying what was done and that its record could not be written
- * (a client that went away meanwhile gets nothing). */
-struct evhttp_request;
-void gbx_server_audit_reply(struct gbx_server *s, const char *actor, const char *kind,
-                            const char *sandbox, struct json_t *detail, struct evhttp_request *req,
-                            int status, struct json_t *body);
 /* Admission on the state disk (admit.c, base/diskguard.h), once the caller is known and
  * before the request runs: a delete may use the reserve file; new work is refused while the
- * disk is short (answered here, 507, in front's form: returns -1). */
+ * disk is short (-1 with *err, STORAGE; *free_bytes says what is left). The front end that
+ * asked answers the refusal (507) in its own form. */
 enum gbx_admit_front {
     GBX_ADMIT_NATIVE,
     GBX_ADMIT_E2B_CONTROL,
     GBX_ADMIT_E2B_DATA,
     GBX_ADMIT_E2B_INTERP,
 };
-struct evhttp_request;
-int gbx_server_admit(struct gbx_server *s, struct evhttp_request *req, const char *path,
-                     enum gbx_admit_front front);
+enum gbx_admit_method {
+    GBX_ADMIT_READ,   /* GET, HEAD, OPTIONS */
+    GBX_ADMIT_WRITE,  /* POST, PUT, PATCH */
+    GBX_ADMIT_DELETE, /* DELETE */
+};
+int gbx_server_admit(struct gbx_server *s, enum gbx_admit_front front, enum gbx_admit_method m,
+                     const char *path, int64_t *free_bytes, struct gbx_err **err) GBX_WUR;
+/* The state directory and its reserve, bytes (for a refusal's body). */
+const char *gbx_server_state_dir(const struct gbx_server *s, uint64_t *reserve);
 /* Metrics hooks for the exec streams. */
 /* A process started secs after its exec request arrived. */
 void gbx_server_exec_started(struct gbx_server *s, double secs);

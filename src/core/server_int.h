@@ -1,28 +1,23 @@
 /* SPDX-License-Identifier: MIT */
-/* The server's insides, shared by the files it is split into: server.c (listeners, routing,
- * the live sandboxes, lifecycle), core/create.c (parsing and making a sandbox, the warm
- * pool), adopt.c (the reaper and re-adoption at start), metrics.c (/healthz and /metrics),
- * quota.c (what a key holds against its quotas), apikeys_api.c (/v1/apikeys), admit.c
- * (admission on the state disk), audit.c (audit records). Nothing outside src/api/server*.c,
- * core/create.c, adopt.c, metrics.c, quota.c, apikeys_api.c, admit.c and audit.c includes
- * it. */
-#ifndef GBX_API_SERVER_INT_H
-#define GBX_API_SERVER_INT_H
+/* The core's insides (struct gbx_server), shared by the files of the core that keep the
+ * registry (server.c: the live sandboxes, their lifecycle, the daemon's start and stop;
+ * create.c: making a sandbox, the warm pool; adopt.c: the reaper and re-adoption at start;
+ * quota.c; audit.c; admit.c) and read by the front ends' status routes (api/metrics.c,
+ * api/apikeys_api.c). No HTTP type: the listeners are the daemon's (daemon/listen.c). */
+#ifndef GBX_CORE_SERVER_INT_H
+#define GBX_CORE_SERVER_INT_H
 
-#include <event2/http.h>
 #include <event2/util.h>
 #include <jansson.h>
 #include <stdint.h>
 
 #include "core/limits.h"
 #include "core/sandboxes.h"
-#include "api/server.h"
+#include "core/server.h"
 #include "base/diskguard.h"
 #include "sandbox/backend.h"
 
-#define GBX_DEFAULT_MAX_BODY (1u << 20)
 #define GBX_DEFAULT_MAX_UPLOAD (64u << 20)
-#define GBX_MAX_HEADERS (64u << 10)
 
 struct create_job;
 struct pool_fill;
@@ -46,9 +41,7 @@ struct gbx_server {
     struct event *pool_ev;          /* refills the pool, one sandbox per turn of the loop */
     int pool_backoff;               /* the last refill failed: wait before the next */
     struct pool_fill *pool_filling; /* made, waiting on the loop for init's HELLO */
-    struct evhttp *http;
-    struct evconnlistener *unix_listener;
-    char *sock_path;
+    char *sock_path; /* <runtime>/api.sock, where the listeners serve the admin */
     struct gbx_runtime rt;
     int rt_ready;
     int lock_fds[2]; /* <state>/gloveboxd.lock and <runtime>/gloveboxd.lock: one daemon each */
@@ -66,13 +59,10 @@ struct gbx_server {
     struct gbx_gc *gc;           /* retention */
     struct gbx_offload *offload; /* blocking work (copies, hashing, checkpoints) */
     struct event *reaper;        /* destroys sandboxes whose timeout passed */
-    struct evhttp *http_tcp;     /* --listen: every request needs an API key */
-    struct evhttp_bound_socket *unix_bound, *tcp_bound;
     size_t max_upload;         /* the largest upload body (--max-upload) */
     struct gbx_limits limits;  /* defaults, maximums and quotas (--default-*, --max-*, --quota-*) */
     char *pool_spec;           /* the limits pooled sandboxes are made with, as their rows say */
     struct gbx_diskguard disk; /* the state disk's reserve (admit.c) */
-    struct gbx_gate *gate_admin, *gate_tcp; /* the HTTP front doors (gate.c) */
     struct metrics {
         uint64_t create_buckets[12]; /* cumulative counts per bound in create_bounds */
         double create_sum;
@@ -111,32 +101,10 @@ void gbx_srv_creates_abort(struct gbx_server *s);
 #define GBX_HELLO_TIMEOUT_MS 30000
 int gbx_srv_stack_template(struct gbx_server *s, const char *tmpl, char ***layers, size_t *n,
                            char **base, struct gbx_err **err);
-void gbx_srv_handle_create(struct gbx_server *s, const struct gbx_actor *who,
-                           struct evhttp_request *req);
-void gbx_srv_handle_metrics(struct gbx_server *s, const struct gbx_actor *who,
-                            struct evhttp_request *req);
-json_t *gbx_srv_health_json(const struct gbx_server *s, const struct gbx_actor *who);
 int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err);
 void gbx_srv_pool_fill_one(evutil_socket_t fd, short what, void *arg);
 void gbx_srv_live_free(struct gbx_live *l);
 void gbx_srv_reap_expired(evutil_socket_t fd, short what, void *arg);
-/* auth.c: the key a TCP request carries ("Authorization: Bearer KEY" or "X-API-Key: KEY"). */
-const char *gbx_srv_request_key(const struct evkeyvalq *h);
-/* Does the request carry a valid credential for its route: an API key (the key's name in
- * name), or on E2B's data plane the sandbox's token or a URL signature (its owner's name)?
- * 1 or 0. Asked by the gate before a body is read and by dispatch_tcp before routing. */
-int gbx_srv_authenticate(struct gbx_server *s, const struct evkeyvalq *in, enum evhttp_cmd_type m,
-                         const char *path, const char *query, char *name, size_t namesz);
-/* The TCP gate's gbx_gate_allow_fn (arg: the server). */
-struct gbx_http_req_info;
-int gbx_srv_gate_allow(void *arg, const struct gbx_http_req_info *req);
-/* The per-key request-rate limit (--rate-limit; given 0: GLOVEBOX_E2B_RATE or 100/s burst
- * 200). _take: 0, or -1 with the seconds to wait; rate and burst say the limit. */
-void gbx_srv_rate_init(double rate, double burst, int given);
-void gbx_srv_rate_release(void);
-int gbx_srv_rate_take(const char *name, unsigned *retry_after, double *rate, double *burst);
-/* 429 (E2B's error form when e2b) when name's bucket is empty: 1 if answered. */
-int gbx_srv_rate_limited(struct evhttp_request *req, const char *name, int e2b, const char *path);
 /* quota.c: limits as a live sandbox's row keeps them, and what a key holds */
 uint64_t gbx_srv_host_ram(void);
 json_t *gbx_srv_limits_json(const struct gbx_cg_limits *cg, uint64_t disk);
@@ -144,9 +112,6 @@ char *gbx_srv_limits_spec(const struct gbx_cg_limits *cg, uint64_t disk);
 void gbx_srv_limits_from_json(json_t *j, struct gbx_cg_limits *cg, uint64_t *disk);
 uint64_t gbx_srv_quota_memory(const struct gbx_server *s, const struct gbx_cg_limits *cg);
 void gbx_srv_quota_of(struct gbx_server *s, const char *owner, struct gbx_quota *q);
-/* apikeys_api.c: /v1/apikeys and /v1/apikeys/... (path: the whole request path) */
-void gbx_srv_handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
-                            struct evhttp_request *req, const char *path);
 /* core/create.c: what the creates still being made for owner add to use */
 void gbx_srv_creating_use(const struct gbx_server *s, const char *owner, struct gbx_quota_use *use);
 
