@@ -18,8 +18,8 @@
  * Memory: a download never holds more than FILES_OUT_CAP of the client's unsent bytes (we
  * stop reading the agent, which stops reading the file); an upload's body is already in
  * memory (libevent 2.1 buffers request bodies whole, bounded by the server's max body size)
- * and is handed to the agent in 64 KiB chunks with at most FILES_WINDOW chunks unacknowledged,
- * freeing the body as it goes. */
+ * and is handed to the agent in 64 KiB chunks with at most GBX_AWRITE_WINDOW chunks
+ * unacknowledged (agent/awrite.h), freeing the body as it goes. */
 #include "api/files.h"
 
 #include <event2/buffer.h>
@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "agent/aconn.h"
+#include "agent/awrite.h"
 #include "http/http.h"
 #include "http/multipart.h"
 #include "core/server.h"
@@ -48,8 +49,6 @@
 #define FILES_USER_MAX 256
 /* unsent bytes in a client's connection above which a download or watch stops reading */
 #define FILES_OUT_CAP (512u << 10)
-/* WRITE_DATA chunks in flight to the agent */
-#define FILES_WINDOW 4
 #define FILES_LIST_MAX 100000
 #define FILES_LIST_MAX_DEPTH 10
 #define FILES_UPLOAD_MAX_PARTS 1000
@@ -70,7 +69,7 @@ enum op_kind {
 struct item {
     char *path;
     const uint8_t *data; /* NULL: read from op->body */
-    size_t len, sent;
+    size_t len;
 };
 
 struct op {
@@ -102,13 +101,12 @@ struct op {
     size_t nitems, cur;
     struct evbuffer *body; /* PUT: the request's body, borrowed from req */
     struct gbx_multipart mp;
-    uint32_t handle;
-    int inflight;
-    int ending;
+    struct gbx_awrite write; /* the item being written */
     uint64_t bytes;
     json_t *written;
 
-    int sse;                  /* watch */
+    int sse; /* watch */
+    uint32_t handle;
     struct op *next, **pprev; /* every op of the daemon (ops, below) */
 
     /* its audit records: a success is answered once they are durable (api/audit.c) */
@@ -501,16 +499,23 @@ static struct gbx_msg *begin(struct op *op, uint16_t type, const char *path)
     return m;
 }
 
+/* A request could not be sent (gbx_aconn_send's -EMSGSIZE or -ENOTCONN): answer and end
+ * the op. */
+static void send_failed(struct op *op, long id)
+{
+    reply_error(op, 0, id == -EMSGSIZE ? GBX_ERR_INVALID : GBX_ERR_UNAVAILABLE, "%s",
+                id == -EMSGSIZE ? "the request is too large for the sandbox's agent"
+                                : "the sandbox's agent went away");
+    op_finish(op);
+}
+
 /* Send the request being built; on failure answer 503 and end the op. 0 or -1. */
 static int send_req(struct op *op, gbx_aconn_reply_fn fn)
 {
     long id = gbx_aconn_send(op->ac, fn, op);
     if (id > 0)
         return 0;
-    reply_error(op, 0, id == -EMSGSIZE ? GBX_ERR_INVALID : GBX_ERR_UNAVAILABLE, "%s",
-                id == -EMSGSIZE ? "the request is too large for the sandbox's agent"
-                                : "the sandbox's agent went away");
-    op_finish(op);
+    send_failed(op, id);
     return -1;
 }
 
@@ -837,21 +842,25 @@ static void on_download_stat(void *arg, const struct gbx_frame_hdr *h, const uin
 /* ---- upload -----------------------------------------------------------------------------------
  */
 
-static void upload_next(struct op *op);
 static void on_part_stat(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final);
 
-static void on_write_end(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
+/* The current item's write is over (agent/awrite.h): audit it and STAT what was written. */
+static void on_written(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, long err)
 {
     struct op *op = arg;
     op_enter(op);
-    if (h == NULL || h->type == GBX_MSG_ERROR) {
+    if (err == -EBADMSG) {
+        reply_error(op, 0, GBX_ERR_INTERNAL, "the sandbox's agent sent a malformed reply");
+        op_finish(op);
+    } else if (err < 0) {
+        send_failed(op, err);
+    } else if (h == NULL || h->type == GBX_MSG_ERROR) {
         fail_agent(op, h, p);
-    } else if (final) {
+    } else {
         const struct item *it = &op->items[op->cur++];
         uint64_t size = it->len;
         (void)!gbx_attrs_get_u64(p, h->len, GBX_A_SIZE, &size);
         op->bytes += size;
-        op->ending = 0;
         audit(op, "file.write",
               json_pack("{s:s,s:I}", "path", it->path, "bytes", (json_int_t)size));
         /* the reply is a STAT of what was written (one per file for multipart) */
@@ -862,72 +871,14 @@ static void on_write_end(void *arg, const struct gbx_frame_hdr *h, const uint8_t
     op_leave(op);
 }
 
-/* Keep up to FILES_WINDOW WRITE_DATA chunks in flight; then WRITE_END. */
-static void pump(struct op *op);
-
-static void on_write_data(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
-{
-    struct op *op = arg;
-    op_enter(op);
-    if (h == NULL || h->type == GBX_MSG_ERROR) {
-        fail_agent(op, h, p);
-    } else if (final) {
-        op->inflight--;
-        pump(op);
-    }
-    op_leave(op);
-}
-
-static void pump(struct op *op)
-{
-    struct item *it = &op->items[op->cur];
-    while (!op->dead && op->inflight < FILES_WINDOW && it->sent < it->len) {
-        size_t n = it->len - it->sent;
-        if (n > GBX_FRAME_CHUNK)
-            n = GBX_FRAME_CHUNK;
-        struct gbx_msg *m = gbx_aconn_begin(op->ac, GBX_MSG_WRITE_DATA);
-        gbx_msg_put_u32(m, GBX_A_HANDLE, op->handle);
-        gbx_aconn_put_data(m, it->data ? it->data + it->sent : NULL, op->body, n);
-        if (send_req(op, on_write_data) < 0)
-            return;
-        it->sent += n;
-        op->inflight++;
-    }
-    if (!op->dead && op->inflight == 0 && it->sent == it->len && !op->ending) {
-        op->ending = 1;
-        struct gbx_msg *m = gbx_aconn_begin(op->ac, GBX_MSG_WRITE_END);
-        gbx_msg_put_u32(m, GBX_A_HANDLE, op->handle);
-        gbx_msg_put_u32(m, GBX_A_COMMIT, 1);
-        (void)send_req(op, on_write_end);
-    }
-}
-
-static void on_write_open(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
-{
-    struct op *op = arg;
-    op_enter(op);
-    if (h == NULL || h->type == GBX_MSG_ERROR) {
-        fail_agent(op, h, p);
-    } else if (final) {
-        if (gbx_attrs_get_u32(p, h->len, GBX_A_HANDLE, &op->handle) != 1) {
-            reply_error(op, 0, GBX_ERR_INTERNAL, "the sandbox's agent sent a malformed reply");
-            op_finish(op);
-        } else {
-            pump(op);
-        }
-    }
-    op_leave(op);
-}
-
-/* Open the current item for writing. */
+/* Write the current item: atomically (a temporary file renamed over the target on commit). */
 static void upload_next(struct op *op)
 {
-    struct item *it = &op->items[op->cur];
+    const struct item *it = &op->items[op->cur];
     uint32_t fl = GBX_W_CREATE | GBX_W_TRUNC | GBX_W_ATOMIC | (op->flag ? GBX_W_PARENTS : 0);
-    struct gbx_msg *m = begin(op, GBX_MSG_WRITE, it->path);
-    gbx_msg_put_u32(m, GBX_A_MODE, op->has_mode ? op->mode : 0644);
-    gbx_msg_put_u32(m, GBX_A_WFLAGS, fl);
-    (void)send_req(op, on_write_open);
+    uint32_t mode = op->has_mode ? op->mode : 0644;
+    gbx_awrite_init(&op->write, op->ac, it->data, op->body, it->len, on_written, op);
+    gbx_awrite_open(&op->write, begin(op, GBX_MSG_WRITE, it->path), mode, fl);
 }
 
 /* multipart: each STAT after a write is one entry of the reply; the last one answers. */

@@ -42,7 +42,6 @@
 #include "base/log.h"
 #include "base/mem.h"
 
-#define FILES_WINDOW 4 /* WRITE_DATA chunks in flight to the agent */
 #define FILES_MAX_PARTS 1000
 #define FILES_UNAUTHORIZED                                                                         \
     "unauthorized access, please provide a valid access token or method signing if supported"
@@ -291,21 +290,29 @@ static void on_download_stat(void *arg, const struct gbx_frame_hdr *h, const uin
 /* ---- upload ---------------------------------------------------------------------------------- */
 
 static void upload_next(struct gbx_e2b_fsop *op);
-static void pump(struct gbx_e2b_fsop *op);
 
-static void on_write_end(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
+/* The current item's write is over (agent/awrite.h): audit it, then the next item or the
+ * answer. */
+static void on_written(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, long err)
 {
     struct gbx_e2b_fsop *op = arg;
-    if (!final)
-        return;
     gbx_e2b_fsop_enter(op);
-    if (h == NULL || h->type != GBX_MSG_OK) {
+    int e = err == 0 && h && h->type != GBX_MSG_OK ? gbx_e2b_fsop_errno(h, p, NULL) : 0;
+    if (err == -EBADMSG) {
+        gbx_e2b_fsop_error(op, "internal", 500, "the sandbox's agent sent a malformed reply");
+        gbx_e2b_fsop_finish(op);
+    } else if (err < 0) {
+        gbx_e2b_fsop_send_failed(op, err);
+    } else if (op->write.step == GBX_AWRITE_OPEN && (e == EEXIST || e == ENOTDIR)) {
+        gbx_e2b_fsop_error(op, "invalid_argument", 400,
+                           "a file is where a directory of '%s' must be", op->items[op->cur].path);
+        gbx_e2b_fsop_finish(op);
+    } else if (h == NULL || h->type != GBX_MSG_OK) {
         gbx_e2b_fsop_fail(op, h, p, NULL);
     } else {
         const struct gbx_e2b_item *it = &op->items[op->cur++];
         uint64_t size = it->len;
         (void)!gbx_attrs_get_u64(p, h->len, GBX_A_SIZE, &size);
-        op->ending = 0;
         gbx_e2b_fsop_audit(
             op, "file.write",
             json_pack("{s:o,s:I}", "path", gbx_e2b_jstr(it->path), "bytes", (json_int_t)size));
@@ -317,68 +324,6 @@ static void on_write_end(void *arg, const struct gbx_frame_hdr *h, const uint8_t
             upload_next(op);
         else
             gbx_e2b_fsop_reply(op, 200, json_incref(op->written));
-    }
-    gbx_e2b_fsop_leave(op);
-}
-
-static void on_write_data(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
-{
-    struct gbx_e2b_fsop *op = arg;
-    if (!final)
-        return;
-    gbx_e2b_fsop_enter(op);
-    if (h == NULL || h->type != GBX_MSG_OK) {
-        gbx_e2b_fsop_fail(op, h, p, NULL);
-    } else {
-        op->inflight--;
-        pump(op);
-    }
-    gbx_e2b_fsop_leave(op);
-}
-
-/* Keep up to FILES_WINDOW WRITE_DATA chunks in flight; then WRITE_END. */
-static void pump(struct gbx_e2b_fsop *op)
-{
-    struct gbx_e2b_item *it = &op->items[op->cur];
-    while (!op->dead && op->inflight < FILES_WINDOW && it->sent < it->len) {
-        size_t n = it->len - it->sent;
-        if (n > GBX_FRAME_CHUNK)
-            n = GBX_FRAME_CHUNK;
-        struct gbx_msg *m = gbx_aconn_begin(op->ac, GBX_MSG_WRITE_DATA);
-        gbx_msg_put_u32(m, GBX_A_HANDLE, op->handle);
-        gbx_aconn_put_data(m, it->data ? it->data + it->sent : NULL, op->body, n);
-        if (gbx_e2b_fsop_send(op, on_write_data) < 0)
-            return;
-        it->sent += n;
-        op->inflight++;
-    }
-    if (!op->dead && op->inflight == 0 && it->sent == it->len && !op->ending) {
-        op->ending = 1;
-        struct gbx_msg *m = gbx_aconn_begin(op->ac, GBX_MSG_WRITE_END);
-        gbx_msg_put_u32(m, GBX_A_HANDLE, op->handle);
-        gbx_msg_put_u32(m, GBX_A_COMMIT, 1);
-        (void)gbx_e2b_fsop_send(op, on_write_end);
-    }
-}
-
-static void on_write_open(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
-{
-    struct gbx_e2b_fsop *op = arg;
-    if (!final)
-        return;
-    gbx_e2b_fsop_enter(op);
-    int e = h && h->type != GBX_MSG_OK ? gbx_e2b_fsop_errno(h, p, NULL) : 0;
-    if (e == EEXIST || e == ENOTDIR) {
-        gbx_e2b_fsop_error(op, "invalid_argument", 400,
-                           "a file is where a directory of '%s' must be", op->items[op->cur].path);
-        gbx_e2b_fsop_finish(op);
-    } else if (h == NULL || h->type != GBX_MSG_OK) {
-        gbx_e2b_fsop_fail(op, h, p, NULL);
-    } else if (gbx_attrs_get_u32(p, h->len, GBX_A_HANDLE, &op->handle) != 1) {
-        gbx_e2b_fsop_error(op, "internal", 500, "the sandbox's agent sent a malformed reply");
-        gbx_e2b_fsop_finish(op);
-    } else {
-        pump(op);
     }
     gbx_e2b_fsop_leave(op);
 }
@@ -401,11 +346,11 @@ static void on_target_stat(void *arg, const struct gbx_frame_hdr *h, const uint8
         gbx_e2b_fsop_fail(op, h, p, NULL);
     } else {
         /* in place, as envd: an existing file keeps its inode, mode and owner */
+        const struct gbx_e2b_item *it = &op->items[op->cur];
         op->mutation = 1;
-        struct gbx_msg *m = gbx_e2b_fsop_begin(op, GBX_MSG_WRITE, path);
-        gbx_msg_put_u32(m, GBX_A_MODE, 0644);
-        gbx_msg_put_u32(m, GBX_A_WFLAGS, GBX_W_CREATE | GBX_W_TRUNC | GBX_W_PARENTS);
-        (void)gbx_e2b_fsop_send(op, on_write_open);
+        gbx_awrite_init(&op->write, op->ac, it->data, op->body, it->len, on_written, op);
+        gbx_awrite_open(&op->write, gbx_e2b_fsop_begin(op, GBX_MSG_WRITE, path), 0644,
+                        GBX_W_CREATE | GBX_W_TRUNC | GBX_W_PARENTS);
     }
     gbx_e2b_fsop_leave(op);
 }

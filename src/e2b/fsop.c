@@ -308,17 +308,22 @@ struct gbx_msg *gbx_e2b_fsop_begin(struct gbx_e2b_fsop *op, uint16_t type, const
     return m;
 }
 
-int gbx_e2b_fsop_send(struct gbx_e2b_fsop *op, gbx_aconn_reply_fn fn)
+void gbx_e2b_fsop_send_failed(struct gbx_e2b_fsop *op, long id)
 {
-    long id = gbx_aconn_send(op->ac, fn, op);
-    if (id > 0)
-        return 0;
     if (id == -EMSGSIZE)
         gbx_e2b_fsop_error(op, "invalid_argument", 400,
                            "the request is too large for the sandbox's agent");
     else
         gbx_e2b_fsop_error(op, "unavailable", 502, "the sandbox's agent went away");
     gbx_e2b_fsop_finish(op);
+}
+
+int gbx_e2b_fsop_send(struct gbx_e2b_fsop *op, gbx_aconn_reply_fn fn)
+{
+    long id = gbx_aconn_send(op->ac, fn, op);
+    if (id > 0)
+        return 0;
+    gbx_e2b_fsop_send_failed(op, id);
     return -1;
 }
 

@@ -16,6 +16,7 @@
 #include "agent/frame.h"
 #include "core/actor.h"
 #include "agent/aconn.h"
+#include "agent/awrite.h"
 #include "http/multipart.h"
 #include "sandbox/backend.h"
 
@@ -34,7 +35,7 @@ enum gbx_e2b_form { GBX_E2B_UNARY, GBX_E2B_STREAM, GBX_E2B_REST };
 struct gbx_e2b_item {
     char *path;          /* owned, absolute */
     const uint8_t *data; /* into the multipart body, or NULL: read from op->body */
-    size_t len, sent;
+    size_t len;
 };
 
 struct gbx_e2b_fsop {
@@ -67,7 +68,8 @@ struct gbx_e2b_fsop {
     struct evbuffer *body; /* octet-stream body: borrowed from req, or owned when gunzipped */
     int own_body;
     struct gbx_multipart mp;
-    int inflight, ending;
+    struct gbx_awrite write; /* the item being written */
+    int inflight;            /* STATs in flight for a list's names (e2b/fs.c) */
     json_t *written;
 
     struct gbx_e2b_fsop *next, **pprev;
@@ -92,6 +94,9 @@ int gbx_e2b_fsop_connect(struct gbx_e2b_fsop *op, struct gbx_live *l,
 struct gbx_msg *gbx_e2b_fsop_begin(struct gbx_e2b_fsop *op, uint16_t type, const char *path);
 /* Send it; on failure answer and finish the op. 0 or -1. */
 int gbx_e2b_fsop_send(struct gbx_e2b_fsop *op, gbx_aconn_reply_fn fn);
+/* What gbx_e2b_fsop_send does when gbx_aconn_send refuses a request with id (-EMSGSIZE or
+ * -ENOTCONN): answer, and finish the op. */
+void gbx_e2b_fsop_send_failed(struct gbx_e2b_fsop *op, long id);
 
 /* An envd path for user (e2b.h gbx_e2b_path), lexically cleaned: malloc'ed, or NULL when it
  * is empty, longer than 4096 bytes or holds a NUL byte. */
