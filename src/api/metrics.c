@@ -39,7 +39,6 @@
 
 #include "agent/client.h"
 #include "egress/netns.h"
-#include "e2b/e2b.h"
 #include "api/exec.h"
 #include "api/files.h"
 #include "api/procs.h"

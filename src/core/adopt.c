@@ -3,14 +3,10 @@
  * a previous daemon's sandboxes at start. */
 #include "base/clock.h"
 #include "core/server.h"
-#include "api/artifacts_api.h"
-#include "api/egress_api.h"
-#include "session/sessions.h"
 #include "core/snapshots.h"
 #include "core/gc.h"
 #include "core/hibernate.h"
 #include "core/boot.h"
-#include "api/templates_api.h"
 #include "egress/egress.h"
 
 #include <dirent.h>
@@ -40,14 +36,8 @@
 
 #include "agent/client.h"
 #include "egress/netns.h"
-#include "e2b/e2b.h"
-#include "api/exec.h"
-#include "api/files.h"
-#include "api/procs.h"
-#include "http/reqmetrics.h"
 #include "core/sandboxes.h"
 #include "core/spec.h"
-#include "http/http.h"
 #include "core/offload.h"
 #include "base/fault.h"
 #include "base/fileutil.h"
