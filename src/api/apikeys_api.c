@@ -179,7 +179,7 @@ static void handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
             return;
         }
         gbx_http_reply_recorded(s, who->name, "apikey.revoke", NULL,
-                               json_pack("{s:s}", "name", name), req, 204, NULL);
+                                json_pack("{s:s}", "name", name), req, 204, NULL);
         return;
     }
     method_not_allowed(req, name ? "DELETE" : "GET, POST");

@@ -73,7 +73,7 @@ static void handle_block(struct gbx_server *s, const struct gbx_actor *who,
         return;
     }
     gbx_http_reply_recorded(s, who->name, on ? "egress.block" : "egress.unblock", NULL, NULL, req,
-                           200, json_pack("{s:b}", "blocked", on));
+                            200, json_pack("{s:b}", "blocked", on));
 }
 
 /* {name?, value, hosts, header}: name comes from the path for PUT */
@@ -114,8 +114,8 @@ static void secret_write(struct gbx_server *s, const struct gbx_actor *who,
         return;
     }
     gbx_http_reply_recorded(s, who->name, name ? "secret.replace" : "secret.create", NULL,
-                           json_pack("{s:s}", "name", n), req, name ? 200 : 201,
-                           gbx_egress_secret_info(eg, n));
+                            json_pack("{s:s}", "name", n), req, name ? 200 : 201,
+                            gbx_egress_secret_info(eg, n));
     json_decref(body); /* n may point into it */
 }
 
@@ -157,7 +157,7 @@ static void handle_secrets(struct gbx_server *s, const struct gbx_actor *who,
             return;
         }
         gbx_http_reply_recorded(s, who->name, "secret.revoke", NULL,
-                               json_pack("{s:s}", "name", name), req, 204, NULL);
+                                json_pack("{s:s}", "name", name), req, 204, NULL);
         return;
     }
     not_allowed(req, "GET, PUT, DELETE");
@@ -222,7 +222,7 @@ void gbx_api_sandbox_network(struct gbx_server *s, const struct gbx_actor *who,
     gbx_egress_policy_free(p);
     gbx_sandboxes_set_attr(s, l, "network", json_incref(pj)); /* survives a restart */
     gbx_http_reply_recorded(s, who->name, "sandbox.network", l->sb->id, json_incref(pj), req, 200,
-                           json_pack("{s:s,s:o}", "sandbox", l->sb->id, "network", pj));
+                            json_pack("{s:s,s:o}", "sandbox", l->sb->id, "network", pj));
 }
 
 struct log_ctx {

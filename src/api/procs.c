@@ -196,7 +196,7 @@ static void on_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p,
         }
     } else if (c->kind) { /* answered once the record is durable (api/audit.c) */
         gbx_http_reply_recorded(c->srv, c->actor, c->kind, c->sandbox, gbx_steal_ptr(&c->detail),
-                               c->req, 204, NULL);
+                                c->req, 204, NULL);
         call_free(c);
         return;
     } else {

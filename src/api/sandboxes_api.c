@@ -28,6 +28,7 @@
 #include "api/exec.h"
 #include "api/files.h"
 #include "api/procs.h"
+#include "api/snapshots_api.h"
 #include "api/templates_api.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -174,13 +175,11 @@ static void handle_delete(struct gbx_server *s, const struct gbx_actor *who,
                                 gbx_http_later_new(req));
 }
 
-
 /* POST /v1/sandboxes/{id}/pause | resume: freeze or thaw every process (idempotent). A
  * resume may carry {"timeout": ...}, the timeout from then on. */
-static void replied_hibernate(void *arg, struct evhttp_request *req, struct gbx_live *l,
-                              const struct gbx_err *err)
+static void replied_hibernate(void *arg, struct gbx_live *l, const struct gbx_err *err)
 {
-    (void)arg;
+    struct evhttp_request *req = gbx_http_later_take(arg);
     if (req == NULL)
         return;
     if (err)
@@ -201,7 +200,7 @@ static void handle_hibernate(struct gbx_server *s, const struct gbx_actor *who,
     json_decref(body);
     if (n)
         return gbx_http_reply_error(req, GBX_ERR_INVALID, "hibernate takes no fields");
-    gbx_hibernate(s, who, req, l, replied_hibernate, NULL);
+    gbx_hibernate(s, who, l, replied_hibernate, gbx_http_later_new(req));
 }
 
 static void handle_pause(struct gbx_server *s, const struct gbx_actor *who,
@@ -240,7 +239,7 @@ static void handle_pause(struct gbx_server *s, const struct gbx_actor *who,
             gbx_sandboxes_set_expiry(s, who, l, ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0,
                                      json_incref(body));
         json_decref(body);
-        return gbx_hibernate_wake(s, who, req, l, replied_hibernate, NULL);
+        return gbx_hibernate_wake(s, who, l, replied_hibernate, gbx_http_later_new(req));
     }
     if (gbx_sandboxes_pause(s, who, l, pause, &err) < 0) {
         json_decref(body);
@@ -287,7 +286,6 @@ static void handle_timeout(struct gbx_server *s, const struct gbx_actor *who,
     gbx_sandboxes_set_expiry(s, who, l, ms ? gbx_realtime_ns() + (int64_t)ms * 1000000 : 0, body);
     gbx_http_reply_json(req, 200, gbx_srv_sandbox_json(l));
 }
-
 
 /* A create whose template has a start command or a ready check answers once it is ready. */
 static void created_ready(void *arg, struct gbx_live *l, const struct gbx_err *err)
@@ -390,7 +388,7 @@ static void route_sandbox_sub(struct gbx_server *s, const struct gbx_actor *who,
         struct gbx_live *l = gbx_sandboxes_find(s, who, id);
         if (l == NULL)
             return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
-        (void)gbx_snapshots_sandbox_route(s->snapshots, who, req, l, sub);
+        (void)gbx_api_snapshots_sandbox(s, who, req, l, sub);
         return;
     }
     if (strcmp(sub, "/network") == 0 || strcmp(sub, "/egress") == 0) {
@@ -462,7 +460,7 @@ void gbx_api_route(struct gbx_server *s, const struct gbx_actor *who, struct evh
     if (strcmp(path, "/v1/gc") == 0)
         return gbx_gc_route(s->gc, who, req);
     if (strcmp(path, "/v1/snapshots") == 0 || strncmp(path, "/v1/snapshots/", 14) == 0)
-        return gbx_snapshots_route(s->snapshots, who, req, path);
+        return gbx_api_snapshots(s, who, req, path);
     if (strcmp(path, "/v1/templates") == 0 || strncmp(path, "/v1/templates/", 14) == 0)
         return gbx_api_templates(s, who, s->base, req, path);
     if (strcmp(path, "/v1/apikeys") == 0 || strncmp(path, "/v1/apikeys/", 12) == 0)
@@ -504,4 +502,3 @@ void gbx_api_route(struct gbx_server *s, const struct gbx_actor *who, struct evh
     }
     gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
 }
-

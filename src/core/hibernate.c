@@ -16,7 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "http/http.h"
 #include "core/offload.h"
 #include "core/sandboxes.h"
 #include "core/server.h"
@@ -32,7 +31,6 @@
 
 struct job {
     struct gbx_server *s;
-    struct gbx_http_later *later;
     char *id, *dir;
     struct gbx_actor who;     /* who asked: the finish is recorded as theirs */
     struct gbx_sandbox *sb;   /* hibernate: the one dumped; wake: the restored one */
@@ -140,7 +138,6 @@ static void hib_done(void *arg)
 {
     struct job *j = arg;
     struct gbx_server *s = j->s;
-    struct evhttp_request *req = gbx_http_later_take(j->later);
     struct gbx_live *l = gbx_sandboxes_find_any(s, j->id);
     if (l) { /* the placeholder goes; the real one, or the stand-in, takes its place */
         gbx_sandbox_forget(l->sb);
@@ -159,7 +156,7 @@ static void hib_done(void *arg)
         /* the sandbox was lost on the way (or dumped, but its uid range is taken) */
         (void)!gbx_sandbox_destroy(j->hold, NULL);
         gbx_log_error("hibernate sandbox '%s': %s", j->id, j->err->msg);
-        j->done(j->arg, req, NULL, j->err);
+        j->done(j->arg, NULL, j->err);
         gbx_sandboxes_drop(s, l, j->id, "hibernate failed");
         rm_work(j->dir);
         job_free(j);
@@ -179,20 +176,19 @@ static void hib_done(void *arg)
     }
     if (l)
         l->busy = 0; /* for the reply's view; deletes that waited run below */
-    j->done(j->arg, req, j->err ? NULL : l, j->err);
+    j->done(j->arg, j->err ? NULL : l, j->err);
     if (l)
         gbx_sandboxes_idle(s, l);
     job_free(j);
 }
 
-static void hibernate_start(struct gbx_server *s, const struct gbx_actor *who,
-                            struct evhttp_request *req, struct gbx_live *l, int pause_instead,
-                            gbx_hibernate_done_fn done, void *arg)
+static void hibernate_start(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                            int pause_instead, gbx_hibernate_done_fn done, void *arg)
 {
     struct gbx_err *err = NULL;
     const char *why = NULL;
     if (l->hibernated)
-        return done(arg, req, l, NULL);
+        return done(arg, l, NULL);
     if (l->busy) {
         gbx_err_set(&err, EBUSY, GBX_ERR_CONFLICT, "sandbox '%s' is busy", l->sb->id);
         goto fail;
@@ -202,7 +198,7 @@ static void hibernate_start(struct gbx_server *s, const struct gbx_actor *who,
         if (pause_instead) {
             if (!l->paused && gbx_sandboxes_pause(s, who, l, 1, &err) < 0)
                 goto fail;
-            return done(arg, req, l, NULL);
+            return done(arg, l, NULL);
         }
         gbx_err_set(&err, ENOTSUP, GBX_ERR_UNAVAILABLE,
                     "hibernate is unavailable on this host: %s (pause keeps a sandbox frozen in "
@@ -238,28 +234,26 @@ static void hibernate_start(struct gbx_server *s, const struct gbx_actor *who,
     l->cancel = &j->sb->cancel; /* a delete stops the dump (the worker owns j->sb) */
     /* the worker owns the sandbox now; the loop sees a placeholder with its id */
     GBX_BUG_ON(gbx_sandbox_hold(gbx_server_runtime(s), j->id, j->uid_slot, 0, &l->sb, NULL) < 0);
-    j->later = gbx_http_later_new(req);
     if (gbx_offload_submit(gbx_server_offload(s), hib_work, hib_done, j) < 0) {
         gbx_err_set(&j->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
         hib_done(j); /* untouched: alive */
     }
     return;
 fail:
-    done(arg, req, NULL, err);
+    done(arg, NULL, err);
     gbx_err_free(err);
 }
 
-void gbx_hibernate(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req,
-                   struct gbx_live *l, gbx_hibernate_done_fn done, void *arg)
+void gbx_hibernate(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                   gbx_hibernate_done_fn done, void *arg)
 {
-    hibernate_start(s, who, req, l, 0, done, arg);
+    hibernate_start(s, who, l, 0, done, arg);
 }
 
-void gbx_hibernate_or_pause(struct gbx_server *s, const struct gbx_actor *who,
-                            struct evhttp_request *req, struct gbx_live *l,
+void gbx_hibernate_or_pause(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
                             gbx_hibernate_done_fn done, void *arg)
 {
-    hibernate_start(s, who, req, l, 1, done, arg);
+    hibernate_start(s, who, l, 1, done, arg);
 }
 
 /* ---- wake --------------------------------------------------------------------------------- */
@@ -278,7 +272,6 @@ static void wake_done(void *arg)
 {
     struct job *j = arg;
     struct gbx_server *s = j->s;
-    struct evhttp_request *req = gbx_http_later_take(j->later);
     struct gbx_live *l = gbx_sandboxes_find_any(s, j->id);
     if (j->err == NULL && l && gbx_sandboxes_hello(j->sb, &j->err) == 0 &&
         gbx_egress_attach(gbx_server_egress(s), j->id, j->sb->init_pid, j->policy, &l->egress,
@@ -315,23 +308,22 @@ static void wake_done(void *arg)
         if (j->err == NULL)
             gbx_err_set(&j->err, ENOENT, GBX_ERR_NOT_FOUND, "sandbox '%s' was deleted", j->id);
     }
-    j->done(j->arg, req, j->err ? NULL : l, j->err);
+    j->done(j->arg, j->err ? NULL : l, j->err);
     if (l)
         gbx_sandboxes_idle(s, l); /* deletes that waited for the wake */
     job_free(j);
 }
 
-void gbx_hibernate_wake(struct gbx_server *s, const struct gbx_actor *who,
-                        struct evhttp_request *req, struct gbx_live *l, gbx_hibernate_done_fn done,
-                        void *arg)
+void gbx_hibernate_wake(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                        gbx_hibernate_done_fn done, void *arg)
 {
     struct gbx_err *err = NULL;
     if (!l->hibernated)
-        return done(arg, req, l, NULL);
+        return done(arg, l, NULL);
     if (l->busy) {
         gbx_err_set(&err, EBUSY, GBX_ERR_CONFLICT, "sandbox '%s' is being hibernated or woken",
                     l->sb->id);
-        done(arg, req, NULL, err);
+        done(arg, NULL, err);
         gbx_err_free(err);
         return;
     }
@@ -351,7 +343,6 @@ void gbx_hibernate_wake(struct gbx_server *s, const struct gbx_actor *who,
     j->done = done;
     j->arg = arg;
     l->busy = GBX_BUSY_WORKER;
-    j->later = gbx_http_later_new(req);
     if (gbx_offload_submit(gbx_server_offload(s), wake_work, wake_done, j) < 0) {
         gbx_err_set(&j->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
         wake_done(j);

@@ -12,34 +12,30 @@
 
 #include "core/actor.h"
 
-struct evhttp_request;
 struct gbx_err;
 struct gbx_live;
 struct gbx_server;
 
 /* Called on the loop when done: l is the sandbox (NULL on error: err says why; the sandbox
- * may be gone, then a GET says 404); req is the request handed in, or NULL if its client
- * went away. */
-typedef void (*gbx_hibernate_done_fn)(void *arg, struct evhttp_request *req, struct gbx_live *l,
-                                      const struct gbx_err *err);
+ * may be gone, then a GET says 404). A front end that answers a request keeps it in arg (its
+ * gbx_http_later). */
+typedef void (*gbx_hibernate_done_fn)(void *arg, struct gbx_live *l, const struct gbx_err *err);
 
 /* Checkpoint l off the loop; its processes end, its image goes to <state>/hibernate/<id>. An
  * UNAVAILABLE error (nothing touched) when CRIU is not installed or cannot work on this
  * kernel (gbx_criu_probe). Any failure before the dump completed leaves the sandbox running
  * as it was (paused again if it was), with an error saying so; a delete meanwhile stops the
  * dump and waits for it (gbx_sandboxes_destroy_later). */
-void gbx_hibernate(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req,
-                   struct gbx_live *l, gbx_hibernate_done_fn done, void *arg);
+void gbx_hibernate(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                   gbx_hibernate_done_fn done, void *arg);
 /* The same, for a caller that wants the sandbox paused either way (E2B pause): when
  * hibernating is unavailable here or fails with the sandbox running on, it is frozen in
  * place instead and done reports success (audited as sandbox.hibernate_failed). */
-void gbx_hibernate_or_pause(struct gbx_server *s, const struct gbx_actor *who,
-                            struct evhttp_request *req, struct gbx_live *l,
+void gbx_hibernate_or_pause(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
                             gbx_hibernate_done_fn done, void *arg);
 /* Restore a hibernated l off the loop (a no-op for a running one). */
-void gbx_hibernate_wake(struct gbx_server *s, const struct gbx_actor *who,
-                        struct evhttp_request *req, struct gbx_live *l, gbx_hibernate_done_fn done,
-                        void *arg);
+void gbx_hibernate_wake(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                        gbx_hibernate_done_fn done, void *arg);
 /* Remove a hibernated sandbox's image (in the background). */
 void gbx_hibernate_discard(struct gbx_server *s, const char *id);
 /* At a daemon's start: the host pid of the init that a wake restored from id's image when

@@ -4,8 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "http/http.h"
-#include "http/recorded.h"
 #include "core/offload.h"
 #include "core/sandboxes.h"
 #include "core/spec.h"
@@ -29,8 +25,6 @@
 #include "sandbox/layer.h"
 #include "sandbox/template.h"
 #include "store/snapshots.h"
-
-#define MAX_CLONES 64
 
 struct snap {
     struct snap *next;
@@ -376,7 +370,6 @@ int gbx_snapshots_layers(struct gbx_snapshots *ss, const struct gbx_actor *who, 
 
 struct take {
     struct gbx_snapshots *ss;
-    struct gbx_http_later *later;
     char *sandbox;
     int upper_fd;
     uint32_t host_uid;
@@ -448,22 +441,20 @@ static void sync_work(void *arg)
 struct taken {
     gbx_snapshot_taken_fn done;
     void *arg;
-    struct gbx_http_later *later;
     char *id;
 };
 
 static void snap_recorded(void *arg, const struct gbx_err *aerr)
 {
     struct taken *k = arg;
-    struct evhttp_request *req = gbx_http_later_take(k->later);
     if (aerr) {
         gbx_autoerr struct gbx_err *err = NULL;
         gbx_err_set(&err, aerr->errnum, aerr->kind,
                     "snapshot '%s' was made, but its audit record could not be written: %s", k->id,
                     aerr->msg);
-        k->done(k->arg, req, NULL, err);
+        k->done(k->arg, NULL, err);
     } else {
-        k->done(k->arg, req, k->id, NULL);
+        k->done(k->arg, k->id, NULL);
     }
     free(k->id);
     free(k);
@@ -474,7 +465,6 @@ static void take_done(void *arg)
     struct take *t = arg;
     struct gbx_snapshots *ss = t->ss;
     struct gbx_server *s = ss->s;
-    struct evhttp_request *req = gbx_http_later_take(t->later);
     for (struct take **pp = &ss->taking; *pp; pp = &(*pp)->next)
         if (*pp == t) {
             *pp = t->next;
@@ -500,7 +490,7 @@ static void take_done(void *arg)
     }
     if (t->err) {
         (void)gbx_err_state_disk(&t->err); /* the copy goes to the state dir */
-        t->done(t->arg, req, NULL, t->err);
+        t->done(t->arg, NULL, t->err);
         gbx_err_free(t->err);
         snap_free(t->snap);
     } else {
@@ -522,7 +512,6 @@ static void take_done(void *arg)
         struct taken *k = gbx_xcalloc(1, sizeof(*k));
         k->done = t->done;
         k->arg = t->arg;
-        k->later = gbx_http_later_new(req);
         k->id = gbx_xstrdup(p->id);
         gbx_server_audit_then(s, t->who.name, "snapshot.create", p->sandbox,
                               json_pack("{s:s,s:s?,s:s,s:I,s:I,s:f}", "snapshot", p->id, "name",
@@ -559,9 +548,8 @@ uint64_t gbx_snapshots_count(const struct gbx_snapshots *ss, const char *owner)
 }
 
 /* Freeze l, copy its changes off the loop, thaw, then call done. */
-void gbx_snapshots_take(struct gbx_snapshots *ss, const struct gbx_actor *who,
-                        struct evhttp_request *req, struct gbx_live *l, const char *name,
-                        const char *kind, gbx_snapshot_taken_fn done, void *arg)
+void gbx_snapshots_take(struct gbx_snapshots *ss, const struct gbx_actor *who, struct gbx_live *l,
+                        const char *name, const char *kind, gbx_snapshot_taken_fn done, void *arg)
 {
     struct gbx_server *s = ss->s;
     struct gbx_err *err = NULL;
@@ -620,7 +608,6 @@ void gbx_snapshots_take(struct gbx_snapshots *ss, const struct gbx_actor *who,
     p->created_ns = gbx_realtime_ns();
     t->snap = p;
     t->dir = gbx_asprintf("%s/%s", ss->dir, p->id);
-    t->later = gbx_http_later_new(req);
     t->next = ss->taking;
     ss->taking = t;
     if (gbx_offload_submit(gbx_server_offload(s), take_work, take_done, t) < 0) {
@@ -629,7 +616,7 @@ void gbx_snapshots_take(struct gbx_snapshots *ss, const struct gbx_actor *who,
     }
     return;
 fail:
-    done(arg, req, NULL, err);
+    done(arg, NULL, err);
     gbx_err_free(err);
 }
 
@@ -658,209 +645,24 @@ void gbx_snapshots_each_visible(struct gbx_snapshots *ss, const struct gbx_actor
     }
 }
 
-/* the native API's replies */
-static void taken_native(void *arg, struct evhttp_request *req, const char *id,
-                         const struct gbx_err *err)
+/* ---- for the front ends ------------------------------------------------------------------ */
+
+json_t *gbx_snapshots_json(struct gbx_snapshots *ss, const char *id)
 {
-    struct gbx_snapshots *ss = arg;
-    if (req == NULL)
-        return;
-    struct snap *p = err || id == NULL ? NULL : find_any(ss, id);
-    if (p == NULL && err == NULL)
-        return gbx_http_reply_error(req, GBX_ERR_INTERNAL, "the snapshot went away");
-    if (p == NULL)
-        return gbx_http_reply_err(req, err);
-    gbx_http_reply_json(req, 201, snap_json(p));
+    struct snap *p = id ? find_any(ss, id) : NULL;
+    return p ? snap_json(p) : NULL;
 }
 
-struct fork_req {
-    struct gbx_snapshots *ss;
-    struct gbx_actor who; /* the clones are made for who forked */
-    json_t *body;
-    int count;
-};
-
-static void clone_n(struct gbx_snapshots *ss, const struct gbx_actor *who,
-                    struct evhttp_request *req, struct snap *p, json_t *body, int count,
-                    json_t *out);
-
-static void taken_fork(void *arg, struct evhttp_request *req, const char *id,
-                       const struct gbx_err *err)
+json_t *gbx_snapshots_json_of(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                              const char *ref)
 {
-    struct fork_req *f = arg;
-    struct snap *p = err || id == NULL ? NULL : find_any(f->ss, id);
-    if (req && p == NULL && err == NULL)
-        gbx_http_reply_error(req, GBX_ERR_INTERNAL, "the snapshot went away");
-    else if (req && p == NULL)
-        gbx_http_reply_err(req, err);
-    else if (req)
-        clone_n(f->ss, &f->who, req, p, f->body, f->count,
-                json_pack("{s:o}", "snapshot", snap_json(p)));
-    json_decref(f->body);
-    free(f);
+    struct snap *p = find(ss, who, ref);
+    return p ? snap_json(p) : NULL;
 }
 
-/* ---- clones ------------------------------------------------------------------------------- */
-
-/* Create count sandboxes from p with body's create fields; answer 201 {..., sandboxes}. */
-static void clone_n(struct gbx_snapshots *ss, const struct gbx_actor *who,
-                    struct evhttp_request *req, struct snap *p, json_t *body, int count,
-                    json_t *out)
+json_t *gbx_snapshots_list_json(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                                const char *sandbox, const char *kind)
 {
-    json_t *list = json_array();
-    /* one parse of the create fields; each clone is made from the same spec */
-    struct gbx_create_spec spec;
-    struct gbx_err *perr = NULL;
-    int parsed = gbx_create_spec_parse(gbx_server_limits(ss->s), body, &spec, &perr) == 0;
-    if (parsed) {
-        free(spec.snapshot);
-        spec.snapshot = gbx_xstrdup(p->id);
-    }
-    for (int i = 0; i < count; i++) {
-        struct gbx_live *l = NULL;
-        struct gbx_err *err = perr;
-        int r = parsed ? gbx_sandboxes_create_spec(ss->s, who, &spec, &l, &err) : -1;
-        if (r < 0) {
-            gbx_create_spec_clear(&spec); /* cleared already when it did not parse */
-            /* the ones made so far are kept and listed: the caller sees what exists */
-            json_object_set_new(out, "sandboxes", list);
-            json_object_set_new(
-                out, "error",
-                json_pack("{s:s,s:s}", "kind", gbx_err_kind_name(err->kind), "message", err->msg));
-            gbx_http_reply_json(req, json_array_size(list) ? 207 : gbx_http_status_for(err->kind),
-                                out);
-            gbx_err_free(err);
-            return;
-        }
-        json_array_append_new(list, gbx_sandboxes_json(l));
-    }
-    gbx_create_spec_clear(&spec);
-    json_object_set_new(out, "sandboxes", list);
-    gbx_http_reply_json(req, 201, out);
-}
-
-/* {count?, ...create fields}: the count (1..MAX_CLONES), and the fields left in body. */
-static int parse_count(struct evhttp_request *req, json_t *body, int *count)
-{
-    json_t *c = json_object_get(body, "count");
-    *count = 1;
-    if (c) {
-        if (!json_is_integer(c) || json_integer_value(c) < 1 ||
-            json_integer_value(c) > MAX_CLONES) {
-            gbx_http_reply_error(req, GBX_ERR_INVALID, "'count' must be an integer from 1 to %d",
-                                 MAX_CLONES);
-            return -1;
-        }
-        *count = (int)json_integer_value(c);
-        json_object_del(body, "count");
-    }
-    if (json_object_get(body, "snapshot") || json_object_get(body, "id") ||
-        json_object_get(body, "idempotency_key")) {
-        gbx_http_reply_error(req, GBX_ERR_INVALID,
-                             "'snapshot', 'id' and 'idempotency_key' cannot be given here");
-        return -1;
-    }
-    return 0;
-}
-
-/* ---- a template from a snapshot ---------------------------------------------------------- */
-
-struct mk_tmpl {
-    struct gbx_snapshots *ss;
-    struct gbx_actor who;
-    struct gbx_http_later *later;
-    char *state_dir, *name, *base, *source;
-    char **layers;
-    size_t nlayers;
-    struct gbx_err *err;
-};
-
-static void mk_tmpl_work(void *arg)
-{
-    struct mk_tmpl *m = arg;
-    (void)!gbx_template_install_layers(m->state_dir, m->name, m->base,
-                                       (const char *const *)m->layers, m->nlayers, m->source,
-                                       &m->err);
-}
-
-static void mk_tmpl_done(void *arg)
-{
-    struct mk_tmpl *m = arg;
-    struct evhttp_request *req = gbx_http_later_take(m->later);
-    if (m->err == NULL)
-        gbx_server_audit(m->ss->s, &m->who, "template.create", "",
-                         json_pack("{s:s,s:s}", "template", m->name, "source", m->source));
-    if (req && m->err)
-        gbx_http_reply_err(req, m->err);
-    else if (req)
-        gbx_http_reply_json(req, 201,
-                            json_pack("{s:s,s:s,s:s,s:I}", "name", m->name, "base", m->base,
-                                      "source", m->source, "layers", (json_int_t)m->nlayers));
-    gbx_err_free(m->err);
-    gbx_snapshots_layers_free(m->layers, m->nlayers);
-    free(m->state_dir);
-    free(m->name);
-    free(m->base);
-    free(m->source);
-    free(m);
-}
-
-/* POST /v1/snapshots/{ref}/template {"name"}: a template of the snapshot's files (its layers
- * copied, on the template the snapshot is of); admin only, as every template. */
-static void make_template(struct gbx_snapshots *ss, const struct gbx_actor *who,
-                          struct evhttp_request *req, struct snap *p)
-{
-    if (!who->admin)
-        return gbx_http_reply_error(req, GBX_ERR_PERMISSION,
-                                    "templates are the admin's (the unix socket)");
-    json_t *body = gbx_http_body_object(req);
-    if (body == NULL)
-        return;
-    json_t *name = json_object_get(body, "name");
-    if (!json_is_string(name) || json_object_size(body) != 1 ||
-        gbx_name_valid(json_string_value(name)) < 0) {
-        json_decref(body);
-        return gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                    "expected {\"name\": a template name (1-63 of [a-z0-9-])}");
-    }
-    struct mk_tmpl *m = gbx_xcalloc(1, sizeof(*m));
-    m->ss = ss;
-    m->who = *who;
-    m->name = gbx_xstrdup(json_string_value(name));
-    json_decref(body);
-    struct gbx_err *err = NULL;
-    gbx_autofree char *base = NULL;
-    if (gbx_sandboxes_layers(ss->s, who, p->tmpl, p->id, &m->layers, &m->nlayers, &base, &err) <
-        0) {
-        gbx_http_reply_err(req, err);
-        gbx_err_free(err);
-        free(m->name);
-        free(m);
-        return;
-    }
-    m->base = gbx_xstrdup(base);
-    m->source = gbx_asprintf("snapshot:%s", p->id);
-    m->state_dir = gbx_xstrdup(gbx_server_runtime(ss->s)->state_dir);
-    m->later = gbx_http_later_new(req);
-    if (gbx_offload_submit(gbx_server_offload(ss->s), mk_tmpl_work, mk_tmpl_done, m) < 0) {
-        gbx_err_set(&m->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
-        mk_tmpl_done(m);
-    }
-}
-
-/* ---- routes ------------------------------------------------------------------------------- */
-
-static void reply_list(struct gbx_snapshots *ss, const struct gbx_actor *who,
-                       struct evhttp_request *req, const char *sandbox)
-{
-    struct evkeyvalq q;
-    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-    if (evhttp_parse_query_str(query ? query : "", &q) < 0)
-        return gbx_http_reply_error(req, GBX_ERR_INVALID, "malformed query string");
-    const char *qsb = evhttp_find_header(&q, "sandbox");
-    const char *kind = evhttp_find_header(&q, "kind");
-    if (sandbox == NULL)
-        sandbox = qsb;
     json_t *arr = json_array();
     for (struct snap *p = ss->list; p; p = p->next) {
         if (strcmp(p->state, "ready") != 0 || !gbx_actor_sees(who, p->owner))
@@ -869,176 +671,83 @@ static void reply_list(struct gbx_snapshots *ss, const struct gbx_actor *who,
             continue;
         json_array_append_new(arr, snap_json(p));
     }
-    evhttp_clear_headers(&q);
-    gbx_http_reply_json(req, 200, json_pack("{s:o}", "snapshots", arr));
+    return arr;
 }
 
-void gbx_snapshots_route(struct gbx_snapshots *ss, const struct gbx_actor *who,
-                         struct evhttp_request *req, const char *path)
+int gbx_snapshots_in_use(struct gbx_snapshots *ss, const char *id)
 {
-    enum evhttp_cmd_type m = evhttp_request_get_command(req);
-    if (strcmp(path, "/v1/snapshots") == 0) {
-        if (m != EVHTTP_REQ_GET)
-            return gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID,
-                                               "method not allowed (allowed: GET)");
-        return reply_list(ss, who, req, NULL);
-    }
-    char ref[128];
-    const char *rest = path + strlen("/v1/snapshots/");
-    const char *slash = strchr(rest, '/');
-    size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
-    if (n == 0 || n >= sizeof(ref))
-        return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such snapshot");
-    memcpy(ref, rest, n);
-    ref[n] = '\0';
+    struct snap *p = find_any(ss, id);
+    return p && in_use(ss, p);
+}
+
+/* ---- a template from a snapshot ---------------------------------------------------------- */
+
+struct mk_tmpl {
+    struct gbx_snapshots *ss;
+    struct gbx_actor who;
+    char *state_dir;
+    struct gbx_snapshot_template t; /* its strings are owned */
+    char **layers;
+    struct gbx_err *err;
+    gbx_snapshot_template_fn done;
+    void *arg;
+};
+
+static void mk_tmpl_work(void *arg)
+{
+    struct mk_tmpl *m = arg;
+    (void)!gbx_template_install_layers(m->state_dir, m->t.name, m->t.base,
+                                       (const char *const *)m->layers, m->t.nlayers, m->t.source,
+                                       &m->err);
+}
+
+static void mk_tmpl_done(void *arg)
+{
+    struct mk_tmpl *m = arg;
+    if (m->err == NULL)
+        gbx_server_audit(m->ss->s, &m->who, "template.create", "",
+                         json_pack("{s:s,s:s}", "template", m->t.name, "source", m->t.source));
+    m->done(m->arg, m->err ? NULL : &m->t, m->err);
+    gbx_err_free(m->err);
+    gbx_snapshots_layers_free(m->layers, m->t.nlayers);
+    free(m->state_dir);
+    free(m->t.name);
+    free(m->t.base);
+    free(m->t.source);
+    free(m);
+}
+
+void gbx_snapshots_make_template(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                                 const char *ref, const char *name, gbx_snapshot_template_fn done,
+                                 void *arg)
+{
+    struct gbx_err *err = NULL;
     struct snap *p = find(ss, who, ref);
-    if (p == NULL)
-        return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "snapshot '%s' not found", ref);
-    if (slash == NULL) {
-        if (m == EVHTTP_REQ_GET)
-            return gbx_http_reply_json(req, 200, snap_json(p));
-        if (m != EVHTTP_REQ_DELETE)
-            return gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID,
-                                               "method not allowed (allowed: GET, DELETE)");
-        gbx_autofree char *id = gbx_xstrdup(p->id);
-        int used = in_use(ss, p);
-        struct gbx_err *err = NULL;
-        gbx_autofree char *sandbox = gbx_xstrdup(p->sandbox);
-        if (gbx_snapshots_delete(ss, id, &err) < 0) {
-            gbx_http_reply_err(req, err);
-            gbx_err_free(err);
-            return;
-        }
-        /* 202: hidden now, removed once the sandboxes and snapshots stacked on it are gone;
-         * answered once the record is durable (api/audit.c) */
-        return gbx_http_reply_recorded(
-            ss->s, who->name, "snapshot.delete", sandbox,
-            json_pack("{s:s,s:b}", "snapshot", id, "in_use", used), req, used ? 202 : 204,
-            used ? json_pack("{s:s,s:s}", "id", id, "state", "deleting") : NULL);
-    }
-    if (strcmp(slash, "/template") == 0) {
-        if (m != EVHTTP_REQ_POST)
-            return gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID,
-                                               "method not allowed (allowed: POST)");
-        return make_template(ss, who, req, p);
-    }
-    if (strcmp(slash, "/clone") == 0) {
-        if (m != EVHTTP_REQ_POST)
-            return gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID,
-                                               "method not allowed (allowed: POST)");
-        json_t *body = gbx_http_body_object(req);
-        int count;
-        if (body == NULL)
-            return;
-        if (parse_count(req, body, &count) == 0)
-            clone_n(ss, who, req, p, body, count, json_pack("{s:o}", "snapshot", snap_json(p)));
-        json_decref(body);
+    if (p == NULL) {
+        gbx_err_set(&err, ENOENT, GBX_ERR_NOT_FOUND, "snapshot '%s' not found", ref);
+        done(arg, NULL, err);
+        gbx_err_free(err);
         return;
     }
-    gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
-}
-
-/* The create fields of a fork: the source's own (template, limits, env, network, ...), then
- * what the request says. */
-static json_t *fork_body(const struct gbx_live *l, json_t *req_body)
-{
-    json_t *b = json_loads(l->spec_text ? l->spec_text : "{}", 0, NULL);
-    if (!json_is_object(b)) {
-        json_decref(b);
-        b = json_object();
-    }
-    static const char *const drop[] = {"id", "idempotency_key", "snapshot", "metadata"};
-    for (size_t i = 0; i < GBX_ARRAY_SIZE(drop); i++)
-        json_object_del(b, drop[i]);
-    json_t *net = json_object_get(l->attrs, "network"); /* the policy as changed live */
-    if (net)
-        json_object_set(b, "network", net);
-    json_object_update(b, req_body);
-    return b;
-}
-
-int gbx_snapshots_sandbox_route(struct gbx_snapshots *ss, const struct gbx_actor *who,
-                                struct evhttp_request *req, struct gbx_live *l, const char *sub)
-{
-    enum evhttp_cmd_type m = evhttp_request_get_command(req);
-    if (strcmp(sub, "/snapshots") == 0) {
-        if (m == EVHTTP_REQ_GET) {
-            reply_list(ss, who, req, l->sb->id);
-            return 1;
-        }
-        if (m != EVHTTP_REQ_POST) {
-            gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID,
-                                        "method not allowed (allowed: GET, POST)");
-            return 1;
-        }
-        json_t *body = gbx_http_body_object(req);
-        if (body == NULL)
-            return 1;
-        json_t *name = json_object_get(body, "name");
-        static const char *const fields[] = {"name", NULL};
-        if (gbx_http_only_fields(req, body, fields, "name") < 0) {
-            json_decref(body);
-            return 1;
-        }
-        if (name && (!json_is_string(name) || gbx_name_valid(json_string_value(name)) < 0 ||
-                     strncmp(json_string_value(name), "sn-", 3) == 0)) {
-            gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                 "'name' must be 1-63 of [a-z0-9-], not starting with 'sn-'");
-            json_decref(body);
-            return 1;
-        }
-        gbx_snapshots_take(ss, who, req, l, name ? json_string_value(name) : NULL, "snapshot",
-                           taken_native, ss);
-        json_decref(body);
-        return 1;
-    }
-    if (strcmp(sub, "/fork") == 0) {
-        if (m != EVHTTP_REQ_POST) {
-            gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID,
-                                        "method not allowed (allowed: POST)");
-            return 1;
-        }
-        json_t *body = gbx_http_body_object(req);
-        int count;
-        if (body == NULL)
-            return 1;
-        if (parse_count(req, body, &count) == 0) {
-            struct fork_req *f = gbx_xcalloc(1, sizeof(*f));
-            f->ss = ss;
-            f->who = *who;
-            f->body = fork_body(l, body);
-            f->count = count;
-            gbx_snapshots_take(ss, who, req, l, NULL, "fork", taken_fork, f);
-        }
-        json_decref(body);
-        return 1;
-    }
-    if (strcmp(sub, "/rollback") == 0) {
-        if (m != EVHTTP_REQ_POST) {
-            gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID,
-                                        "method not allowed (allowed: POST)");
-            return 1;
-        }
-        json_t *body = gbx_http_body_object(req);
-        if (body == NULL)
-            return 1;
-        json_t *ref = json_object_get(body, "snapshot");
-        if (!json_is_string(ref) || json_object_size(body) != 1) {
-            gbx_http_reply_error(req, GBX_ERR_INVALID, "expected {\"snapshot\": id or name}");
-            json_decref(body);
-            return 1;
-        }
-        struct gbx_err *err = NULL;
-        if (l->busy)
-            gbx_http_reply_error(req, GBX_ERR_CONFLICT, "sandbox '%s' is busy with a snapshot",
-                                 l->sb->id);
-        else if (gbx_sandboxes_rebuild(ss->s, who, l, json_string_value(ref), &err) < 0)
-            gbx_http_reply_err(req, err);
-        else
-            gbx_http_reply_json(req, 200, gbx_sandboxes_json(l));
+    struct mk_tmpl *m = gbx_xcalloc(1, sizeof(*m));
+    m->ss = ss;
+    m->who = *who;
+    m->done = done;
+    m->arg = arg;
+    gbx_autofree char *base = NULL;
+    if (gbx_sandboxes_layers(ss->s, who, p->tmpl, p->id, &m->layers, &m->t.nlayers, &base, &err) <
+        0) {
+        done(arg, NULL, err);
         gbx_err_free(err);
-        json_decref(body);
-        return 1;
+        free(m);
+        return;
     }
-    return 0;
+    m->t.name = gbx_xstrdup(name);
+    m->t.base = gbx_xstrdup(base);
+    m->t.source = gbx_asprintf("snapshot:%s", p->id);
+    m->state_dir = gbx_xstrdup(gbx_server_runtime(ss->s)->state_dir);
+    if (gbx_offload_submit(gbx_server_offload(ss->s), mk_tmpl_work, mk_tmpl_done, m) < 0) {
+        gbx_err_set(&m->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
+        mk_tmpl_done(m);
+    }
 }

@@ -1,16 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Filesystem snapshots of sandboxes: take (the sandbox frozen while its changes are copied
  * out), list, delete (in the background, once nothing stacks on it), clone N sandboxes from
- * one, fork a live sandbox, roll a sandbox back. docs/snapshots.md.
- *
- *   GET    /v1/snapshots[?sandbox=&kind=]         list
- *   GET    /v1/snapshots/{id|name}                one
- *   DELETE /v1/snapshots/{id|name}                204, or 202 while sandboxes stack on it
- *   POST   /v1/snapshots/{id|name}/clone          {count, ...create fields} -> 201 sandboxes
- *   POST   /v1/sandboxes/{id}/snapshots           {name?} -> 201 snapshot
- *   GET    /v1/sandboxes/{id}/snapshots           its snapshots
- *   POST   /v1/sandboxes/{id}/fork                {count, ...} -> 201 snapshot + sandboxes
- *   POST   /v1/sandboxes/{id}/rollback            {snapshot} -> 200 sandbox
+ * one, fork a live sandbox, roll a sandbox back, make a template of one. docs/snapshots.md;
+ * the routes are api/snapshots_api.c.
  *
  * A snapshot is the sandbox's overlay upper, copied (uids shifted to the sandbox's view)
  * into <state>/snapshots/<id>/layer, and stacked on its parent: a sandbox created from a
@@ -26,7 +18,8 @@
 #include "core/actor.h"
 #include "base/err.h"
 
-struct evhttp_request;
+#include <jansson.h>
+
 struct gbx_server;
 struct gbx_live;
 struct gbx_snapshots;
@@ -34,14 +27,6 @@ struct gbx_snapshots;
 int gbx_snapshots_new(struct gbx_server *s, struct gbx_snapshots **out,
                       struct gbx_err **err) GBX_WUR;
 void gbx_snapshots_free(struct gbx_snapshots *ss);
-
-/* /v1/snapshots... */
-void gbx_snapshots_route(struct gbx_snapshots *ss, const struct gbx_actor *who,
-                         struct evhttp_request *req, const char *path);
-/* /v1/sandboxes/{id}/snapshots|fork|rollback (sub: "/snapshots", ...). Returns 0 when sub is
- * not one of them (nothing answered). */
-int gbx_snapshots_sandbox_route(struct gbx_snapshots *ss, const struct gbx_actor *who,
-                                struct evhttp_request *req, struct gbx_live *l, const char *sub);
 
 /* The layers a sandbox created from snapshot ref (id or name, visible to who)
  * stacks on its template, top first: *layers is a malloc'd array of malloc'd paths (free
@@ -52,13 +37,32 @@ int gbx_snapshots_layers(struct gbx_snapshots *ss, const struct gbx_actor *who, 
 void gbx_snapshots_layers_free(char **layers, size_t n);
 
 /* Snapshot sandbox l (frozen while what it changed is copied out, off the loop), then call
- * done on the loop with the new snapshot's id, or with the error. req (may be NULL) is
- * handed back to done, or NULL if its client went away meanwhile. */
-typedef void (*gbx_snapshot_taken_fn)(void *arg, struct evhttp_request *req, const char *id,
-                                      const struct gbx_err *err);
-void gbx_snapshots_take(struct gbx_snapshots *ss, const struct gbx_actor *who,
-                        struct evhttp_request *req, struct gbx_live *l, const char *name,
-                        const char *kind, gbx_snapshot_taken_fn done, void *arg);
+ * done on the loop with the new snapshot's id, or with the error (once its audit record is
+ * durable: an answer that says it was made is true). */
+typedef void (*gbx_snapshot_taken_fn)(void *arg, const char *id, const struct gbx_err *err);
+void gbx_snapshots_take(struct gbx_snapshots *ss, const struct gbx_actor *who, struct gbx_live *l,
+                        const char *name, const char *kind, gbx_snapshot_taken_fn done, void *arg);
+/* A snapshot as the native API shows it, by id whoever owns it (NULL when it is gone), or by
+ * id or name as who sees it. New references. */
+json_t *gbx_snapshots_json(struct gbx_snapshots *ss, const char *id);
+json_t *gbx_snapshots_json_of(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                              const char *ref);
+/* The ready snapshots who sees, of sandbox and of kind (NULL: any), as a JSON array. */
+json_t *gbx_snapshots_list_json(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                                const char *sandbox, const char *kind);
+/* Does a live sandbox or another snapshot stack on snapshot id? */
+int gbx_snapshots_in_use(struct gbx_snapshots *ss, const char *id);
+/* A template named name of snapshot ref's files (its layers copied, on the template the
+ * snapshot is of), made off the loop and audited as who; done gets what was made, or err. */
+struct gbx_snapshot_template {
+    char *name, *base, *source;
+    size_t nlayers;
+};
+typedef void (*gbx_snapshot_template_fn)(void *arg, const struct gbx_snapshot_template *t,
+                                         const struct gbx_err *err);
+void gbx_snapshots_make_template(struct gbx_snapshots *ss, const struct gbx_actor *who,
+                                 const char *ref, const char *name, gbx_snapshot_template_fn done,
+                                 void *arg);
 /* A snapshot visible to who by id or name (id NULL when none); valid until the
  * next call into the registry. */
 struct gbx_snapshot_ref {

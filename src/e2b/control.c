@@ -369,10 +369,17 @@ static json_t *snapshot_e2b(const char *id, const char *name)
     return json_pack("{s:s,s:[s]}", "snapshotID", sid, "names", sid);
 }
 
-static void snapshot_taken(void *arg, struct evhttp_request *req, const char *id,
-                           const struct gbx_err *err)
+struct e2b_snapshot {
+    struct gbx_server *s;
+    struct gbx_http_later *later;
+};
+
+static void snapshot_taken(void *arg, const char *id, const struct gbx_err *err)
 {
-    struct gbx_server *s = arg;
+    struct e2b_snapshot *es = arg;
+    struct gbx_server *s = es->s;
+    struct evhttp_request *req = gbx_http_later_take(es->later);
+    free(es);
     if (req == NULL)
         return;
     if (err)
@@ -408,8 +415,11 @@ static void handle_snapshot(struct gbx_server *s, const struct gbx_actor *who,
         }
     }
     json_decref(body);
-    gbx_snapshots_take(gbx_server_snapshots(s), who, req, l, nbuf[0] ? nbuf : NULL, "snapshot",
-                       snapshot_taken, s);
+    struct e2b_snapshot *es = gbx_xcalloc(1, sizeof(*es));
+    es->s = s;
+    es->later = gbx_http_later_new(req);
+    gbx_snapshots_take(gbx_server_snapshots(s), who, l, nbuf[0] ? nbuf : NULL, "snapshot",
+                       snapshot_taken, es);
 }
 
 struct list_snaps {
@@ -464,12 +474,13 @@ struct e2b_fork {
     json_int_t timeout;
     int count;
     char *tmpl; /* the source's template name as its client said it */
+    struct gbx_http_later *later;
 };
 
-static void fork_taken(void *arg, struct evhttp_request *req, const char *id,
-                       const struct gbx_err *err)
+static void fork_taken(void *arg, const char *id, const struct gbx_err *err)
 {
     struct e2b_fork *f = arg;
+    struct evhttp_request *req = gbx_http_later_take(f->later);
     if (req && err) {
         reply_gbx_err(req, err);
     } else if (req) {
@@ -523,7 +534,8 @@ static void handle_fork(struct gbx_server *s, const struct gbx_actor *who,
     f->count = c ? (int)json_integer_value(c) : 1;
     f->tmpl = gbx_xstrdup(client_template(l));
     json_decref(body);
-    gbx_snapshots_take(gbx_server_snapshots(s), who, req, l, NULL, "fork", fork_taken, f);
+    f->later = gbx_http_later_new(req);
+    gbx_snapshots_take(gbx_server_snapshots(s), who, l, NULL, "fork", fork_taken, f);
 }
 
 static void e2b_created_ready(void *arg, struct gbx_live *l, const struct gbx_err *err)
@@ -677,12 +689,13 @@ struct woken {
     struct gbx_actor who;
     int has_timeout;
     json_int_t timeout;
+    struct gbx_http_later *later;
 };
 
-static void connect_woken(void *arg, struct evhttp_request *req, struct gbx_live *l,
-                          const struct gbx_err *err)
+static void connect_woken(void *arg, struct gbx_live *l, const struct gbx_err *err)
 {
     struct woken *w = arg;
+    struct evhttp_request *req = gbx_http_later_take(w->later);
     if (req && err)
         reply_gbx_err(req, err);
     else if (req)
@@ -710,8 +723,12 @@ static void handle_connect(struct gbx_server *s, const struct gbx_actor *who,
     }
     if (l->hibernated) {
         struct woken *w = gbx_xcalloc(1, sizeof(*w));
-        *w = (struct woken){.s = s, .who = *who, .has_timeout = has_timeout, .timeout = timeout};
-        return gbx_hibernate_wake(s, who, req, l, connect_woken, w);
+        *w = (struct woken){.s = s,
+                            .who = *who,
+                            .has_timeout = has_timeout,
+                            .timeout = timeout,
+                            .later = gbx_http_later_new(req)};
+        return gbx_hibernate_wake(s, who, l, connect_woken, w);
     }
     int status = 200;
     if (l->paused) {
@@ -763,10 +780,9 @@ static void handle_timeout(struct gbx_server *s, const struct gbx_actor *who,
     reply_none(req);
 }
 
-static void paused_reply(void *arg, struct evhttp_request *req, struct gbx_live *l,
-                         const struct gbx_err *err)
+static void paused_reply(void *arg, struct gbx_live *l, const struct gbx_err *err)
 {
-    (void)arg;
+    struct evhttp_request *req = gbx_http_later_take(arg);
     (void)l;
     if (req && err)
         reply_gbx_err(req, err);
@@ -789,7 +805,7 @@ static void handle_pause(struct gbx_server *s, const struct gbx_actor *who,
         return gbx_e2b_error(req, 409, "sandbox '%s' is already paused", l->sb->id);
     gbx_autoerr struct gbx_err *err = NULL;
     if (keep_memory) /* frozen in place when CRIU cannot do it here */
-        return gbx_hibernate_or_pause(s, who, req, l, paused_reply, NULL);
+        return gbx_hibernate_or_pause(s, who, l, paused_reply, gbx_http_later_new(req));
     if (gbx_sandboxes_pause(s, who, l, 1, &err) < 0)
         return reply_gbx_err(req, err);
     reply_none(req);

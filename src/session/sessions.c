@@ -316,10 +316,8 @@ static void after_restore(struct gbx_call *c, int ok)
     gbx_session_tool_start(c);
 }
 
-static void woken(void *arg, struct evhttp_request *req, struct gbx_live *l,
-                  const struct gbx_err *err)
+static void woken(void *arg, struct gbx_live *l, const struct gbx_err *err)
 {
-    (void)req;
     (void)l;
     struct gbx_call *c = arg;
     if (err) {
@@ -379,7 +377,7 @@ static void run_next(struct gbx_session *ses)
     }
     struct gbx_live *l = live_of(ses);
     if (l->hibernated) /* a call wakes its sandbox: its processes and memory come back */
-        return gbx_hibernate_wake(ses->all->srv, &ses->as, NULL, l, woken, c);
+        return gbx_hibernate_wake(ses->all->srv, &ses->as, l, woken, c);
     if (l->paused) { /* and thaws a paused one: a tool on a frozen sandbox would hang */
         gbx_autoerr struct gbx_err *e3 = NULL;
         if (gbx_sandboxes_pause(ses->all->srv, &ses->as, l, 0, &e3) < 0) {
@@ -565,7 +563,8 @@ static void created_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_
     int ok = ses && h && h->type == GBX_MSG_OK;
     if (ses && ok && req) { /* answered once the record is durable (api/audit.c) */
         gbx_http_reply_recorded(m->all->srv, ses->as.name, "session.create", ses->sandbox_id,
-                               json_pack("{s:s}", "session", ses->id), req, 201, session_json(ses));
+                                json_pack("{s:s}", "session", ses->id), req, 201,
+                                session_json(ses));
         return create_ctx_free(m);
     }
     if (ses)
@@ -735,7 +734,8 @@ static int delete_session(struct gbx_sessions *all, const struct gbx_actor *who,
     json_t *detail = why ? json_pack("{s:s,s:s}", "session", ses->id, "reason", why)
                          : json_pack("{s:s}", "session", ses->id);
     if (req)
-        gbx_http_reply_recorded(all->srv, who->name, "session.delete", NULL, detail, req, 204, NULL);
+        gbx_http_reply_recorded(all->srv, who->name, "session.delete", NULL, detail, req, 204,
+                                NULL);
     else
         gbx_server_audit(all->srv, who, "session.delete", NULL, detail);
     session_unlink(ses);

@@ -549,7 +549,7 @@ NOT_ROUTES = {
 # named here (api/server.c, http/reqmetrics.c, e2b/e2b.c) may match any row.
 SCOPES = {
     "session/sessions.c": r"^native /v1/sessions",
-    "core/snapshots.c": r"^(native|admin) /v1/(snapshots|sandboxes/[^/]+/(snapshots|fork|rollback))",
+    "api/snapshots_api.c": r"^(native|admin) /v1/(snapshots|sandboxes/[^/]+/(snapshots|fork|rollback))",
     "api/templates_api.c": r"^(native|admin) /v1/templates",
     "api/artifacts_api.c": r"^native /v1/(artifacts|sandboxes/[^/]+/artifacts)",
     "api/egress_api.c": r"^(native|admin) /v1/(egress|secrets|sandboxes/[^/]+/(network|egress))",
