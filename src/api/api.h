@@ -12,6 +12,9 @@ struct gbx_server;
 
 /* Answer req as who: every native route (sandboxes_api.c). */
 void gbx_api_route(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req);
+/* gc_api.c: /v1/gc */
+struct gbx_gc;
+void gbx_api_gc(struct gbx_gc *gc, const struct gbx_actor *who, struct evhttp_request *req);
 /* metrics.c: GET /metrics, and the body of GET /healthz */
 void gbx_srv_handle_metrics(struct gbx_server *s, const struct gbx_actor *who,
                             struct evhttp_request *req);

@@ -2,14 +2,12 @@
 /* What /healthz and /metrics say. */
 #include "base/clock.h"
 #include "core/server.h"
-#include "api/artifacts_api.h"
 #include "api/egress_api.h"
 #include "session/sessions.h"
 #include "core/snapshots.h"
 #include "core/gc.h"
 #include "core/hibernate.h"
 #include "core/boot.h"
-#include "api/templates_api.h"
 #include "egress/egress.h"
 
 #include <dirent.h>
@@ -39,7 +37,7 @@
 
 #include "agent/client.h"
 #include "egress/netns.h"
-#include "api/exec.h"
+#include "http/exec.h"
 #include "api/files.h"
 #include "api/procs.h"
 #include "http/reqmetrics.h"

@@ -25,7 +25,7 @@
 
 #include "agent/frame.h"
 #include "agent/aconn.h"
-#include "api/exec.h"
+#include "http/exec.h"
 #include "http/http.h"
 #include "http/recorded.h"
 #include "core/server.h"
@@ -359,7 +359,7 @@ static void do_stdin(struct gbx_server *srv, const struct gbx_actor *who, struct
         return;
     c->kind = "process.stdin";
     c->detail = json_pack("{s:i,s:i}", "process", (json_int_t)proc, "bytes", (json_int_t)total);
-    gbx_api_exec_stdin_bytes(sb->id, proc, total);
+    gbx_exec_stdin_bytes(sb->id, proc, total);
     /* an empty body still asks the agent, so a process without stdin is reported */
     do {
         size_t n = evbuffer_get_length(in);
@@ -441,7 +441,7 @@ void gbx_api_procs(struct gbx_server *srv, const struct gbx_actor *who, struct e
             return method_not_allowed(req, routes[i].get ? "GET" : "POST");
         uint32_t h = (uint32_t)proc;
         if (i == 1)
-            return gbx_api_exec_attach(srv, who, base, req, sb, h);
+            return gbx_exec_attach(srv, who, base, req, sb, h);
         switch (routes[i].op) {
         case OP_SIGNAL:
             return do_signal(srv, who, base, req, sb, h);

@@ -25,7 +25,8 @@
 #include "api/api.h"
 #include "api/artifacts_api.h"
 #include "api/egress_api.h"
-#include "api/exec.h"
+#include "api/exec_api.h"
+#include "http/exec.h"
 #include "api/files.h"
 #include "api/procs.h"
 #include "api/snapshots_api.h"
@@ -458,7 +459,7 @@ void gbx_api_route(struct gbx_server *s, const struct gbx_actor *who, struct evh
     if (strcmp(path, "/v1/sessions") == 0 || strncmp(path, "/v1/sessions/", 13) == 0)
         return gbx_sessions_route(s->sessions, who, req, path);
     if (strcmp(path, "/v1/gc") == 0)
-        return gbx_gc_route(s->gc, who, req);
+        return gbx_api_gc(s->gc, who, req);
     if (strcmp(path, "/v1/snapshots") == 0 || strncmp(path, "/v1/snapshots/", 14) == 0)
         return gbx_api_snapshots(s, who, req, path);
     if (strcmp(path, "/v1/templates") == 0 || strncmp(path, "/v1/templates/", 14) == 0)

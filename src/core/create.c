@@ -8,7 +8,7 @@
 #include "core/gc.h"
 #include "core/hibernate.h"
 #include "core/boot.h"
-#include "api/templates_api.h"
+#include "core/templates.h"
 #include "egress/egress.h"
 
 #include <dirent.h>

@@ -7,13 +7,11 @@
 
 #include <errno.h>
 #include <event2/event.h>
-#include <event2/http.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/artifacts_api.h"
-#include "http/http.h"
+#include "core/artifacts.h"
 #include "core/sandboxes.h"
 #include "core/server.h"
 #include "session/sessions.h"
@@ -237,31 +235,16 @@ static json_t *policy_json(const struct gbx_gc_policy *p)
                      "stopped", d, "interval_ms", (json_int_t)p->interval_ms);
 }
 
-void gbx_gc_route(struct gbx_gc *gc, const struct gbx_actor *who, struct evhttp_request *req)
+json_t *gbx_gc_status(const struct gbx_gc *gc)
 {
-    enum evhttp_cmd_type m = evhttp_request_get_command(req);
-    if (!who->admin)
-        return gbx_http_reply_error(req, GBX_ERR_PERMISSION,
-                                    "retention is the admin's (the unix socket)");
-    if (m == EVHTTP_REQ_GET) {
-        json_t *j = json_pack("{s:o}", "policy", policy_json(&gc->pol));
-        json_object_set_new(j, "last_run", gc->last ? json_incref(gc->last) : json_null());
-        return gbx_http_reply_json(req, 200, j);
-    }
-    if (m != EVHTTP_REQ_POST)
-        return gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID,
-                                           "method not allowed (allowed: GET, POST)");
-    json_t *body = gbx_http_body_object(req);
-    if (body == NULL)
-        return;
-    json_t *dry = json_object_get(body, "dry_run");
-    if (json_object_size(body) > (dry ? 1u : 0u) || (dry && !json_is_boolean(dry))) {
-        json_decref(body);
-        return gbx_http_reply_error(req, GBX_ERR_INVALID, "expected {\"dry_run\": true|false}");
-    }
-    int dry_run = dry && json_is_true(dry);
-    json_decref(body);
+    json_t *j = json_pack("{s:o}", "policy", policy_json(&gc->pol));
+    json_object_set_new(j, "last_run", gc->last ? json_incref(gc->last) : json_null());
+    return j;
+}
+
+json_t *gbx_gc_run_report(struct gbx_gc *gc, int dry_run)
+{
     json_t *report = gbx_gc_run(gc, dry_run);
     json_object_set_new(report, "policy", policy_json(&gc->pol));
-    gbx_http_reply_json(req, 200, report);
+    return report;
 }

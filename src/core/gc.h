@@ -17,7 +17,6 @@
 #include "base/retention.h"
 
 struct event_base;
-struct evhttp_request;
 struct gbx_server;
 struct gbx_gc;
 
@@ -31,6 +30,9 @@ int gbx_gc_new(struct gbx_server *s, struct event_base *base, const struct gbx_g
 void gbx_gc_free(struct gbx_gc *gc);
 /* One pass: the report {dry_run, removed: [{kind, id, rule, bytes, age_s}], bytes, failed, at}. */
 json_t *gbx_gc_run(struct gbx_gc *gc, int dry_run);
-void gbx_gc_route(struct gbx_gc *gc, const struct gbx_actor *who, struct evhttp_request *req);
+/* GET /v1/gc's answer: the policy and the last pass's report (or null). New reference. */
+json_t *gbx_gc_status(const struct gbx_gc *gc);
+/* One pass, its report with the policy (POST /v1/gc's answer). */
+json_t *gbx_gc_run_report(struct gbx_gc *gc, int dry_run);
 
 #endif

@@ -13,7 +13,7 @@
 
 #include "core/server_int.h"
 #include "session/sessions.h"
-#include "api/templates_api.h"
+#include "core/templates.h"
 #include "core/snapshots.h"
 #include "base/log.h"
 #include "base/mem.h"

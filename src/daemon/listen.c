@@ -21,14 +21,14 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "api/exec.h"
+#include "http/exec.h"
 #include "api/files.h"
-#include "api/templates_api.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
 #include "core/actor.h"
 #include "core/server.h"
+#include "core/templates.h"
 #include "e2b/e2b.h"
 #include "http/gate.h"
 #include "http/http.h"
@@ -176,8 +176,8 @@ static struct evhttp *new_http(struct gbx_listeners *s, const struct gbx_listen_
 }
 
 /* The HTTP gate of a listener (gate.c): timeouts for both, caps and credentials on TCP. */
-static void gate_http(struct gbx_listeners *s, const struct gbx_listen_config *cfg, struct evhttp *h,
-                      int tcp)
+static void gate_http(struct gbx_listeners *s, const struct gbx_listen_config *cfg,
+                      struct evhttp *h, int tcp)
 {
     struct gbx_gate **g = tcp ? &s->gate_tcp : &s->gate_admin;
     if (*g == NULL)
@@ -215,7 +215,6 @@ static int listen_tcp(struct gbx_listeners *s, const struct gbx_listen_config *c
     return 0;
 }
 
-
 int gbx_listen_start(struct gbx_server *s, const struct gbx_listen_config *cfg,
                      struct gbx_listeners **out, struct gbx_err **err)
 {
@@ -245,9 +244,9 @@ int gbx_listen_drain(struct gbx_listeners *n)
         evhttp_del_accept_socket(n->http_tcp, n->tcp_bound);
         n->tcp_bound = NULL;
     }
-    size_t k = gbx_api_exec_drain(why) + gbx_api_files_drain(why) + gbx_e2b_interp_shutdown() +
+    size_t k = gbx_exec_drain(why) + gbx_api_files_drain(why) + gbx_e2b_interp_shutdown() +
                gbx_e2b_fs_drain(why) + gbx_sessions_drain(gbx_server_sessions(n->s)) +
-               gbx_api_templates_drain(why);
+               gbx_templates_drain(why);
     if (k)
         gbx_log_info("ended %zu open streams", k);
     return k > 0;
@@ -257,7 +256,7 @@ void gbx_listen_stop(struct gbx_listeners *n)
 {
     if (n == NULL)
         return;
-    gbx_api_templates_shutdown(); /* builds are cancelled before the worker threads join */
+    gbx_templates_shutdown(); /* builds are cancelled before the worker threads join */
     if (n->http) {
         evhttp_free(n->http);
         n->http = NULL;
@@ -271,7 +270,7 @@ void gbx_listen_stop(struct gbx_listeners *n)
         n->unix_listener = NULL;
     }
     n->unix_bound = n->tcp_bound = NULL; /* freed with their servers */
-    gbx_api_exec_shutdown(); /* streams kept only to enforce a timeout after their client left */
+    gbx_exec_shutdown(); /* streams kept only to enforce a timeout after their client left */
     gbx_e2b_interp_shutdown();
     (void)unlink(n->sock_path);
 }

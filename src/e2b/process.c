@@ -30,7 +30,7 @@
 #include "agent/frame.h"
 #include "agent/aconn.h"
 #include "e2b/connect.h"
-#include "api/exec.h"
+#include "http/exec.h"
 #include "http/http.h"
 #include "core/sandboxes.h"
 #include "core/server.h"
@@ -395,7 +395,7 @@ static void do_start(struct gbx_server *s, const struct gbx_actor *who, struct e
         .pty = o.pty,
         .keep_reading = 1,
     };
-    gbx_api_exec_spawn(s, who, base, req, l->sb, &so, build_spawn, &o);
+    gbx_exec_spawn(s, who, base, req, l->sb, &so, build_spawn, &o);
     json_decref(o.argv);
     json_decref(o.env);
 }
@@ -569,7 +569,7 @@ static void call_act(struct call *c, const struct procinfo *pi)
         /* in frames of at most GBX_FRAME_CHUNK bytes, all queued at once (the body is bounded
          * by the server's body limit); an empty input still asks the agent */
         size_t off = 0;
-        gbx_api_exec_stdin_bytes(c->sandbox, c->proc, c->len);
+        gbx_exec_stdin_bytes(c->sandbox, c->proc, c->len);
         do {
             size_t n = c->len - off < GBX_FRAME_CHUNK ? c->len - off : GBX_FRAME_CHUNK;
             m = gbx_aconn_begin(c->agent, GBX_MSG_STDIN);
@@ -753,7 +753,7 @@ static void do_connect(struct gbx_server *s, const struct gbx_actor *who, struct
         .keepalive_ms = keepalive_ms(req),
         .keep_reading = 1,
     };
-    gbx_api_exec_attach_ops(s, who, base, req, l->sb, &so, pid);
+    gbx_exec_attach_ops(s, who, base, req, l->sb, &so, pid);
 }
 
 /* ---- routing ------------------------------------------------------------------------------ */

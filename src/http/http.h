@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "base/jsontext.h" /* gbx_json_text, for the handlers that use it */
 
 struct evbuffer;
 struct evhttp_request;
@@ -25,9 +26,6 @@ void gbx_http_reply_err(struct evhttp_request *req, const struct gbx_err *err);
 /* The same with an explicit status (413, 416, ...) for cases the kind does not say. */
 void gbx_http_reply_error_status(struct evhttp_request *req, int status, enum gbx_err_kind kind,
                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* A JSON string of s, which may come from a sandbox (file names, link targets, users): bytes
- * that are not UTF-8 become U+FFFD, so the value always exists. */
-json_t *gbx_json_text(const char *s);
 /* Send one chunk of a streamed reply (b is copied out) with backpressure: when the client's
  * connection then holds more than cap bytes and *paused is clear, set *paused, pause the
  * agent connection ac (may be NULL) and have drained(conn, arg) called once everything is

@@ -555,7 +555,7 @@ SCOPES = {
     "api/egress_api.c": r"^(native|admin) /v1/(egress|secrets|sandboxes/[^/]+/(network|egress))",
     "api/files.c": r"^native /v1/sandboxes/[^/]+/files",
     "api/procs.c": r"^native /v1/sandboxes/[^/]+/processes",
-    "core/gc.c": r"^admin /v1/gc",
+    "api/gc_api.c": r"^admin /v1/gc",
     "e2b/control.c": r"^e2b ",
     "e2b/process.c": r"^envd /process\.Process/",
     "e2b/fs.c": r"^envd /filesystem\.Filesystem/",

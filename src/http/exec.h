@@ -2,8 +2,8 @@
 /* POST /v1/sandboxes/{id}/exec: start a process and stream its events (NDJSON or SSE), or
  * run it and reply with its output once it exited ("wait"). Also the attach stream of
  * GET /v1/sandboxes/{id}/processes/{proc}/stream. */
-#ifndef GBX_API_EXEC_H
-#define GBX_API_EXEC_H
+#ifndef GBX_HTTP_EXEC_H
+#define GBX_HTTP_EXEC_H
 
 #include <jansson.h>
 #include <stddef.h>
@@ -19,30 +19,36 @@ struct gbx_msg;
 struct gbx_sandbox;
 struct gbx_server;
 
-/* Handle the request for sandbox sb, whose processes start with sandbox_env ({"K": "V"} set
- * at create, or NULL; the request's env goes on top; borrowed); exec.start and exec.end (or
- * exec.detach, when the client leaves first) are audited through srv. Each stream has its own
- * connection to the sandbox's agent, so a slow client holds back only its own process (see exec.c).
- */
-void gbx_api_exec(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
-                  struct evhttp_request *req, struct gbx_sandbox *sb, json_t *sandbox_env);
+/* The native API's exec stream (api/exec_api.c parsed and checked the request): NDJSON, or
+ * SSE when the client asks with Accept; with wait, one JSON object once the process has
+ * exited, its output captured up to max_output bytes per stream. build fills the SPAWN
+ * request; what (stolen) is the exec.start record's detail. */
+struct gbx_exec_native_opts {
+    int wait;
+    uint64_t timeout_ms; /* 0: none */
+    size_t max_output;   /* wait: bytes kept per stream */
+    json_t *what;
+};
+void gbx_exec_native(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
+                     struct evhttp_request *req, struct gbx_sandbox *sb,
+                     const struct gbx_exec_native_opts *o,
+                     void (*build)(struct gbx_msg *m, void *arg), void *arg);
 
 /* Attach to the running process proc of sb and stream its events from here on. This is a
  * takeover: the stream that had the process's output ends with a "detached" event.
  * An unknown or finished process is a 404. Audited as process.attach. */
-void gbx_api_exec_attach(struct gbx_server *srv, const struct gbx_actor *who,
-                         struct event_base *base, struct evhttp_request *req,
-                         struct gbx_sandbox *sb, uint32_t proc);
+void gbx_exec_attach(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
+                     struct evhttp_request *req, struct gbx_sandbox *sb, uint32_t proc);
 
 /* Let go of every stream still open, those kept only to enforce a timeout after their
  * client left included (those timeouts are then not enforced). For the daemon's shutdown,
  * after its HTTP servers were freed, before the event base is. */
-void gbx_api_exec_shutdown(void);
+void gbx_exec_shutdown(void);
 /* n bytes were written to process proc's stdin (for its exec.end audit record). */
-void gbx_api_exec_stdin_bytes(const char *sandbox, uint32_t proc, size_t n);
+void gbx_exec_stdin_bytes(const char *sandbox, uint32_t proc, size_t n);
 /* The daemon is stopping: end every stream cleanly with an error event saying why (and the
  * process handle to attach to later); requests still waiting get a 503. */
-size_t gbx_api_exec_drain(const char *why);
+size_t gbx_exec_drain(const char *why);
 
 /* ---- the same streams for another front end (E2B's process.Process, e2b/process.c) ---------- */
 
@@ -81,19 +87,19 @@ struct gbx_exec_stream_opts {
 };
 
 /* Spawn a process and stream its events through o->ops; build fills the SPAWN request
- * (ARGV, ENV, ...) on the stream's own agent connection. Audited like gbx_api_exec. */
-void gbx_api_exec_spawn(struct gbx_server *srv, const struct gbx_actor *who,
-                        struct event_base *base, struct evhttp_request *req, struct gbx_sandbox *sb,
-                        const struct gbx_exec_stream_opts *o,
-                        void (*build)(struct gbx_msg *m, void *arg), void *arg);
+ * (ARGV, ENV, ...) on the stream's own agent connection. Audited like the native exec. */
+void gbx_exec_spawn(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
+                    struct evhttp_request *req, struct gbx_sandbox *sb,
+                    const struct gbx_exec_stream_opts *o,
+                    void (*build)(struct gbx_msg *m, void *arg), void *arg);
 /* Attach to the process whose pid in the sandbox is pid (found with the agent's PS on the
  * stream's own connection; o->pty is taken from there) and stream its events through o->ops.
  * When another ops stream already reads the process (its client there or gone, with
  * keep_reading), follow it along: both get the events from here on, the slower client holds
- * both back. Else a takeover, as gbx_api_exec_attach. An unknown pid fails with ESRCH. */
-void gbx_api_exec_attach_ops(struct gbx_server *srv, const struct gbx_actor *who,
-                             struct event_base *base, struct evhttp_request *req,
-                             struct gbx_sandbox *sb, const struct gbx_exec_stream_opts *o,
-                             uint32_t pid);
+ * both back. Else a takeover, as gbx_exec_attach. An unknown pid fails with ESRCH. */
+void gbx_exec_attach_ops(struct gbx_server *srv, const struct gbx_actor *who,
+                         struct event_base *base, struct evhttp_request *req,
+                         struct gbx_sandbox *sb, const struct gbx_exec_stream_opts *o,
+                         uint32_t pid);
 
 #endif
