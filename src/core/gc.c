@@ -14,7 +14,6 @@
 #include "core/artifacts.h"
 #include "core/sandboxes.h"
 #include "core/server.h"
-#include "session/sessions.h"
 #include "core/snapshots.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -92,7 +91,7 @@ static int remove_one(struct gbx_gc *gc, const char *kind, const char *id, const
     } else if (strcmp(kind, "artifact") == 0) {
         r = gbx_artifacts_delete(s, id, &err);
     } else if (strcmp(kind, "session") == 0) {
-        r = gbx_sessions_delete(gbx_server_sessions(s), id, "retention");
+        r = gbx_server_sessions_delete(s, id, "retention");
     } else {
         struct gbx_live *l = gbx_sandboxes_find_any(s, id);
         if (l == NULL || !l->paused || l->busy)
@@ -124,7 +123,7 @@ json_t *gbx_gc_run(struct gbx_gc *gc, int dry_run)
         gbx_log_warn("retention: artifacts: %s", err->msg);
         gbx_err_free(err);
     }
-    gbx_sessions_each_info(gbx_server_sessions(s), add_session, &b[2]);
+    gbx_server_sessions_each(s, add_session, &b[2]);
     gbx_sandboxes_each_any(s, add_stopped, &b[3]);
 
     json_t *list = json_array();

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "core/server_int.h"
-#include "session/sessions.h"
 #include "core/templates.h"
 #include "core/snapshots.h"
 #include "base/log.h"
@@ -99,7 +98,7 @@ int gbx_sandboxes_quota_admit(struct gbx_server *s, const struct gbx_actor *who,
     if (add->snapshots)
         use.snapshots = gbx_snapshots_count(s->snapshots, who->owner);
     if (add->sessions)
-        use.sessions = gbx_sessions_count(s->sessions, who->owner);
+        use.sessions = gbx_server_sessions_count(s, who->owner);
     if (add->templates)
         use.templates = gbx_templates_count(s, who->owner);
     if (add->artifacts || add->artifact_bytes) {

@@ -4,7 +4,6 @@
  * stop. Creating a sandbox and the warm pool are create.c; adoption and the reaper adopt.c. */
 #include "base/clock.h"
 #include "core/server.h"
-#include "session/sessions.h"
 #include "core/snapshots.h"
 #include "core/gc.h"
 #include "core/hibernate.h"
@@ -581,6 +580,30 @@ struct gbx_snapshots *gbx_server_snapshots(const struct gbx_server *s)
     return s->snapshots;
 }
 
+void gbx_server_set_sessions(struct gbx_server *s, struct gbx_sessions *all,
+                             const struct gbx_session_ops *ops)
+{
+    s->sessions = all;
+    s->session_ops = ops;
+}
+
+uint64_t gbx_server_sessions_count(const struct gbx_server *s, const char *owner)
+{
+    return s->session_ops ? s->session_ops->count(s->sessions, owner) : 0;
+}
+
+void gbx_server_sessions_each(struct gbx_server *s,
+                              void (*fn)(void *arg, const struct gbx_session_info *i), void *arg)
+{
+    if (s->session_ops)
+        s->session_ops->each_info(s->sessions, fn, arg);
+}
+
+int gbx_server_sessions_delete(struct gbx_server *s, const char *id, const char *why)
+{
+    return s->session_ops ? s->session_ops->remove(s->sessions, id, why) : 0;
+}
+
 struct gbx_sessions *gbx_server_sessions(const struct gbx_server *s)
 {
     return s->sessions;
@@ -679,8 +702,7 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
         gbx_limits_init(&s->limits, gbx_srv_host_ram(), (unsigned)sysconf(_SC_NPROCESSORS_ONLN));
     s->pool_spec = gbx_srv_limits_spec(&s->limits.dflt, s->limits.dflt_disk);
     if (egress_new(s, cfg, err) < 0 || gbx_srv_adopt_all(s, err) < 0 ||
-        gbx_snapshots_new(s, &s->snapshots, err) < 0 ||
-        gbx_sessions_new(s, base, s->rt.state_dir, &s->sessions, err) < 0)
+        gbx_snapshots_new(s, &s->snapshots, err) < 0)
         goto fail;
     gbx_snapshots_sweep(s->snapshots);
     /* what CRIU can do on this kernel, found out off the loop (cached per kernel build) */
@@ -740,9 +762,11 @@ void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)
         event_free(s->pool_ev);
         s->pool_ev = NULL;
     }
-    gbx_srv_creates_abort(s);       /* before the sessions: a create's callback may be theirs */
-    gbx_sessions_free(s->sessions); /* their agent connections, before the sandboxes go */
+    gbx_srv_creates_abort(s); /* before the sessions: a create's callback may be theirs */
+    if (s->session_ops)       /* their agent connections, before the sandboxes go */
+        s->session_ops->free(s->sessions);
     s->sessions = NULL;
+    s->session_ops = NULL;
     gbx_srv_pool_drain(s); /* pooled sandboxes are nobody's: never left behind */
     while (s->live) {
         struct gbx_live *l = s->live;

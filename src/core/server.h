@@ -76,6 +76,31 @@ int gbx_server_admit(struct gbx_server *s, enum gbx_admit_front front, enum gbx_
                      const char *path, int64_t *free_bytes, struct gbx_err **err) GBX_WUR;
 /* The state directory and its reserve, bytes (for a refusal's body). */
 const char *gbx_server_state_dir(const struct gbx_server *s, uint64_t *reserve);
+/* The session engine (session/sessions.h), which is above the core: the daemon makes it
+ * after the core and hands it over here with what the core may ask of it. The core counts
+ * its sessions for quotas, hands retention its sessions and deletes, and stops it at
+ * shutdown before the sandboxes go (its agent connections first). */
+struct gbx_sessions;
+struct gbx_session_info {
+    const char *id;
+    int64_t created_ns, last_ns; /* last: its newest event */
+    int busy;                    /* a call is running or queued */
+};
+struct gbx_session_ops {
+    void (*free)(struct gbx_sessions *all);
+    uint64_t (*count)(const struct gbx_sessions *all, const char *owner);
+    void (*each_info)(struct gbx_sessions *all,
+                      void (*fn)(void *arg, const struct gbx_session_info *i), void *arg);
+    /* 1 deleted, 0 not (no such session, or a call is running) */
+    int (*remove)(struct gbx_sessions *all, const char *id, const char *why);
+};
+void gbx_server_set_sessions(struct gbx_server *s, struct gbx_sessions *all,
+                             const struct gbx_session_ops *ops);
+/* What the core may ask of the session engine (session_ops NULL: there is none yet). */
+uint64_t gbx_server_sessions_count(const struct gbx_server *s, const char *owner);
+void gbx_server_sessions_each(struct gbx_server *s,
+                              void (*fn)(void *arg, const struct gbx_session_info *i), void *arg);
+int gbx_server_sessions_delete(struct gbx_server *s, const char *id, const char *why);
 /* Metrics hooks for the exec streams. */
 /* A process started secs after its exec request arrived. */
 void gbx_server_exec_started(struct gbx_server *s, double secs);

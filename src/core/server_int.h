@@ -54,7 +54,8 @@ struct gbx_server {
     struct create_job *creating; /* creates on worker threads (their ids are taken) */
     struct reserved_id *going;   /* ids of sandboxes being taken down on worker threads */
     struct gbx_egress *egress;   /* DNS, proxy, policy and credentials of every sandbox */
-    struct gbx_sessions *sessions;
+    struct gbx_sessions *sessions;           /* the session engine, above the core */
+    const struct gbx_session_ops *session_ops; /* what the core asks of it (NULL: none yet) */
     struct gbx_snapshots *snapshots;
     struct gbx_gc *gc;           /* retention */
     struct gbx_offload *offload; /* blocking work (copies, hashing, checkpoints) */

@@ -20,6 +20,8 @@
 #include "core/limits.h"
 #include "core/server.h"
 #include "daemon/listen.h"
+#include "session/sessions.h"
+#include "sandbox/backend.h"
 #include "base/log.h"
 #include "base/conf.h"
 #include "base/fileutil.h"
@@ -536,8 +538,16 @@ int main(int argc, char **argv)
     struct gbx_server *srv = NULL;
     struct gbx_err *err = NULL;
     struct gbx_listeners *net = NULL;
-    if (gbx_server_new(base, &cfg, &srv, &err) < 0 ||
-        gbx_listen_start(srv, &lcfg, &net, &err) < 0) {
+    struct gbx_sessions *sessions = NULL;
+    /* the core, then the session engine above it (the core keeps it: gbx_session_ops), then
+     * the listeners that let requests in */
+    int bad = gbx_server_new(base, &cfg, &srv, &err) < 0 ||
+              gbx_sessions_new(srv, base, gbx_server_runtime(srv)->state_dir, &sessions, &err) < 0;
+    if (!bad) {
+        gbx_server_set_sessions(srv, sessions, &gbx_sessions_ops);
+        bad = gbx_listen_start(srv, &lcfg, &net, &err) < 0;
+    }
+    if (bad) {
         gbx_log_error("%s", err->msg);
         gbx_err_free(err);
         gbx_listen_free(net);

@@ -1092,3 +1092,10 @@ void gbx_sessions_free(struct gbx_sessions *all)
     free(all->state_dir);
     free(all);
 }
+
+const struct gbx_session_ops gbx_sessions_ops = {
+    .free = gbx_sessions_free,
+    .count = gbx_sessions_count,
+    .each_info = gbx_sessions_each_info,
+    .remove = gbx_sessions_delete,
+};

@@ -30,12 +30,7 @@ void gbx_sessions_route(struct gbx_sessions *all, const struct gbx_actor *who,
 /* End live event streams (the daemon is stopping). Returns how many. */
 size_t gbx_sessions_drain(struct gbx_sessions *all);
 
-/* For retention (gc.c). */
-struct gbx_session_info {
-    const char *id;
-    int64_t created_ns, last_ns; /* last: its newest event */
-    int busy;                    /* a call is running or queued */
-};
+/* For retention (core/gc.c, through gbx_session_ops; struct gbx_session_info is the core's). */
 void gbx_sessions_each_info(struct gbx_sessions *all,
                             void (*fn)(void *arg, const struct gbx_session_info *i), void *arg);
 /* Delete a session as DELETE does (its sandbox, workspace copy and log), unless a call is
@@ -43,5 +38,8 @@ void gbx_sessions_each_info(struct gbx_sessions *all,
 int gbx_sessions_delete(struct gbx_sessions *all, const char *id, const char *why);
 /* The sessions owner keeps (its quota counts them). */
 uint64_t gbx_sessions_count(const struct gbx_sessions *all, const char *owner);
+
+/* What the core may ask of the engine (core/server.h): pass to gbx_server_set_sessions. */
+extern const struct gbx_session_ops gbx_sessions_ops;
 
 #endif
