@@ -49,7 +49,7 @@ static void decode(char *s)
 static const char *shown(const char *s, char out[72])
 {
     size_t i = 0;
-    for (; s[i] && i < 64; i++)
+    for (; i < 64 && s[i]; i++)
         out[i] = (unsigned char)s[i] >= 0x20 && (unsigned char)s[i] < 0x7f ? s[i] : '?';
     strcpy(out + i, s[i] ? "..." : "");
     return out;

@@ -68,8 +68,7 @@ int gbx_server_admit(struct gbx_server *s, enum gbx_admit_front front, enum gbx_
 {
     int e2b = front != GBX_ADMIT_NATIVE;
     *free_bytes = 0;
-    if (m == GBX_ADMIT_DELETE ||
-        (!e2b && m == GBX_ADMIT_WRITE && strcmp(path, "/v1/gc") == 0) ||
+    if (m == GBX_ADMIT_DELETE || (!e2b && m == GBX_ADMIT_WRITE && strcmp(path, "/v1/gc") == 0) ||
         (front == GBX_ADMIT_E2B_DATA && strcmp(path, "/filesystem.Filesystem/Remove") == 0)) {
         (void)gbx_diskguard_before_delete(&s->disk);
         return 0;

@@ -951,18 +951,23 @@ void gbx_srv_creates_abort(struct gbx_server *s)
 {
     struct gbx_err *stopping = NULL;
     gbx_err_set(&stopping, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
-    for (;;) {
-        struct create_job *j = s->creating;
-        while (j && j->hello == NULL)
-            j = j->next;
-        if (j == NULL)
-            break;
+    /* (a job's end only unlinks that job: the next one stays where it is) */
+    for (struct create_job *j = s->creating, *next; j; j = next) {
+        next = j->next;
+        if (j->hello == NULL)
+            continue; /* on a worker thread, or recorded already */
         gbx_aconn_hello_cancel(j->hello);
         j->hello = NULL;
         create_undo(j, stopping);
         create_end(j);
     }
-    while (s->pool_filling)
-        pool_fill_end(s->pool_filling, stopping);
+    while (s->pool_filling) {
+        struct pool_fill *pf = s->pool_filling;
+        s->pool_filling = pf->next;
+        if (pf->next)
+            pf->next->pprev = &s->pool_filling;
+        pf->pprev = NULL; /* unlinked here: pool_fill_end does not again */
+        pool_fill_end(pf, stopping);
+    }
     gbx_err_free(stopping);
 }

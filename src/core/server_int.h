@@ -41,7 +41,7 @@ struct gbx_server {
     struct event *pool_ev;          /* refills the pool, one sandbox per turn of the loop */
     int pool_backoff;               /* the last refill failed: wait before the next */
     struct pool_fill *pool_filling; /* made, waiting on the loop for init's HELLO */
-    char *sock_path; /* <runtime>/api.sock, where the listeners serve the admin */
+    char *sock_path;                /* <runtime>/api.sock, where the listeners serve the admin */
     struct gbx_runtime rt;
     int rt_ready;
     int lock_fds[2]; /* <state>/gloveboxd.lock and <runtime>/gloveboxd.lock: one daemon each */
@@ -51,16 +51,16 @@ struct gbx_server {
     struct event *writer_ev;
     size_t writes_pending;
     struct gbx_live *live;
-    struct create_job *creating; /* creates on worker threads (their ids are taken) */
-    struct reserved_id *going;   /* ids of sandboxes being taken down on worker threads */
-    struct gbx_egress *egress;   /* DNS, proxy, policy and credentials of every sandbox */
-    struct gbx_sessions *sessions;           /* the session engine, above the core */
+    struct create_job *creating;   /* creates on worker threads (their ids are taken) */
+    struct reserved_id *going;     /* ids of sandboxes being taken down on worker threads */
+    struct gbx_egress *egress;     /* DNS, proxy, policy and credentials of every sandbox */
+    struct gbx_sessions *sessions; /* the session engine, above the core */
     const struct gbx_session_ops *session_ops; /* what the core asks of it (NULL: none yet) */
     struct gbx_snapshots *snapshots;
     struct gbx_gc *gc;           /* retention */
     struct gbx_offload *offload; /* blocking work (copies, hashing, checkpoints) */
     struct event *reaper;        /* destroys sandboxes whose timeout passed */
-    size_t max_upload;         /* the largest upload body (--max-upload) */
+    size_t max_upload;           /* the largest upload body (--max-upload) */
     struct gbx_limits limits;  /* defaults, maximums and quotas (--default-*, --max-*, --quota-*) */
     char *pool_spec;           /* the limits pooled sandboxes are made with, as their rows say */
     struct gbx_diskguard disk; /* the state disk's reserve (admit.c) */
