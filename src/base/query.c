@@ -21,27 +21,47 @@ static int hexval(char c)
     return -1;
 }
 
-/* Is every '%' in s followed by two hex digits that are not 00? (The form reading.) */
-static int escapes_ok(const char *s)
+char *gbx_pct_decode(const char *s, size_t n, int plus)
 {
-    for (const char *p = strchr(s, '%'); p; p = strchr(p + 1, '%')) {
-        int hi = hexval(p[1]);
-        int lo = hi >= 0 ? hexval(p[2]) : -1;
-        if (lo < 0 || (hi == 0 && lo == 0))
-            return 0;
+    char *out = gbx_xmalloc(n + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '%') {
+            int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
+            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+                free(out);
+                return NULL;
+            }
+            out[o++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else if (c == '+' && plus) {
+            out[o++] = ' ';
+        } else if (c == '\0') {
+            free(out);
+            return NULL;
+        } else {
+            out[o++] = c;
+        }
     }
-    return 1;
+    out[o] = '\0';
+    return out;
 }
 
-/* Decode s in place with libevent's decoder (the text only shrinks): '+' is a space and %XX
- * its byte; a '%' that is not followed by two hex digits stays as it is, and %00 ends the
- * text. The form reading has refused both before (escapes_ok). */
-static void decode(char *s)
+/* Decode s in place (the text only shrinks). The native reading is libevent's decoder
+ * (evhttp_parse_query_str's): '+' is a space and %XX its byte, a '%' not followed by two hex
+ * digits stays as it is, and %00 ends the text. The form reading is gbx_pct_decode's, which
+ * refuses both: 0, or -1 for a bad escape. */
+static int decode(char *s, int form)
 {
-    char *d = evhttp_uridecode(s, 1, NULL);
+    char *d = form ? gbx_pct_decode(s, strlen(s), 1) : evhttp_uridecode(s, 1, NULL);
+    if (d == NULL && form)
+        return -1;
     GBX_BUG_ON(d == NULL);
     memmove(s, d, strlen(d) + 1);
     free(d);
+    return 0;
 }
 
 /* Client text as a message may show it: at most 64 bytes, and a byte that is not printable
@@ -161,14 +181,14 @@ int gbx_query_parse(struct gbx_query *q, const char *query, const struct gbx_que
             return malformed(pair, "is not NAME=VALUE", err);
         if (!form && eq == pair)
             return malformed(pair, "has no name (expected NAME=VALUE)", err);
-        if (form && !escapes_ok(pair))
-            return malformed(pair, "holds a bad escape (expected %XX, and not %00)", err);
         char *value = eq ? eq + 1 : pair + strlen(pair);
         if (eq)
             *eq = '\0';
-        if (form)
-            decode(pair);
-        decode(value);
+        if ((form && decode(pair, 1) < 0) || decode(value, form) < 0) {
+            if (eq)
+                *eq = '='; /* the message shows the pair as it came (a failed decode left it) */
+            return malformed(pair, "holds a bad escape (expected %XX, and not %00)", err);
+        }
         const struct gbx_query_param *pp = NULL;
         for (size_t i = 0; i < n && pp == NULL; i++)
             if (strcmp(params[i].name, pair) == 0)

@@ -68,4 +68,9 @@ int gbx_query_parse(struct gbx_query *q, const char *query, const struct gbx_que
                     size_t n, unsigned flags, struct gbx_err **err) GBX_WUR;
 void gbx_query_release(struct gbx_query *q);
 
+/* Percent-decode s[0..n) into a new string ('+' is a space when plus is set), as E2B's form
+ * readings want it: NULL for a '%' not followed by two hex digits, for %00, and for a NUL
+ * byte. */
+char *gbx_pct_decode(const char *s, size_t n, int plus);
+
 #endif

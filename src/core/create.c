@@ -334,10 +334,10 @@ static int id_reserved(const struct gbx_server *s, const char *id)
 }
 
 /* Everything a create checks before any sandbox exists. 0 with *out a job, 1 with *existing
- * the sandbox an earlier create with the same idempotency key made, -1 with *err. spec is
- * copied. */
+ * the sandbox an earlier create with the same idempotency key made, -1 with *err. The job
+ * takes what spec holds (spec is left empty). */
 static int create_prepare(struct gbx_server *s, const struct gbx_actor *who,
-                          const struct gbx_create_spec *spec, struct create_job **out,
+                          struct gbx_create_spec *spec, struct create_job **out,
                           struct gbx_live **existing, struct gbx_err **err)
 {
     struct create_job *j = gbx_xcalloc(1, sizeof(*j));
@@ -346,7 +346,8 @@ static int create_prepare(struct gbx_server *s, const struct gbx_actor *who,
     j->t0 = gbx_monotonic_ns();
     j->who = *who;
     struct gbx_create_spec *c = &j->c;
-    gbx_create_spec_copy(c, spec);
+    *c = *spec;
+    gbx_create_spec_init(spec);
     j->asked = gbx_create_spec_json(c);
     j->spec_text = json_dumps(j->asked, JSON_COMPACT | JSON_SORT_KEYS);
     GBX_BUG_ON(j->spec_text == NULL);
@@ -567,9 +568,9 @@ static int create_finish(struct create_job *j, struct gbx_live **out, struct gbx
     return 0;
 }
 
-int gbx_sandboxes_create_spec(struct gbx_server *s, const struct gbx_actor *who,
-                              const struct gbx_create_spec *spec, struct gbx_live **out,
-                              struct gbx_err **err)
+/* A create on the loop from a spec it takes (left empty). */
+static int create_now(struct gbx_server *s, const struct gbx_actor *who,
+                      struct gbx_create_spec *spec, struct gbx_live **out, struct gbx_err **err)
 {
     struct create_job *j = NULL;
     int r = create_prepare(s, who, spec, &j, out, err);
@@ -648,14 +649,25 @@ int gbx_sandboxes_create(struct gbx_server *s, const struct gbx_actor *who, json
     struct gbx_create_spec c;
     if (gbx_create_spec_parse(&s->limits, body, &c, err) < 0)
         return -1;
-    int r = gbx_sandboxes_create_spec(s, who, &c, out, err);
+    int r = create_now(s, who, &c, out, err);
     gbx_create_spec_clear(&c);
     return r;
 }
 
-void gbx_sandboxes_create_spec_async(struct gbx_server *s, const struct gbx_actor *who,
-                                     const struct gbx_create_spec *spec,
-                                     gbx_sandboxes_created_fn done, void *arg)
+int gbx_sandboxes_create_spec(struct gbx_server *s, const struct gbx_actor *who,
+                              const struct gbx_create_spec *spec, struct gbx_live **out,
+                              struct gbx_err **err)
+{
+    struct gbx_create_spec c;
+    gbx_create_spec_copy(&c, spec);
+    int r = create_now(s, who, &c, out, err);
+    gbx_create_spec_clear(&c);
+    return r;
+}
+
+/* A create off the loop from a spec it takes (left empty). */
+static void create_later(struct gbx_server *s, const struct gbx_actor *who,
+                         struct gbx_create_spec *spec, gbx_sandboxes_created_fn done, void *arg)
 {
     struct create_job *j = NULL;
     struct gbx_live *l = NULL;
@@ -693,7 +705,17 @@ void gbx_sandboxes_create_async(struct gbx_server *s, const struct gbx_actor *wh
         gbx_err_free(err);
         return;
     }
-    gbx_sandboxes_create_spec_async(s, who, &c, done, arg);
+    create_later(s, who, &c, done, arg);
+    gbx_create_spec_clear(&c);
+}
+
+void gbx_sandboxes_create_spec_async(struct gbx_server *s, const struct gbx_actor *who,
+                                     const struct gbx_create_spec *spec,
+                                     gbx_sandboxes_created_fn done, void *arg)
+{
+    struct gbx_create_spec c;
+    gbx_create_spec_copy(&c, spec);
+    create_later(s, who, &c, done, arg);
     gbx_create_spec_clear(&c);
 }
 

@@ -175,47 +175,6 @@ static int parse_rfc3339(const char *s, int64_t *ns)
     return 0;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decode s[0..n) into a new string ('+' is a space when plus is set). NULL for a
- * malformed escape or a NUL byte. */
-static char *pct_decode(const char *s, size_t n, int plus)
-{
-    char *out = gbx_xmalloc(n + 1);
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '%') {
-            int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
-            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-                free(out);
-                return NULL;
-            }
-            out[o++] = (char)(hi * 16 + lo);
-            i += 2;
-        } else if (c == '+' && plus) {
-            out[o++] = ' ';
-        } else if (c == '\0') {
-            free(out);
-            return NULL;
-        } else {
-            out[o++] = c;
-        }
-    }
-    out[o] = '\0';
-    return out;
-}
-
 /* ---- what the daemon reports of itself ---------------------------------------------------- */
 
 static long host_cpus(void)
@@ -456,7 +415,7 @@ static void handle_snapshot_list(struct gbx_server *s, const struct gbx_actor *w
 static void handle_snapshot_delete(struct gbx_server *s, const struct gbx_actor *who,
                                    struct evhttp_request *req, const char *ref)
 {
-    gbx_autofree char *dec = pct_decode(ref, strlen(ref), 0);
+    gbx_autofree char *dec = gbx_pct_decode(ref, strlen(ref), 0);
     const char *id = dec ? snapshot_of(s, who, dec) : NULL;
     if (id == NULL)
         return gbx_e2b_error(req, 404, "snapshot not found");
@@ -863,7 +822,7 @@ static char *query_param(struct evhttp_request *req, const char *name)
         const char *amp = strchr(p, '&');
         size_t len = amp ? (size_t)(amp - p) : strlen(p);
         if (len > nlen && strncmp(p, name, nlen) == 0 && p[nlen] == '=')
-            return pct_decode(p + nlen + 1, len - nlen - 1, 1);
+            return gbx_pct_decode(p + nlen + 1, len - nlen - 1, 1);
         p = amp ? amp + 1 : NULL;
     }
     return NULL;
@@ -945,10 +904,11 @@ static const char *metadata_param(void *out, const char *v)
         if (len > 0) {
             if (q->nmeta == LIST_MAX_FILTERS)
                 return expect;
-            gbx_autofree char *k1 = pct_decode(p, klen, 1);
-            gbx_autofree char *v1 = pct_decode(eq ? eq + 1 : p + len, eq ? len - klen - 1 : 0, 1);
-            char *k2 = k1 ? pct_decode(k1, strlen(k1), 0) : NULL;
-            char *v2 = v1 ? pct_decode(v1, strlen(v1), 0) : NULL;
+            gbx_autofree char *k1 = gbx_pct_decode(p, klen, 1);
+            gbx_autofree char *v1 =
+                gbx_pct_decode(eq ? eq + 1 : p + len, eq ? len - klen - 1 : 0, 1);
+            char *k2 = k1 ? gbx_pct_decode(k1, strlen(k1), 0) : NULL;
+            char *v2 = v1 ? gbx_pct_decode(v1, strlen(v1), 0) : NULL;
             if (k2 == NULL || v2 == NULL || *k2 == '\0') {
                 free(k2);
                 free(v2);
