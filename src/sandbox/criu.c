@@ -38,6 +38,7 @@
 #include "agent/proto.h"
 #include "base/conf.h"
 #include "base/child.h"
+#include "base/clock.h"
 #include "base/fault.h"
 #include "base/fileutil.h"
 #include "base/mem.h"
@@ -731,6 +732,40 @@ static void continue_stopped(const struct gbx_sandbox *sb, const char *before)
     }
 }
 
+/* 1 while a task of the sandbox is still traced (by a criu on its way out). */
+static int any_traced(const struct gbx_sandbox *sb)
+{
+    gbx_autofree char *procs = gbx_asprintf("%s/cgroup.procs", sb->cg.v2dir);
+    gbx_autofree char *text = NULL;
+    if (sb->cg.v2dir == NULL || gbx_read_file(procs, 1 << 20, &text, NULL) < 0)
+        return 0;
+    char *save = NULL;
+    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%s/status", l);
+        gbx_autofree char *st = NULL;
+        if (gbx_read_file(path, 1 << 16, &st, NULL) < 0)
+            continue;
+        const char *t = strstr(st, "\nTracerPid:");
+        if (t && strtol(t + 12, NULL, 10) != 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* A criu killed mid-dump (its deadline, a cancel): its tracees are let go when it is gone,
+ * which can be a little after its group leader was reaped. Wait (bounded) for that, then a
+ * moment more for a process it left in an injected syscall to die on the breakpoint after it
+ * (see docs/hibernate.md): what is judged alive afterwards is. */
+static void settle_after_kill(const struct gbx_sandbox *sb)
+{
+    int64_t until = gbx_monotonic_ns() + 2000 * 1000000LL;
+    while (any_traced(sb) && gbx_monotonic_ns() < until)
+        (void)poll(NULL, 0, 10);
+    struct pollfd pf = {.fd = sb->pidfd, .events = POLLIN};
+    (void)poll(&pf, 1, 100);
+}
+
 /* Give init back what do_hibernate (src/init/conn.c) put aside: a new listener at fd 3 in
  * place of the placeholder and, when layer_fd >= 0, the writable layer's handle at fd 7.
  * The placeholder is an unbound datagram socket nobody can reach; a copy of it (taken with
@@ -848,7 +883,7 @@ static int ns_checkpoint_impl(struct gbx_sandbox *sb, const char *dir, int *gone
     const char *criu = NULL;
     struct hib_conf c;
     memset(&c, 0, sizeof(c));
-    int layer_fd = -1, r = -1;
+    int layer_fd = -1, r = -1, killed = 0;
     enum { UNTOUCHED, ASKED, DUMPED } stage = UNTOUCHED;
     char stopped[4096] = "";
     gbx_autofree char *images = gbx_asprintf("%s/images", dir);
@@ -944,6 +979,7 @@ static int ns_checkpoint_impl(struct gbx_sandbox *sb, const char *dir, int *gone
     }
     int st = run(a.v, NULL, 0, -1, tmo, &sb->cancel);
     args_free(&a);
+    killed = st == -ETIMEDOUT || st == -ECANCELED;
     if (st != 0) {
         criu_failed(err, "criu dump", st, tmo, log);
         goto out;
@@ -977,14 +1013,19 @@ static int ns_checkpoint_impl(struct gbx_sandbox *sb, const char *dir, int *gone
     r = 0;
 out:
     if (r < 0 && stage == ASKED) {
-        /* the dump did not finish: unless the tree died meanwhile, it runs on as it was */
+        /* the dump did not finish: unless the tree died meanwhile, it runs on (as it was, when
+         * criu ended on its own: it let go of every process as it found it) */
+        if (killed)
+            settle_after_kill(sb);
         struct pollfd pf = {.fd = sb->pidfd, .events = POLLIN};
         if (poll(&pf, 1, 0) == 0) {
             continue_stopped(sb, stopped);
             struct gbx_err *rerr = NULL;
             if (gbx_sandbox_unhibernate(sb, layer_fd, &rerr) == 0) {
                 stage = UNTOUCHED;
-                gbx_err_wrap(err, "the sandbox runs on as it was");
+                gbx_err_wrap(err, killed ? "the sandbox runs on (criu was stopped mid-dump: a "
+                                           "process it was working in may have died with it)"
+                                         : "the sandbox runs on as it was");
             } else {
                 gbx_err_wrap(err, "%s", rerr->msg);
                 gbx_err_free(rerr);

@@ -47,10 +47,12 @@ int gbx_sandbox_unhibernate(struct gbx_sandbox *sb, int layer_fd, struct gbx_err
  * writable layer and what a restore needs (hibernate.conf). The sandbox is gone afterwards:
  * on success sb is destroyed and freed. A failure before the dump completed (no CRIU, no
  * room, an unknown bind mount, criu failing, stopped at its deadline or cancelled through
- * sb->cancel) leaves sb as it was and running: the error says "runs on as it was". Only when
- * the dump completed (the tree is gone) and saving the rest failed, or the tree died on its
- * own, is sb destroyed and freed too (*err says "the sandbox is lost"). *gone says whether sb
- * was freed (1: dumped, or lost; 0: it runs on). */
+ * sb->cancel) leaves sb running: the error says "runs on as it was", or, when criu had to be
+ * killed, "runs on" and that a process criu was working in may have died (a criu killed inside
+ * an injected syscall leaves that process on its breakpoint). Only when the dump completed
+ * (the tree is gone) and saving the rest failed, or the tree died (on its own, or of the
+ * killed criu), is sb destroyed and freed too (*err says "the sandbox is lost"). *gone says
+ * whether sb was freed (1: dumped, or lost; 0: it runs on). */
 int gbx_sandbox_checkpoint(struct gbx_sandbox *sb, const char *dir, int *gone,
                            struct gbx_err **err) GBX_WUR;
 
