@@ -19,6 +19,10 @@ void gbx_api_gc(struct gbx_gc *gc, const struct gbx_actor *who, struct evhttp_re
 void gbx_srv_handle_metrics(struct gbx_server *s, const struct gbx_actor *who,
                             struct evhttp_request *req);
 json_t *gbx_srv_health_json(const struct gbx_server *s, const struct gbx_actor *who);
+/* sessions_api.c: /v1/sessions and below (path: the whole request path) */
+struct gbx_sessions;
+void gbx_api_sessions(struct gbx_sessions *all, const struct gbx_actor *who,
+                      struct evhttp_request *req, const char *path);
 /* apikeys_api.c: /v1/apikeys and /v1/apikeys/... (path: the whole request path) */
 void gbx_srv_handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
                             struct evhttp_request *req, const char *path);

@@ -44,7 +44,6 @@
 #include "core/snapshots.h"
 #include "http/admit.h"
 #include "http/http.h"
-#include "session/sessions.h"
 
 static void method_not_allowed(struct evhttp_request *req, const char *allow)
 {
@@ -457,7 +456,7 @@ void gbx_api_route(struct gbx_server *s, const struct gbx_actor *who, struct evh
     if (strcmp(path, "/v1/artifacts") == 0 || strncmp(path, "/v1/artifacts/", 14) == 0)
         return gbx_api_artifacts(s, who, req, path);
     if (strcmp(path, "/v1/sessions") == 0 || strncmp(path, "/v1/sessions/", 13) == 0)
-        return gbx_sessions_route(s->sessions, who, req, path);
+        return gbx_api_sessions(s->sessions, who, req, path);
     if (strcmp(path, "/v1/gc") == 0)
         return gbx_api_gc(s->gc, who, req);
     if (strcmp(path, "/v1/snapshots") == 0 || strncmp(path, "/v1/snapshots/", 14) == 0)

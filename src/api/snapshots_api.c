@@ -86,40 +86,62 @@ static void taken_fork(void *arg, const char *id, const struct gbx_err *err)
 
 /* ---- clones ------------------------------------------------------------------------------- */
 
-/* Create count sandboxes from p with body's create fields; answer 201 {..., sandboxes}. */
+/* count clones on their way: the reply once all are made, or one could not be. */
+struct clones {
+    struct gbx_http_later *later;
+    json_t *out, *list;
+    struct gbx_err *err; /* the first that failed */
+};
+
+static void clone_made(void *arg, struct gbx_live *l, const struct gbx_err *err)
+{
+    struct clones *c = arg;
+    if (l)
+        json_array_append_new(c->list, gbx_sandboxes_json(l));
+    else
+        gbx_err_set(&c->err, err->errnum, err->kind, "%s", err->msg);
+}
+
+/* the ones made before an error are kept and listed: the caller sees what exists */
+static void clones_done(void *arg)
+{
+    struct clones *c = arg;
+    struct evhttp_request *req = gbx_http_later_take(c->later);
+    json_object_set_new(c->out, "sandboxes", c->list);
+    int status = 201;
+    if (c->err) {
+        json_object_set_new(c->out, "error",
+                            json_pack("{s:s,s:s}", "kind", gbx_err_kind_name(c->err->kind),
+                                      "message", c->err->msg));
+        status = json_array_size(c->list) ? 207 : gbx_http_status_for(c->err->kind);
+    }
+    if (req)
+        gbx_http_reply_json(req, status, c->out);
+    else
+        json_decref(c->out);
+    gbx_err_free(c->err);
+    free(c);
+}
+
+/* Create count sandboxes from snapshot snap_id with body's create fields, off the loop;
+ * answer 201 {...out, sandboxes}. out: stolen. */
 static void clone_n(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req,
                     const char *snap_id, json_t *body, int count, json_t *out)
 {
-    json_t *list = json_array();
+    struct clones *c = gbx_xcalloc(1, sizeof(*c));
+    c->out = out;
+    c->list = json_array();
     /* one parse of the create fields; each clone is made from the same spec */
     struct gbx_create_spec spec;
-    struct gbx_err *perr = NULL;
-    int parsed = gbx_create_spec_parse(gbx_server_limits(s), body, &spec, &perr) == 0;
-    if (parsed) {
-        free(spec.snapshot);
-        spec.snapshot = gbx_xstrdup(snap_id);
+    if (gbx_create_spec_parse(gbx_server_limits(s), body, &spec, &c->err) < 0) {
+        c->later = gbx_http_later_new(req);
+        return clones_done(c);
     }
-    for (int i = 0; i < count; i++) {
-        struct gbx_live *l = NULL;
-        struct gbx_err *err = perr;
-        int r = parsed ? gbx_sandboxes_create_spec(s, who, &spec, &l, &err) : -1;
-        if (r < 0) {
-            gbx_create_spec_clear(&spec); /* cleared already when it did not parse */
-            /* the ones made so far are kept and listed: the caller sees what exists */
-            json_object_set_new(out, "sandboxes", list);
-            json_object_set_new(
-                out, "error",
-                json_pack("{s:s,s:s}", "kind", gbx_err_kind_name(err->kind), "message", err->msg));
-            gbx_http_reply_json(req, json_array_size(list) ? 207 : gbx_http_status_for(err->kind),
-                                out);
-            gbx_err_free(err);
-            return;
-        }
-        json_array_append_new(list, gbx_sandboxes_json(l));
-    }
+    free(spec.snapshot);
+    spec.snapshot = gbx_xstrdup(snap_id);
+    c->later = gbx_http_later_new(req);
+    gbx_sandboxes_create_many(s, who, &spec, count, 0, clone_made, clones_done, c);
     gbx_create_spec_clear(&spec);
-    json_object_set_new(out, "sandboxes", list);
-    gbx_http_reply_json(req, 201, out);
 }
 
 /* {count?, ...create fields}: the count (1..MAX_CLONES), and the fields left in body. */

@@ -459,9 +459,9 @@ static void spawn_gate(int enter)
     pthread_mutex_unlock(&spawn_mu);
 }
 
-/* The sandbox itself, its agent's hello and its network's plumbing: the blocking part, on
- * any thread (it touches nothing of the loop's). */
-static void create_spawn(struct create_job *j, int on_worker)
+/* The sandbox itself and its network's plumbing: the blocking part, on a worker thread (it
+ * touches nothing of the loop's). */
+static void create_spawn(struct create_job *j)
 {
     struct gbx_sandbox_spec spec = {.id = j->id,
                                     .template_name = j->base,
@@ -470,18 +470,14 @@ static void create_spawn(struct create_job *j, int on_worker)
                                     .ctl_socket = 1,
                                     .layers = (const char *const *)j->layers,
                                     .nlayers = j->nlayers};
-    if (on_worker) /* the loop never waits at the gate */
-        spawn_gate(1);
+    spawn_gate(1); /* the loop never waits at the gate */
     int r = gbx_sandbox_create(&j->s->rt, &spec, &j->sb, &j->err);
-    if (on_worker)
-        spawn_gate(0);
+    spawn_gate(0);
     if (r < 0)
         return;
-    /* init has exec'd (its namespaces are whole): the plumbing needs no answer from it. On a
-     * worker, HELLO is left to the loop (create_done), which waits for it without blocking;
-     * a create made on the loop itself (gbx_sandboxes_create_spec) has blocked it already. */
-    if ((!on_worker && gbx_srv_agent_hello(j->sb, &j->err) < 0) ||
-        gbx_egress_netns_setup(j->sb->init_pid, &j->socks, &j->err) < 0) {
+    /* init has exec'd (its namespaces are whole): the plumbing needs no answer from it; HELLO
+     * is left to the loop (create_done), which waits for it without blocking */
+    if (gbx_egress_netns_setup(j->sb->init_pid, &j->socks, &j->err) < 0) {
         (void)!gbx_sandbox_destroy(j->sb, NULL);
         j->sb = NULL;
     }
@@ -568,30 +564,9 @@ static int create_finish(struct create_job *j, struct gbx_live **out, struct gbx
     return 0;
 }
 
-/* A create on the loop from a spec it takes (left empty). */
-static int create_now(struct gbx_server *s, const struct gbx_actor *who,
-                      struct gbx_create_spec *spec, struct gbx_live **out, struct gbx_err **err)
-{
-    struct create_job *j = NULL;
-    int r = create_prepare(s, who, spec, &j, out, err);
-    if (r != 0)
-        return r;
-    if (!j->pooled) {
-        create_spawn(j, 0);
-        if (j->sb == NULL) {
-            s->m.create_failed++;
-            if (err)
-                *err = gbx_steal_ptr(&j->err);
-            create_job_free(j);
-            return -1;
-        }
-    }
-    return create_finish(j, out, err);
-}
-
 static void create_work(void *arg)
 {
-    create_spawn(arg, 1);
+    create_spawn(arg);
 }
 
 /* The end of an asynchronous create, on the loop: the sandbox recorded, or the error. */
@@ -641,28 +616,6 @@ static void create_done(void *arg)
         return;
     }
     create_end(j);
-}
-
-int gbx_sandboxes_create(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
-                         struct gbx_live **out, struct gbx_err **err)
-{
-    struct gbx_create_spec c;
-    if (gbx_create_spec_parse(&s->limits, body, &c, err) < 0)
-        return -1;
-    int r = create_now(s, who, &c, out, err);
-    gbx_create_spec_clear(&c);
-    return r;
-}
-
-int gbx_sandboxes_create_spec(struct gbx_server *s, const struct gbx_actor *who,
-                              const struct gbx_create_spec *spec, struct gbx_live **out,
-                              struct gbx_err **err)
-{
-    struct gbx_create_spec c;
-    gbx_create_spec_copy(&c, spec);
-    int r = create_now(s, who, &c, out, err);
-    gbx_create_spec_clear(&c);
-    return r;
 }
 
 /* A create off the loop from a spec it takes (left empty). */
@@ -992,4 +945,44 @@ void gbx_srv_creates_abort(struct gbx_server *s)
         pool_fill_end(pf, stopping);
     }
     gbx_err_free(stopping);
+}
+
+/* ---- several from one spec ------------------------------------------------------------------ */
+
+struct many {
+    struct gbx_server *s;
+    struct gbx_actor who;
+    struct gbx_create_spec spec;
+    int left, keep_going;
+    gbx_sandboxes_each_fn each;
+    void (*done)(void *arg);
+    void *arg;
+};
+
+static void many_made(void *arg, struct gbx_live *l, int existed, const struct gbx_err *err)
+{
+    (void)existed;
+    struct many *m = arg;
+    m->each(m->arg, l, err);
+    if (--m->left > 0 && (l || m->keep_going))
+        return gbx_sandboxes_create_spec_async(m->s, &m->who, &m->spec, many_made, m);
+    m->done(m->arg);
+    gbx_create_spec_clear(&m->spec);
+    free(m);
+}
+
+void gbx_sandboxes_create_many(struct gbx_server *s, const struct gbx_actor *who,
+                               const struct gbx_create_spec *spec, int count, int keep_going,
+                               gbx_sandboxes_each_fn each, void (*done)(void *arg), void *arg)
+{
+    struct many *m = gbx_xcalloc(1, sizeof(*m));
+    *m = (struct many){.s = s,
+                       .who = *who,
+                       .left = count,
+                       .keep_going = keep_going,
+                       .each = each,
+                       .done = done,
+                       .arg = arg};
+    gbx_create_spec_copy(&m->spec, spec);
+    gbx_sandboxes_create_spec_async(s, &m->who, &m->spec, many_made, m);
 }

@@ -261,10 +261,16 @@ void gbx_hibernate_or_pause(struct gbx_server *s, const struct gbx_actor *who, s
 static void wake_work(void *arg)
 {
     struct job *j = arg;
-    if (gbx_sandbox_restore(gbx_server_runtime(j->s), j->dir, j->id, &j->sb, &j->err) < 0)
+    if (gbx_sandbox_restore(gbx_server_runtime(j->s), j->dir, j->id, &j->sb, &j->err) < 0) {
         j->sb = NULL;
-    else
+    } else {
         gbx_fault_point("wake.restored");
+        /* its agent answers on this thread, where waiting blocks nothing */
+        if (gbx_sandboxes_hello(j->sb, &j->err) < 0) {
+            (void)!gbx_sandbox_destroy(j->sb, NULL);
+            j->sb = NULL;
+        }
+    }
     j->t_lib = gbx_monotonic_ns();
 }
 
@@ -273,7 +279,7 @@ static void wake_done(void *arg)
     struct job *j = arg;
     struct gbx_server *s = j->s;
     struct gbx_live *l = gbx_sandboxes_find_any(s, j->id);
-    if (j->err == NULL && l && gbx_sandboxes_hello(j->sb, &j->err) == 0 &&
+    if (j->err == NULL && l &&
         gbx_egress_attach(gbx_server_egress(s), j->id, j->sb->init_pid, j->policy, &l->egress,
                           &j->err) == 0) {
         /* the stand-in let go without releasing the slot the restore holds again */
@@ -288,8 +294,8 @@ static void wake_done(void *arg)
         int64_t now = gbx_monotonic_ns();
         double ms = (double)(now - j->t0) / 1e6, lib = (double)(j->t_lib - j->t0) / 1e6;
         gbx_server_audit(s, &j->who, "sandbox.wake", j->id, json_pack("{s:f}", "ms", ms));
-        gbx_log_info("woke sandbox '%s' in %.1f ms (restore %.1f ms, then its agent and egress "
-                     "%.1f ms)",
+        gbx_log_info("woke sandbox '%s' in %.1f ms (restore and its agent %.1f ms, then its "
+                     "egress %.1f ms)",
                      j->id, ms, lib, (double)(now - j->t_lib) / 1e6);
         char *d = gbx_xstrdup(j->dir);
         if (gbx_offload_submit(gbx_server_offload(s), rm_work, free, d) < 0)

@@ -54,28 +54,29 @@ enum {
 
 /* Create a sandbox from a native create body ({"template", "memory", "timeout", "env",
  * "metadata", "labels", "idempotency_key", ...}: docs/api.yaml SandboxCreate; body is
- * borrowed). Returns 0 with a new sandbox, 1 with the one an earlier create with the same
- * idempotency key made, or -1 with *err (INVALID for a bad body, CONFLICT for a taken id or a
- * reused key, NOT_FOUND for an unknown template). */
-int gbx_sandboxes_create(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
-                         struct gbx_live **out, struct gbx_err **err) GBX_WUR;
-/* The same off the loop: what can be checked is checked now, the sandbox is made on a worker
- * thread (the job keeps its own copy of who), and done runs on the loop with the new sandbox
- * (existed 0), the one an earlier create with the same idempotency key made (existed 1; then, and
- * for the warm pool's sandboxes and every error found before any sandbox exists, done runs before
- * this returns), or NULL and err. body is borrowed. */
+ * borrowed), off the loop: what can be checked is checked now, the sandbox is made on a worker
+ * thread (the job keeps its own copy of who), its agent's HELLO is awaited on the loop without
+ * blocking it, and done runs on the loop with the new sandbox (existed 0), the one an earlier
+ * create with the same idempotency key made (existed 1; then, and for the warm pool's sandboxes
+ * and every error found before any sandbox exists, done runs before this returns), or NULL and
+ * err (INVALID for a bad body, CONFLICT for a taken id or a reused key, NOT_FOUND for an
+ * unknown template). */
 typedef void (*gbx_sandboxes_created_fn)(void *arg, struct gbx_live *l, int existed,
                                          const struct gbx_err *err);
 void gbx_sandboxes_create_async(struct gbx_server *s, const struct gbx_actor *who, json_t *body,
                                 gbx_sandboxes_created_fn done, void *arg);
-/* The same two from a spec a front end built (core/spec.h): copied, so the caller keeps and
+/* The same from a spec a front end built (core/spec.h): copied, so the caller keeps and
  * clears its own. */
-int gbx_sandboxes_create_spec(struct gbx_server *s, const struct gbx_actor *who,
-                              const struct gbx_create_spec *spec, struct gbx_live **out,
-                              struct gbx_err **err) GBX_WUR;
 void gbx_sandboxes_create_spec_async(struct gbx_server *s, const struct gbx_actor *who,
                                      const struct gbx_create_spec *spec,
                                      gbx_sandboxes_created_fn done, void *arg);
+/* count sandboxes from spec (copied), one after the other as above: each(arg, l, err) for
+ * every one (l is valid only during the call), stopping at the first error unless keep_going,
+ * then done(arg). */
+typedef void (*gbx_sandboxes_each_fn)(void *arg, struct gbx_live *l, const struct gbx_err *err);
+void gbx_sandboxes_create_many(struct gbx_server *s, const struct gbx_actor *who,
+                               const struct gbx_create_spec *spec, int count, int keep_going,
+                               gbx_sandboxes_each_fn each, void (*done)(void *arg), void *arg);
 /* The order of lists (qsort over struct gbx_live *): newest first, ties broken by id, so
  * that a cursor names one place in the order. */
 int gbx_sandboxes_cmp(const void *a, const void *b);

@@ -434,38 +434,57 @@ struct e2b_fork {
     int count;
     char *tmpl; /* the source's template name as its client said it */
     struct gbx_http_later *later;
+    json_t *items; /* [{sandbox} | {error}] */
 };
+
+/* One clone made (or not): listed either way. */
+static void fork_made(void *arg, struct gbx_live *l, const struct gbx_err *err)
+{
+    struct e2b_fork *f = arg;
+    if (l == NULL) {
+        json_array_append_new(f->items,
+                              json_pack("{s:{s:i,s:s}}", "error", "code",
+                                        gbx_http_status_for(err->kind), "message", err->msg));
+        return;
+    }
+    remember_template(f->s, &f->who, l, f->tmpl);
+    json_array_append_new(f->items, json_pack("{s:o}", "sandbox", sandbox_obj(l)));
+}
+
+static void fork_free(struct e2b_fork *f)
+{
+    json_decref(f->items);
+    free(f->tmpl);
+    free(f);
+}
+
+static void fork_done(void *arg)
+{
+    struct e2b_fork *f = arg;
+    struct evhttp_request *req = gbx_http_later_take(f->later);
+    if (req)
+        gbx_e2b_reply_json(req, 201, gbx_steal_ptr(&f->items));
+    fork_free(f);
+}
 
 static void fork_taken(void *arg, const char *id, const struct gbx_err *err)
 {
     struct e2b_fork *f = arg;
-    struct evhttp_request *req = gbx_http_later_take(f->later);
-    if (req && err) {
-        reply_gbx_err(req, err);
-    } else if (req) {
-        json_t *items = json_array();
-        struct gbx_create_spec spec;
-        gbx_create_spec_init(&spec);
-        spec.snapshot = gbx_xstrdup(id);
-        spec.timeout_ms = (uint64_t)f->timeout * 1000;
-        spec.timeout_set = 1;
-        for (int i = 0; i < f->count; i++) {
-            struct gbx_live *l = NULL;
-            gbx_autoerr struct gbx_err *cerr = NULL;
-            if (gbx_sandboxes_create_spec(f->s, &f->who, &spec, &l, &cerr) < 0) {
-                json_array_append_new(items, json_pack("{s:{s:i,s:s}}", "error", "code",
-                                                       gbx_http_status_for(cerr->kind), "message",
-                                                       cerr->msg));
-            } else {
-                remember_template(f->s, &f->who, l, f->tmpl);
-                json_array_append_new(items, json_pack("{s:o}", "sandbox", sandbox_obj(l)));
-            }
-        }
-        gbx_create_spec_clear(&spec);
-        gbx_e2b_reply_json(req, 201, items);
+    if (err) {
+        struct evhttp_request *req = gbx_http_later_take(f->later);
+        if (req)
+            reply_gbx_err(req, err);
+        return fork_free(f);
     }
-    free(f->tmpl);
-    free(f);
+    /* the clones are made off the loop, one after the other; each is listed */
+    struct gbx_create_spec spec;
+    gbx_create_spec_init(&spec);
+    spec.snapshot = gbx_xstrdup(id);
+    spec.timeout_ms = (uint64_t)f->timeout * 1000;
+    spec.timeout_set = 1;
+    f->items = json_array();
+    gbx_sandboxes_create_many(f->s, &f->who, &spec, f->count, 1, fork_made, fork_done, f);
+    gbx_create_spec_clear(&spec);
 }
 
 /* POST /sandboxes/{id}/fork {timeout?, count?}: a snapshot of the live sandbox (kind fork)

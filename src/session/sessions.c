@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Sessions: registry, routes, the execute queue and the event log (see sessions.h).
+/* Sessions: the registry, the execute queue and the event log (see sessions.h).
  *
  * Execute, for one session, runs one call at a time in arrival order (the persistent shell
  * can run one command at once, and a harness expects its calls in order). A call is
@@ -15,28 +15,21 @@
 #include <dirent.h>
 #include <errno.h>
 #include <event2/buffer.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/queue.h>
 #include <sys/random.h>
 #include <time.h>
 
-#include "core/hibernate.h"
-#include "http/http.h"
-#include "http/recorded.h"
-#include "core/offload.h"
-#include "core/sandboxes.h"
-#include "session/sessions_int.h"
-#include "base/fault.h"
 #include "base/clock.h"
+#include "base/fault.h"
 #include "base/fileutil.h"
 #include "base/log.h"
 #include "base/mem.h"
-#include "base/parse.h"
-#include "base/query.h"
+#include "core/hibernate.h"
+#include "core/offload.h"
+#include "core/sandboxes.h"
+#include "session/sessions_int.h"
 #include "store/store.h"
 
 #define DEFAULT_WORKDIR "/workspace"
@@ -52,19 +45,18 @@ static char *new_id(void)
     return gbx_asprintf("ses-%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5]);
 }
 
-static int id_valid(const char *id)
-{
-    if (strncmp(id, "ses-", 4) != 0 || strlen(id) != 16)
-        return 0;
-    for (const char *p = id + 4; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-            return 0;
-    return 1;
-}
-
 static struct gbx_store *store_of(const struct gbx_session *ses)
 {
     return gbx_server_store(ses->all->srv);
+}
+
+/* by id alone: the request was checked when it came, and the actor now may be anyone */
+static struct gbx_session *find_by_id(struct gbx_sessions *all, const char *id)
+{
+    for (struct gbx_session *x = all->list; x; x = x->next)
+        if (strcmp(x->id, id) == 0)
+            return x;
+    return NULL;
 }
 
 /* ---- the log --------------------------------------------------------------------------------- */
@@ -80,31 +72,21 @@ static json_t *event_json(const struct gbx_store_event *ev)
     return j;
 }
 
-static void stream_send(struct gbx_stream *st, json_t *ev)
-{
-    if (st->req == NULL)
-        return; /* its client left */
-    char *t = json_dumps(ev, JSON_COMPACT);
-    if (t == NULL)
-        return;
-    struct evbuffer *b = evbuffer_new();
-    GBX_BUG_ON(b == NULL);
-    if (st->sse)
-        evbuffer_add_printf(b, "id: %lld\ndata: %s\n\n",
-                            (long long)json_integer_value(json_object_get(ev, "seq")), t);
-    else
-        evbuffer_add_printf(b, "%s\n", t);
-    free(t);
-    evhttp_send_reply_chunk(st->req, b);
-    evbuffer_free(b);
-}
+struct gbx_session_follower {
+    struct gbx_session_follower *next;
+    struct gbx_session *ses;
+    const struct gbx_session_follow_ops *ops;
+    void *arg;
+};
 
 static int push_one(void *arg, const struct gbx_store_event *ev)
 {
     struct gbx_session *ses = arg;
     json_t *j = event_json(ev);
-    for (struct gbx_stream *st = ses->streams; st; st = st->next)
-        stream_send(st, j);
+    for (struct gbx_session_follower *f = ses->followers, *next; f; f = next) {
+        next = f->next;
+        f->ops->event(f->arg, j);
+    }
     json_decref(j);
     return 0;
 }
@@ -122,7 +104,7 @@ int gbx_session_log(struct gbx_session *ses, const char *type, const char *tool_
     if (r < 0)
         return -1;
     ses->last_ns = gbx_realtime_ns();
-    if (ses->streams) {
+    if (ses->followers) {
         gbx_autoerr struct gbx_err *e2 = NULL;
         (void)!gbx_store_session_events(store_of(ses), ses->id, seq - 1, 1, push_one, ses, &e2);
     }
@@ -225,13 +207,6 @@ static void call_free(struct gbx_call *c)
     free(c);
 }
 
-static void reply_result(struct evhttp_request *req, json_t *result, int replayed)
-{
-    if (replayed)
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Glovebox-Replayed", "true");
-    gbx_http_reply_json(req, 200, json_incref(result));
-}
-
 /* Answer every request waiting for c (its result, or err), and run the next call. */
 static void answer(struct gbx_call *c, const struct gbx_err *err)
 {
@@ -239,10 +214,7 @@ static void answer(struct gbx_call *c, const struct gbx_err *err)
     while (c->waiters) {
         struct gbx_waiter *w = c->waiters;
         c->waiters = w->next;
-        if (err)
-            gbx_http_reply_err(w->req, err);
-        else
-            reply_result(w->req, c->result, 0);
+        w->done(w->arg, err ? NULL : c->result, 0, err);
         free(w);
     }
     ses->queue = c->next;
@@ -306,7 +278,38 @@ static void call_fail(struct gbx_call *c, const char *msg)
     gbx_session_call_done(c, gbx_tool_result_text(msg, 1));
 }
 
-static int create_sandbox(struct gbx_session *ses, struct gbx_err **err);
+/* What a call's job that ends later (a replacement sandbox, a wake) finds it by: the session
+ * may be deleted meanwhile, and its calls with it. */
+struct call_ticket {
+    struct gbx_sessions *all;
+    char *sid;
+    uint64_t seq;
+    struct gbx_actor as; /* the session's owner */
+};
+
+static struct call_ticket *ticket_new(struct gbx_call *c)
+{
+    struct call_ticket *t = gbx_xcalloc(1, sizeof(*t));
+    t->all = c->ses->all;
+    t->sid = gbx_xstrdup(c->ses->id);
+    t->seq = c->seq;
+    t->as = c->ses->as;
+    return t;
+}
+
+/* The call t is for, if its session still runs it (NULL: gone); t is freed. */
+static struct gbx_call *ticket_take(struct call_ticket *t)
+{
+    struct gbx_session *ses = find_by_id(t->all, t->sid);
+    struct gbx_call *c =
+        ses && ses->busy && ses->queue && ses->queue->seq == t->seq ? ses->queue : NULL;
+    free(t->sid);
+    free(t);
+    return c;
+}
+
+static json_t *sandbox_body(const struct gbx_session *ses);
+static int sandbox_taken(struct gbx_session *ses, struct gbx_live *l, struct gbx_err **err);
 
 static void after_restore(struct gbx_call *c, int ok)
 {
@@ -319,13 +322,52 @@ static void after_restore(struct gbx_call *c, int ok)
 static void woken(void *arg, struct gbx_live *l, const struct gbx_err *err)
 {
     (void)l;
-    struct gbx_call *c = arg;
+    struct gbx_call *c = ticket_take(arg);
+    if (c == NULL)
+        return; /* its session was deleted: the wake's sandbox went with it */
     if (err) {
         gbx_autofree char *m = gbx_asprintf("cannot wake the session's sandbox: %s", err->msg);
         return call_fail(c, m);
     }
     gbx_session_drop_agent(c->ses); /* a new init: connect again */
     gbx_session_tool_start(c);
+}
+
+/* The replacement for a session's sandbox that was gone is made (or not). */
+static void replaced(void *arg, struct gbx_live *l, int existed, const struct gbx_err *cerr)
+{
+    (void)existed;
+    struct call_ticket *t = arg;
+    struct gbx_server *srv = t->all->srv;
+    struct gbx_actor as = t->as;
+    struct gbx_call *c = ticket_take(t);
+    if (c == NULL) { /* its session was deleted meanwhile: the new sandbox goes too */
+        if (l)
+            (void)gbx_sandboxes_destroy(srv, &as, l, "sandbox.delete", NULL, NULL);
+        return;
+    }
+    struct gbx_session *ses = c->ses;
+    gbx_autofree char *old = ses->sandbox_id ? gbx_xstrdup(ses->sandbox_id) : NULL;
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (l == NULL || sandbox_taken(ses, l, &err) < 0) {
+        gbx_autofree char *m = gbx_asprintf("the session's sandbox is gone and a new one could "
+                                            "not be started: %s",
+                                            err ? err->msg : cerr->msg);
+        return call_fail(c, m);
+    }
+    if (gbx_session_log(ses, "sandbox.replaced", NULL,
+                        json_pack("{s:s?,s:s}", "old", old, "new", ses->sandbox_id), &err) < 0) {
+        /* the log says what the call ran in: a call whose sandbox is not in it is not run */
+        gbx_err_wrap(&err,
+                     "call '%s' was not run: the replacement of the session's sandbox could not "
+                     "be recorded",
+                     c->tool_use_id);
+        return answer(c, err);
+    }
+    gbx_log_info("session '%s': sandbox '%s' replaced by '%s'", ses->id, old ? old : "-",
+                 ses->sandbox_id);
+    ses->replaced_note = 1;
+    gbx_session_ckpt_restore(c, after_restore);
 }
 
 static void run_next(struct gbx_session *ses)
@@ -348,36 +390,17 @@ static void run_next(struct gbx_session *ses)
     if (!c->parsed)
         return call_fail(c, c->parse_error);
     if (live_of(ses) == NULL) {
-        char *old = ses->sandbox_id ? gbx_xstrdup(ses->sandbox_id) : NULL;
+        /* made off the loop for the session's owner: a queued call that finds its sandbox
+         * gone runs long after the request that queued it */
         gbx_session_drop_agent(ses);
-        gbx_autoerr struct gbx_err *e2 = NULL;
-        if (create_sandbox(ses, &e2) < 0) {
-            free(old);
-            gbx_autofree char *m = gbx_asprintf("the session's sandbox is gone and a new one "
-                                                "could not be started: %s",
-                                                e2->msg);
-            return call_fail(c, m);
-        }
-        if (gbx_session_log(ses, "sandbox.replaced", NULL,
-                            json_pack("{s:s?,s:s}", "old", old, "new", ses->sandbox_id),
-                            &err) < 0) {
-            /* the log says what the call ran in: a call whose sandbox is not in it is not run */
-            free(old);
-            gbx_err_wrap(&err,
-                         "call '%s' was not run: the replacement of the session's sandbox "
-                         "could not be recorded",
-                         c->tool_use_id);
-            return answer(c, err);
-        }
-        gbx_log_info("session '%s': sandbox '%s' replaced by '%s'", ses->id, old ? old : "-",
-                     ses->sandbox_id);
-        free(old);
-        ses->replaced_note = 1;
-        return gbx_session_ckpt_restore(c, after_restore);
+        json_t *body = sandbox_body(ses);
+        gbx_sandboxes_create_async(ses->all->srv, &ses->as, body, replaced, ticket_new(c));
+        json_decref(body);
+        return;
     }
     struct gbx_live *l = live_of(ses);
     if (l->hibernated) /* a call wakes its sandbox: its processes and memory come back */
-        return gbx_hibernate_wake(ses->all->srv, &ses->as, l, woken, c);
+        return gbx_hibernate_wake(ses->all->srv, &ses->as, l, woken, ticket_new(c));
     if (l->paused) { /* and thaws a paused one: a tool on a frozen sandbox would hang */
         gbx_autoerr struct gbx_err *e3 = NULL;
         if (gbx_sandboxes_pause(ses->all->srv, &ses->as, l, 0, &e3) < 0) {
@@ -390,22 +413,14 @@ static void run_next(struct gbx_session *ses)
 
 /* ---- sessions ------------------------------------------------------------------------------- */
 
-static int visible(struct gbx_sessions *all, const struct gbx_actor *who,
-                   const struct gbx_session *ses)
+struct gbx_session *gbx_sessions_find(struct gbx_sessions *all, const struct gbx_actor *who,
+                                      const char *id)
 {
-    return gbx_actor_sees(who, ses->owner);
+    struct gbx_session *s = find_by_id(all, id);
+    return s && gbx_actor_sees(who, s->owner) ? s : NULL;
 }
 
-static struct gbx_session *find(struct gbx_sessions *all, const struct gbx_actor *who,
-                                const char *id)
-{
-    for (struct gbx_session *s = all->list; s; s = s->next)
-        if (strcmp(s->id, id) == 0)
-            return visible(all, who, s) ? s : NULL;
-    return NULL;
-}
-
-static json_t *session_json(struct gbx_session *ses)
+json_t *gbx_session_json(struct gbx_session *ses)
 {
     gbx_autofree char *created = gbx_rfc3339(ses->created_ns);
     struct gbx_live *l = live_of(ses);
@@ -418,6 +433,15 @@ static json_t *session_json(struct gbx_session *ses)
         n++;
     json_object_set_new(j, "queued", json_integer((json_int_t)n));
     return j;
+}
+
+json_t *gbx_sessions_list(struct gbx_sessions *all, const struct gbx_actor *who)
+{
+    json_t *a = json_array();
+    for (struct gbx_session *s = all->list; s; s = s->next)
+        if (gbx_actor_sees(who, s->owner))
+            json_array_append_new(a, gbx_session_json(s));
+    return a;
 }
 
 static int store_session(struct gbx_session *ses, struct gbx_err **err)
@@ -433,7 +457,6 @@ static int store_session(struct gbx_session *ses, struct gbx_err **err)
     return gbx_store_session_put(store_of(ses), &row, err);
 }
 
-/* A new sandbox for the session, from its create request; recorded. */
 /* The create body of a session's sandbox: its spec, labelled with the session. */
 static json_t *sandbox_body(const struct gbx_session *ses)
 {
@@ -459,19 +482,6 @@ static int sandbox_taken(struct gbx_session *ses, struct gbx_live *l, struct gbx
                            json_pack("{s:s}", "sandbox", ses->sandbox_id), err);
 }
 
-static int create_sandbox(struct gbx_session *ses, struct gbx_err **err)
-{
-    json_t *body = sandbox_body(ses);
-    struct gbx_live *l = NULL;
-    /* made for the session's owner: a queued call that finds its sandbox gone runs long
-     * after the request that queued it */
-    int r = gbx_sandboxes_create(ses->all->srv, &ses->as, body, &l, err);
-    json_decref(body);
-    if (r < 0)
-        return -1;
-    return sandbox_taken(ses, l, err);
-}
-
 static void session_unlink(struct gbx_session *ses)
 {
     struct gbx_session **pp = &ses->all->list;
@@ -481,24 +491,35 @@ static void session_unlink(struct gbx_session *ses)
         *pp = ses->next;
 }
 
+/* Its followers' streams end. How many there were. */
+static size_t end_followers(struct gbx_session *ses)
+{
+    size_t n = 0;
+    while (ses->followers) {
+        struct gbx_session_follower *f = ses->followers;
+        ses->followers = f->next;
+        f->ops->end(f->arg);
+        free(f);
+        n++;
+    }
+    return n;
+}
+
+/* What waits on a session that goes is told so. */
+static char deleted_msg[] = "the session was deleted";
+static const struct gbx_err session_deleted = {
+    .errnum = ENOENT, .kind = GBX_ERR_UNAVAILABLE, .msg = deleted_msg};
+
 static void session_free(struct gbx_session *ses)
 {
-    while (ses->streams) {
-        struct gbx_stream *st = ses->streams;
-        ses->streams = st->next;
-        if (st->req) {
-            evhttp_connection_set_closecb(evhttp_request_get_connection(st->req), NULL, NULL);
-            evhttp_send_reply_end(st->req);
-        }
-        free(st);
-    }
+    end_followers(ses);
     while (ses->queue) {
         struct gbx_call *c = ses->queue;
         ses->queue = c->next;
         while (c->waiters) {
             struct gbx_waiter *w = c->waiters;
             c->waiters = w->next;
-            gbx_http_reply_error(w->req, GBX_ERR_UNAVAILABLE, "the session was deleted");
+            w->done(w->arg, NULL, 0, &session_deleted);
             free(w);
         }
         call_free(c);
@@ -530,22 +551,49 @@ static struct gbx_session *session_new(struct gbx_sessions *all, const char *id,
     return ses;
 }
 
+/* A call's answer once its audit record is durable: body, or an error saying what was done
+ * and that its record could not be written. */
+struct recorded {
+    gbx_session_done_fn done;
+    void *arg;
+    json_t *body;
+    const char *kind;
+};
+
+static void recorded_done(void *arg, const struct gbx_err *aerr)
+{
+    struct recorded *r = arg;
+    if (aerr) {
+        gbx_autoerr struct gbx_err *err = NULL;
+        gbx_err_set(&err, aerr->errnum, aerr->kind,
+                    "it was done, but its audit record ('%s') could not be written: %s", r->kind,
+                    aerr->msg);
+        r->done(r->arg, NULL, err);
+        json_decref(r->body);
+    } else {
+        r->done(r->arg, r->body, NULL);
+    }
+    free(r);
+}
+
+/* Record kind as who, then done(arg, body (stolen), ...). */
+static void done_recorded(struct gbx_sessions *all, const struct gbx_actor *who, const char *kind,
+                          const char *sandbox, json_t *detail, json_t *body,
+                          gbx_session_done_fn done, void *arg)
+{
+    struct recorded *r = gbx_xcalloc(1, sizeof(*r));
+    *r = (struct recorded){.done = done, .arg = arg, .body = body, .kind = kind};
+    gbx_server_audit_then(all->srv, who->name, kind, sandbox, detail, recorded_done, r);
+}
+
 /* A session create on its way: its sandbox is made off the loop, then its workdir. */
 struct create_ctx {
     struct gbx_sessions *all;
-    struct gbx_http_later *later;
+    gbx_session_done_fn done;
+    void *arg;
     char *id;
     struct gbx_actor as; /* the session's owner */
 };
-
-/* by id alone: the request was checked when it came, and the actor now may be anyone */
-static struct gbx_session *find_by_id(struct gbx_sessions *all, const char *id)
-{
-    for (struct gbx_session *x = all->list; x; x = x->next)
-        if (strcmp(x->id, id) == 0)
-            return x;
-    return NULL;
-}
 
 static void create_ctx_free(struct create_ctx *m)
 {
@@ -555,29 +603,26 @@ static void create_ctx_free(struct create_ctx *m)
 
 static void created_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
 {
+    (void)p;
     struct create_ctx *m = arg;
     if (!final)
         return;
     struct gbx_session *ses = find_by_id(m->all, m->id);
-    struct evhttp_request *req = gbx_http_later_take(m->later);
-    int ok = ses && h && h->type == GBX_MSG_OK;
-    if (ses && ok && req) { /* answered once the record is durable (api/audit.c) */
-        gbx_http_reply_recorded(m->all->srv, ses->as.name, "session.create", ses->sandbox_id,
-                                json_pack("{s:s}", "session", ses->id), req, 201,
-                                session_json(ses));
+    json_t *detail = ses ? json_pack("{s:s}", "session", ses->id) : NULL;
+    if (ses && h && h->type == GBX_MSG_OK) { /* answered once the record is durable */
+        done_recorded(m->all, &ses->as, "session.create", ses->sandbox_id, detail,
+                      gbx_session_json(ses), m->done, m->arg);
         return create_ctx_free(m);
     }
-    if (ses)
-        gbx_server_audit(m->all->srv, &ses->as, "session.create", ses->sandbox_id,
-                         json_pack("{s:s}", "session", ses->id));
-    if (req == NULL)
-        ; /* the client left: the session is there for a list to find */
-    else if (ses == NULL)
-        gbx_http_reply_error(req, GBX_ERR_UNAVAILABLE, "the session was deleted");
-    else if (h == NULL || h->type != GBX_MSG_OK)
-        gbx_http_reply_error(req, GBX_ERR_INTERNAL, "cannot create the workdir '%s'", ses->workdir);
-    else
-        gbx_http_reply_json(req, 201, session_json(ses));
+    if (ses == NULL) {
+        m->done(m->arg, NULL, &session_deleted);
+        return create_ctx_free(m);
+    }
+    /* the session is there (for a list to find); its workdir is not */
+    gbx_server_audit(m->all->srv, &ses->as, "session.create", ses->sandbox_id, detail);
+    gbx_autoerr struct gbx_err *err = NULL;
+    gbx_err_set(&err, EIO, GBX_ERR_INTERNAL, "cannot create the workdir '%s'", ses->workdir);
+    m->done(m->arg, NULL, err);
     create_ctx_free(m);
 }
 
@@ -600,22 +645,17 @@ static void sandbox_made(void *arg, struct gbx_live *l, int existed, const struc
     struct create_ctx *m = arg;
     struct gbx_sessions *all = m->all;
     struct gbx_session *ses = find_by_id(all, m->id);
-    struct gbx_err *err = NULL;
+    gbx_autoerr struct gbx_err *err = NULL;
     if (ses == NULL) { /* deleted while its sandbox was made: that goes too */
         if (l)
             (void)gbx_sandboxes_destroy(all->srv, &m->as, l, "sandbox.delete", NULL, NULL);
-        struct evhttp_request *req = gbx_http_later_take(m->later);
-        if (req)
-            gbx_http_reply_error(req, GBX_ERR_UNAVAILABLE, "the session was deleted");
+        m->done(m->arg, NULL, &session_deleted);
         return create_ctx_free(m);
     }
     if (l == NULL || sandbox_taken(ses, l, &err) < 0) {
         if (l && ses->sandbox_id == NULL)
             (void)gbx_sandboxes_destroy(all->srv, &ses->as, l, "sandbox.delete", NULL, NULL);
-        struct evhttp_request *req = gbx_http_later_take(m->later);
-        if (req)
-            gbx_http_reply_err(req, err ? err : cerr);
-        gbx_err_free(err);
+        m->done(m->arg, NULL, err ? err : cerr);
         create_undo(ses);
         return create_ctx_free(m);
     }
@@ -624,10 +664,7 @@ static void sandbox_made(void *arg, struct gbx_live *l, int existed, const struc
     if (ac == NULL) {
         gbx_server_audit(all->srv, &ses->as, "session.create", ses->sandbox_id,
                          json_pack("{s:s}", "session", ses->id));
-        struct evhttp_request *req = gbx_http_later_take(m->later);
-        if (req)
-            gbx_http_reply_err(req, err);
-        gbx_err_free(err);
+        m->done(m->arg, NULL, err);
         return create_ctx_free(m);
     }
     struct gbx_msg *msg = gbx_aconn_begin(ac, GBX_MSG_MKDIR);
@@ -643,59 +680,38 @@ static int workdir_valid(const char *w)
            strcmp(w + strlen(w) - (strlen(w) >= 3 ? 3 : 0), "/..") != 0;
 }
 
-static void handle_create(struct gbx_sessions *all, const struct gbx_actor *who,
-                          struct evhttp_request *req)
+int gbx_sessions_create(struct gbx_sessions *all, const struct gbx_actor *who, json_t *spec,
+                        gbx_session_done_fn done, void *arg, struct gbx_err **err)
 {
-    json_t *body = gbx_http_body_object(req);
-    if (body == NULL)
-        return;
     const char *workdir = DEFAULT_WORKDIR;
-    json_t *w = json_object_get(body, "workdir");
+    json_t *w = json_object_get(spec, "workdir");
     if (w && (!json_is_string(w) || !workdir_valid(json_string_value(w)))) {
-        json_decref(body);
-        return gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                    "'workdir' must be an absolute path without '..'");
+        json_decref(spec);
+        return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                           "'workdir' must be an absolute path without '..'");
     }
     if (w)
         workdir = json_string_value(w);
-    {
-        gbx_autoerr struct gbx_err *qerr = NULL;
-        if (gbx_sandboxes_quota_admit(all->srv, who, &(struct gbx_quota_use){.sessions = 1},
-                                      &qerr) < 0) {
-            json_decref(body);
-            return gbx_http_reply_err(req, qerr);
-        }
+    if (gbx_sandboxes_quota_admit(all->srv, who, &(struct gbx_quota_use){.sessions = 1}, err) < 0) {
+        json_decref(spec);
+        return -1;
     }
     gbx_autofree char *id = new_id();
-    struct gbx_session *ses = session_new(all, id, who->owner, workdir, body, gbx_realtime_ns());
-    struct gbx_err *err = NULL;
-    if (store_session(ses, &err) < 0 ||
-        gbx_session_log(ses, "session.created", NULL, json_pack("{s:O}", "spec", body), &err) < 0) {
-        gbx_http_reply_err(req, err);
-        gbx_err_free(err);
+    struct gbx_session *ses = session_new(all, id, who->owner, workdir, spec, gbx_realtime_ns());
+    if (store_session(ses, err) < 0 ||
+        gbx_session_log(ses, "session.created", NULL, json_pack("{s:O}", "spec", spec), err) < 0) {
         create_undo(ses);
-        return;
+        return -1;
     }
-    /* its sandbox is made off the loop (as the session's owner: the caller); the reply
-     * comes once it and the workdir are there */
+    /* its sandbox is made off the loop (as the session's owner: the caller); done runs once it
+     * and the workdir are there */
     struct create_ctx *m = gbx_xcalloc(1, sizeof(*m));
-    m->all = all;
-    m->later = gbx_http_later_new(req);
-    m->id = gbx_xstrdup(ses->id);
-    m->as = ses->as;
+    *m = (struct create_ctx){
+        .all = all, .done = done, .arg = arg, .id = gbx_xstrdup(ses->id), .as = ses->as};
     json_t *sbody = sandbox_body(ses);
     gbx_sandboxes_create_async(all->srv, &ses->as, sbody, sandbox_made, m);
     json_decref(sbody);
-}
-
-static void handle_list(struct gbx_sessions *all, const struct gbx_actor *who,
-                        struct evhttp_request *req)
-{
-    json_t *a = json_array();
-    for (struct gbx_session *s = all->list; s; s = s->next)
-        if (visible(all, who, s))
-            json_array_append_new(a, session_json(s));
-    gbx_http_reply_json(req, 200, json_pack("{s:o}", "sessions", a));
+    return 0;
 }
 
 static void rm_tree(void *arg)
@@ -704,17 +720,15 @@ static void rm_tree(void *arg)
 }
 
 /* Delete ses: its row first (a session whose row could not be deleted stays, whole: it
- * would come back at the next start), then its sandbox and workspace. req: the client to
- * answer, once the session.delete record is durable (NULL: the collector's, why says why). */
-static int delete_session(struct gbx_sessions *all, const struct gbx_actor *who,
-                          struct gbx_session *ses, const char *why, struct evhttp_request *req)
+ * would come back at the next start), then its sandbox and workspace. done: called once the
+ * session.delete record is durable (NULL: the collector's, why says why). */
+static int delete_session(struct gbx_session *ses, const struct gbx_actor *who, const char *why,
+                          gbx_session_done_fn done, void *arg, struct gbx_err **err)
 {
-    gbx_autoerr struct gbx_err *err = NULL;
-    if (gbx_store_session_delete(store_of(ses), ses->id, &err) < 0) {
-        gbx_log_error("session '%s': %s", ses->id, err->msg);
-        if (req)
-            gbx_http_reply_error(req, err->kind, "delete session '%s': %s", ses->id, err->msg);
-        return -1;
+    struct gbx_sessions *all = ses->all;
+    if (gbx_store_session_delete(store_of(ses), ses->id, err) < 0) {
+        gbx_log_error("session '%s': %s", ses->id, (*err)->msg);
+        return gbx_err_wrap(err, "delete session '%s'", ses->id);
     }
     struct gbx_live *l = live_of(ses);
     ses->deleting = 1;
@@ -733,9 +747,8 @@ static int delete_session(struct gbx_sessions *all, const struct gbx_actor *who,
     free(trash);
     json_t *detail = why ? json_pack("{s:s,s:s}", "session", ses->id, "reason", why)
                          : json_pack("{s:s}", "session", ses->id);
-    if (req)
-        gbx_http_reply_recorded(all->srv, who->name, "session.delete", NULL, detail, req, 204,
-                                NULL);
+    if (done)
+        done_recorded(all, who, "session.delete", NULL, detail, NULL, done, arg);
     else
         gbx_server_audit(all->srv, who, "session.delete", NULL, detail);
     session_unlink(ses);
@@ -743,10 +756,10 @@ static int delete_session(struct gbx_sessions *all, const struct gbx_actor *who,
     return 0;
 }
 
-static void handle_delete(struct gbx_sessions *all, const struct gbx_actor *who,
-                          struct evhttp_request *req, struct gbx_session *ses)
+int gbx_session_delete(struct gbx_session *ses, const struct gbx_actor *who,
+                       gbx_session_done_fn done, void *arg, struct gbx_err **err)
 {
-    (void)delete_session(all, who, ses, NULL, req);
+    return delete_session(ses, who, NULL, done, arg, err);
 }
 
 void gbx_sessions_each_info(struct gbx_sessions *all,
@@ -772,14 +785,14 @@ uint64_t gbx_sessions_count(const struct gbx_sessions *all, const char *owner)
 
 int gbx_sessions_delete(struct gbx_sessions *all, const char *id, const char *why)
 {
-    for (struct gbx_session *s = all->list; s; s = s->next)
-        if (strcmp(s->id, id) == 0) {
-            if (s->busy || s->queue || s->ckpt)
-                return 0;
-            return delete_session(all, &gbx_actor_system, s, why, NULL) == 0;
-        }
-    return 0;
+    struct gbx_session *s = find_by_id(all, id);
+    if (s == NULL || s->busy || s->queue || s->ckpt)
+        return 0;
+    gbx_autoerr struct gbx_err *err = NULL;
+    return delete_session(s, &gbx_actor_system, why, NULL, NULL, &err) == 0;
 }
+
+/* ---- the log, read ---------------------------------------------------------------------- */
 
 struct events_ctx {
     json_t *events;
@@ -794,81 +807,51 @@ static int event_row(void *arg, const struct gbx_store_event *ev)
     return 0;
 }
 
-static void stream_closed(struct evhttp_connection *conn, void *arg)
+json_t *gbx_session_events(struct gbx_session *ses, int64_t after, int limit, int64_t *last,
+                           struct gbx_err **err)
 {
-    struct gbx_stream *st = arg;
-    (void)conn;
-    st->req = NULL; /* the session drops it at its next event or end */
-}
-
-static void handle_events(struct gbx_sessions *all, struct evhttp_request *req,
-                          struct gbx_session *ses)
-{
-    uint64_t after = 0, limit = 1000;
-    int follow = 0;
-    const struct gbx_query_param params[] = {
-        {.name = "after", .kind = GBX_QUERY_U64, .out = &after, .max = INT64_MAX},
-        {.name = "limit", .kind = GBX_QUERY_U64, .out = &limit, .min = 1, .max = 1000},
-        {.name = "follow", .kind = GBX_QUERY_BOOL, .out = &follow},
-    };
-    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
-    struct gbx_query q = {0};
-    gbx_autoerr struct gbx_err *qerr = NULL;
-    int bad = gbx_query_parse(&q, query, params, GBX_ARRAY_SIZE(params), 0, &qerr) < 0;
-    gbx_query_release(&q);
-    if (bad)
-        return gbx_http_reply_err(req, qerr);
-    const char *accept = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept");
-    int sse = accept && strstr(accept, "text/event-stream");
-    if (sse)
-        follow = 1;
-    struct events_ctx c = {.events = json_array(), .last = (int64_t)after};
-    struct gbx_err *err = NULL;
-    if (gbx_store_session_events(store_of(ses), ses->id, (int64_t)after,
-                                 follow ? 1000000 : (int)limit, event_row, &c, &err) < 0) {
+    struct events_ctx c = {.events = json_array(), .last = after};
+    if (gbx_store_session_events(store_of(ses), ses->id, after, limit, event_row, &c, err) < 0) {
         json_decref(c.events);
-        gbx_http_reply_err(req, err);
-        gbx_err_free(err);
-        return;
+        return NULL;
     }
-    if (!follow)
-        return gbx_http_reply_json(
-            req, 200, json_pack("{s:o,s:I}", "events", c.events, "next_after", (json_int_t)c.last));
-    struct evkeyvalq *oh = evhttp_request_get_output_headers(req);
-    evhttp_add_header(oh, "Content-Type", sse ? "text/event-stream" : "application/x-ndjson");
-    evhttp_add_header(oh, "Cache-Control", "no-store");
-    evhttp_send_reply_start(req, 200, "OK");
-    struct gbx_stream *st = gbx_xcalloc(1, sizeof(*st));
-    st->req = req;
-    st->sse = sse;
-    size_t i;
-    json_t *ev;
-    json_array_foreach(c.events, i, ev)
-    {
-        stream_send(st, ev);
-    }
-    json_decref(c.events);
-    evhttp_connection_set_closecb(evhttp_request_get_connection(req), stream_closed, st);
-    st->next = ses->streams;
-    ses->streams = st;
+    *last = c.last;
+    return c.events;
 }
 
-static void handle_verify(struct evhttp_request *req, struct gbx_session *ses)
+struct gbx_session_follower *gbx_session_follow(struct gbx_session *ses,
+                                                const struct gbx_session_follow_ops *ops, void *arg)
+{
+    struct gbx_session_follower *f = gbx_xcalloc(1, sizeof(*f));
+    *f = (struct gbx_session_follower){.next = ses->followers, .ses = ses, .ops = ops, .arg = arg};
+    ses->followers = f;
+    return f;
+}
+
+void gbx_session_unfollow(struct gbx_session_follower *f)
+{
+    for (struct gbx_session_follower **pp = &f->ses->followers; *pp; pp = &(*pp)->next)
+        if (*pp == f) {
+            *pp = f->next;
+            break;
+        }
+    free(f);
+}
+
+json_t *gbx_session_verify(struct gbx_session *ses, struct gbx_err **err)
 {
     struct gbx_audit_report rep;
-    struct gbx_err *err = NULL;
-    if (gbx_store_session_verify(store_of(ses), ses->id, &rep, &err) < 0) {
-        gbx_http_reply_err(req, err);
-        gbx_err_free(err);
-        return;
-    }
+    if (gbx_store_session_verify(store_of(ses), ses->id, &rep, err) < 0)
+        return NULL;
     json_t *j = json_pack("{s:b,s:I}", "ok", rep.bad_seq == 0, "events", (json_int_t)rep.rows);
     if (rep.bad_seq) {
         json_object_set_new(j, "bad_seq", json_integer(rep.bad_seq));
         json_object_set_new(j, "reason", json_string(rep.reason));
     }
-    gbx_http_reply_json(req, 200, j);
+    return j;
 }
+
+/* ---- execute ------------------------------------------------------------------------------ */
 
 static struct gbx_call *find_call(struct gbx_session *ses, const char *tuid)
 {
@@ -878,128 +861,61 @@ static struct gbx_call *find_call(struct gbx_session *ses, const char *tuid)
     return NULL;
 }
 
-static void handle_execute(struct gbx_sessions *all, struct evhttp_request *req,
-                           struct gbx_session *ses)
+static void wait_for(struct gbx_call *c, gbx_session_result_fn done, void *arg)
 {
-    json_t *body = gbx_http_body_object(req);
-    if (body == NULL)
-        return;
-    static const char *const fields[] = {"tool_use_id", "name", "input", NULL};
-    if (gbx_http_only_fields(req, body, fields, "tool_use_id, name, input") < 0) {
-        json_decref(body);
-        return;
-    }
-    const char *tuid = json_string_value(json_object_get(body, "tool_use_id"));
-    const char *name = json_string_value(json_object_get(body, "name"));
-    json_t *input = json_object_get(body, "input");
+    struct gbx_waiter *w = gbx_xcalloc(1, sizeof(*w));
+    *w = (struct gbx_waiter){.next = c->waiters, .done = done, .arg = arg};
+    c->waiters = w;
+}
+
+int gbx_session_execute(struct gbx_session *ses, const char *tuid, const char *name, json_t *input,
+                        gbx_session_result_fn done, void *arg, struct gbx_err **err)
+{
     if (tuid == NULL || tuid[0] == '\0' || strlen(tuid) > TOOL_USE_ID_MAX || name == NULL ||
-        (input && !json_is_object(input))) {
-        json_decref(body);
-        return gbx_http_reply_error(req, GBX_ERR_INVALID,
-                                    "execute needs 'tool_use_id' (1-256 characters), 'name' and "
-                                    "'input' (an object)");
-    }
+        (input && !json_is_object(input)))
+        return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                           "execute needs 'tool_use_id' (1-256 characters), 'name' and "
+                           "'input' (an object)");
     /* a retry: the stored result, nothing runs again */
     gbx_autofree char *stored = gbx_store_session_result(store_of(ses), ses->id, tuid);
     if (stored) {
         json_t *r = json_loads(stored, 0, NULL);
         json_object_del(r, "duration_ms");
-        reply_result(req, r, 1);
+        done(arg, r, 1, NULL);
         json_decref(r);
-        json_decref(body);
-        return;
+        return 0;
     }
+    json_t *in = input ? json_incref(input) : json_object();
     /* a duplicate of a call that is running or queued: wait for it */
     struct gbx_call *c = find_call(ses, tuid);
     if (c) {
-        json_t *in = input ? input : json_object();
-        if (strcmp(c->name, name) != 0 || !json_equal(c->input, in)) {
-            if (!input)
-                json_decref(in);
-            json_decref(body);
-            return gbx_http_reply_error(req, GBX_ERR_CONFLICT,
-                                        "tool_use_id '%s' is in use by a different call", tuid);
-        }
-        if (!input)
-            json_decref(in);
-        struct gbx_waiter *w = gbx_xcalloc(1, sizeof(*w));
-        w->req = req;
-        w->next = c->waiters;
-        c->waiters = w;
-        json_decref(body);
-        return;
+        int same = strcmp(c->name, name) == 0 && json_equal(c->input, in);
+        json_decref(in);
+        if (!same)
+            return gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT,
+                               "tool_use_id '%s' is in use by a different call", tuid);
+        wait_for(c, done, arg);
+        return 0;
     }
     c = gbx_xcalloc(1, sizeof(*c));
     c->ses = ses;
+    c->seq = ++ses->all->call_seq;
     c->tool_use_id = gbx_xstrdup(tuid);
     c->name = gbx_xstrdup(name);
-    c->input = input ? json_incref(input) : json_object();
-    json_decref(body);
-    gbx_autoerr struct gbx_err *err = NULL;
-    if (gbx_tool_parse(c->name, c->input, &c->tc, &err) == 0)
+    c->input = in;
+    gbx_autoerr struct gbx_err *perr = NULL;
+    if (gbx_tool_parse(c->name, c->input, &c->tc, &perr) == 0)
         c->parsed = 1;
     else
-        c->parse_error = gbx_xstrdup(err->msg);
-    c->waiters = gbx_xcalloc(1, sizeof(*c->waiters));
-    c->waiters->req = req;
+        c->parse_error = gbx_xstrdup(perr->msg);
+    wait_for(c, done, arg);
     if (ses->queue_tail)
         ses->queue_tail->next = c;
     else
         ses->queue = c;
     ses->queue_tail = c;
     run_next(ses);
-    (void)all;
-}
-
-void gbx_sessions_route(struct gbx_sessions *all, const struct gbx_actor *who,
-                        struct evhttp_request *req, const char *path)
-{
-    enum evhttp_cmd_type m = evhttp_request_get_command(req);
-    if (strcmp(path, "/v1/sessions") == 0) {
-        if (m == EVHTTP_REQ_POST)
-            return handle_create(all, who, req);
-        if (m == EVHTTP_REQ_GET)
-            return handle_list(all, who, req);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, POST");
-        return gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID,
-                                           "method not allowed (use GET, POST)");
-    }
-    const char *rest = path + strlen("/v1/sessions/");
-    const char *slash = strchr(rest, '/');
-    char id[32];
-    size_t n = slash ? (size_t)(slash - rest) : strlen(rest);
-    if (n >= sizeof(id))
-        return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no such session");
-    memcpy(id, rest, n);
-    id[n] = '\0';
-    struct gbx_session *ses = id_valid(id) ? find(all, who, id) : NULL;
-    if (ses == NULL)
-        return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no session '%s'", id);
-    const char *sub = slash ? slash : "";
-    const char *allow = NULL;
-    if (sub[0] == '\0') {
-        if (m == EVHTTP_REQ_GET)
-            return gbx_http_reply_json(req, 200, session_json(ses));
-        if (m == EVHTTP_REQ_DELETE)
-            return handle_delete(all, who, req, ses);
-        allow = "GET, DELETE";
-    } else if (strcmp(sub, "/events") == 0) {
-        if (m == EVHTTP_REQ_GET)
-            return handle_events(all, req, ses);
-        allow = "GET";
-    } else if (strcmp(sub, "/verify") == 0) {
-        if (m == EVHTTP_REQ_GET)
-            return handle_verify(req, ses);
-        allow = "GET";
-    } else if (strcmp(sub, "/execute") == 0) {
-        if (m == EVHTTP_REQ_POST)
-            return handle_execute(all, req, ses);
-        allow = "POST";
-    } else {
-        return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "no route for '%s'", path);
-    }
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
-    gbx_http_reply_error_status(req, 405, GBX_ERR_INVALID, "method not allowed (use %s)", allow);
+    return 0;
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
@@ -1066,16 +982,7 @@ size_t gbx_sessions_drain(struct gbx_sessions *all)
 {
     size_t n = 0;
     for (struct gbx_session *s = all ? all->list : NULL; s; s = s->next)
-        while (s->streams) {
-            struct gbx_stream *st = s->streams;
-            s->streams = st->next;
-            if (st->req) {
-                evhttp_connection_set_closecb(evhttp_request_get_connection(st->req), NULL, NULL);
-                evhttp_send_reply_end(st->req);
-                n++;
-            }
-            free(st);
-        }
+        n += end_followers(s);
     return n;
 }
 

@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Internals of the sessions engine: sessions.c (registry, routes, the execute queue, the
- * event log), session/tools.c (the six tools over a connection to the sandbox's init),
- * session/ckpt.c (the workspace checkpoint and its restore into a replacement sandbox). */
+/* Internals of the sessions engine: sessions.c (registry, the execute queue, the event log),
+ * session/tools.c (the six tools over a connection to the sandbox's init), session/ckpt.c (the
+ * workspace checkpoint and its restore into a replacement sandbox). */
 #ifndef GBX_SESSION_SESSIONS_INT_H
 #define GBX_SESSION_SESSIONS_INT_H
 
 #include <event2/event.h>
-#include <event2/http.h>
 #include <jansson.h>
 #include <stdint.h>
 
@@ -22,6 +21,7 @@ struct ckpt_entry;
 struct gbx_call {
     struct gbx_call *next;
     struct gbx_session *ses;
+    uint64_t seq; /* unique in the engine: what a later callback finds it by */
     char *tool_use_id;
     char *name;
     json_t *input; /* owned; tc borrows from it */
@@ -30,7 +30,8 @@ struct gbx_call {
     char *parse_error;
     struct gbx_waiter {
         struct gbx_waiter *next;
-        struct evhttp_request *req;
+        gbx_session_result_fn done;
+        void *arg;
     } * waiters;
     int64_t t0;
     /* running */
@@ -67,13 +68,8 @@ struct gbx_session {
     char *ckpt_dir;
     struct ckpt_entry *manifest;
     size_t nmanifest, capmanifest;
-    struct gbx_ckpt_job *ckpt; /* running checkpoint or restore */
-    /* live event streams */
-    struct gbx_stream {
-        struct gbx_stream *next;
-        struct evhttp_request *req;
-        int sse;
-    } * streams;
+    struct gbx_ckpt_job *ckpt;              /* running checkpoint or restore */
+    struct gbx_session_follower *followers; /* live event streams */
     int deleting;
 };
 
@@ -82,6 +78,7 @@ struct gbx_sessions {
     struct event_base *base;
     struct gbx_session *list;
     char *state_dir;
+    uint64_t call_seq; /* the last call's seq */
 };
 
 /* sessions.c */
