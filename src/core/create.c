@@ -286,6 +286,7 @@ struct create_job {
     struct gbx_egress_socks socks; /* the worker's plumbing of its namespace */
     struct gbx_err *err;
     struct gbx_aconn_hello *hello; /* init's HELLO, awaited on the loop, or NULL */
+    int silent_peer;               /* the fault suite's (create.silent) HELLO peer, or -1 */
     gbx_sandboxes_created_fn done;
     void *arg;
     struct create_job *next, **pprev; /* in s->creating; removed in O(1): a thousand creates
@@ -307,6 +308,8 @@ static void create_job_free(struct create_job *j)
     free(j->id);
     free(j->base);
     free(j->tmpl);
+    if (j->silent_peer >= 0)
+        close(j->silent_peer);
     free(j);
 }
 
@@ -341,6 +344,7 @@ static int create_prepare(struct gbx_server *s, const struct gbx_actor *who,
                           struct gbx_live **existing, struct gbx_err **err)
 {
     struct create_job *j = gbx_xcalloc(1, sizeof(*j));
+    j->silent_peer = -1;
     j->s = s;
     j->socks.proxy_fd = j->socks.dns_udp_fd = j->socks.dns_tcp_fd = -1;
     j->t0 = gbx_monotonic_ns();
@@ -611,8 +615,16 @@ static void create_done(void *arg)
         create_undo(j, err);
         gbx_err_free(err);
     } else if (j->sb && j->sb->conn_fd >= 0) {
-        j->hello = gbx_aconn_hello(j->s->base, gbx_steal_fd(&j->sb->conn_fd), GBX_HELLO_TIMEOUT_MS,
-                                   create_hello_done, j);
+        int fd = gbx_steal_fd(&j->sb->conn_fd);
+        int sp[2];
+        if (gbx_fault("create.silent") < 0 &&
+            socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == 0) {
+            /* for the fault suite: an init that never answers (its peer is kept, silent) */
+            close(fd);
+            fd = sp[0];
+            j->silent_peer = sp[1];
+        }
+        j->hello = gbx_aconn_hello(j->s->base, fd, j->s->hello_timeout_ms, create_hello_done, j);
         return;
     }
     create_end(j);
@@ -857,7 +869,7 @@ static void pool_spawned(void *arg)
         pf->next->pprev = &pf->next;
     pf->pprev = &s->pool_filling;
     s->pool_filling = pf;
-    pf->hello = gbx_aconn_hello(s->base, gbx_steal_fd(&pf->sb->conn_fd), GBX_HELLO_TIMEOUT_MS,
+    pf->hello = gbx_aconn_hello(s->base, gbx_steal_fd(&pf->sb->conn_fd), s->hello_timeout_ms,
                                 pool_hello_done, pf);
 }
 
@@ -922,8 +934,9 @@ void gbx_srv_pool_drain(struct gbx_server *s)
     }
 }
 
-void gbx_srv_creates_abort(struct gbx_server *s)
+size_t gbx_srv_creates_abort(struct gbx_server *s)
 {
+    size_t n = 0;
     struct gbx_err *stopping = NULL;
     gbx_err_set(&stopping, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
     /* (a job's end only unlinks that job: the next one stays where it is) */
@@ -935,6 +948,7 @@ void gbx_srv_creates_abort(struct gbx_server *s)
         j->hello = NULL;
         create_undo(j, stopping);
         create_end(j);
+        n++;
     }
     while (s->pool_filling) {
         struct pool_fill *pf = s->pool_filling;
@@ -945,6 +959,7 @@ void gbx_srv_creates_abort(struct gbx_server *s)
         pool_fill_end(pf, stopping);
     }
     gbx_err_free(stopping);
+    return n;
 }
 
 /* ---- several from one spec ------------------------------------------------------------------ */
@@ -964,7 +979,7 @@ static void many_made(void *arg, struct gbx_live *l, int existed, const struct g
     (void)existed;
     struct many *m = arg;
     m->each(m->arg, l, err);
-    if (--m->left > 0 && (l || m->keep_going))
+    if (--m->left > 0 && (l || (m->keep_going && err->errnum != ESHUTDOWN)))
         return gbx_sandboxes_create_spec_async(m->s, &m->who, &m->spec, many_made, m);
     m->done(m->arg);
     gbx_create_spec_clear(&m->spec);

@@ -678,6 +678,7 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     s->rt_ready = 1;
     s->rt.criu_timeout_ms = cfg->criu_timeout_ms;
     s->rt.helper_timeout_ms = cfg->helper_timeout_ms;
+    s->hello_timeout_ms = cfg->hello_timeout_ms > 0 ? cfg->hello_timeout_ms : GBX_HELLO_TIMEOUT_MS;
     if (lock_dirs(s, err) < 0 || gbx_diskguard_init(&s->disk, s->rt.state_dir, cfg->state_reserve,
                                                     cfg->state_reserve_set, err) < 0)
         goto fail;
@@ -750,6 +751,11 @@ const char *gbx_server_cpu_dir(const struct gbx_server *s, const char **scope)
 {
     *scope = s->rt.cg.scope;
     return s->rt.cg.v1[GBX_CG_CPU];
+}
+
+size_t gbx_server_drain(struct gbx_server *s)
+{
+    return gbx_srv_creates_abort(s);
 }
 
 void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes)

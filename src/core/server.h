@@ -32,12 +32,17 @@ struct gbx_server_config {
     int state_reserve_set;       /* 0: the default (the smaller of 64 MiB and 1% of the fs) */
     int64_t criu_timeout_ms;     /* one criu dump or restore; 0: 2 minutes */
     int64_t helper_timeout_ms;   /* tar, debootstrap and other helpers; 0: 30 minutes */
+    int64_t hello_timeout_ms;    /* a new sandbox's init answering HELLO; 0: 30 s */
     struct gbx_gc_policy retention;
     const struct gbx_limits *limits; /* defaults, maximums, quotas; NULL: gbx_limits_init's */
 };
 
 int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
                    struct gbx_server **out, struct gbx_err **err) GBX_WUR;
+/* The daemon is stopping, its loop still turning: creates waiting for their sandbox's HELLO
+ * end now (torn down; their callers hear that the daemon is stopping, while replies can still
+ * go out). Returns how many. */
+size_t gbx_server_drain(struct gbx_server *s);
 /* Stop; sandboxes keep running (kill_sandboxes: destroy them). The listeners stop first
  * (gbx_listen_stop). */
 void gbx_server_shutdown(struct gbx_server *s, int kill_sandboxes);

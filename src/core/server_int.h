@@ -41,6 +41,7 @@ struct gbx_server {
     struct event *pool_ev;          /* refills the pool, one sandbox per turn of the loop */
     int pool_backoff;               /* the last refill failed: wait before the next */
     struct pool_fill *pool_filling; /* made, waiting on the loop for init's HELLO */
+    int64_t hello_timeout_ms;       /* how long that may take (--hello-timeout) */
     char *sock_path;                /* <runtime>/api.sock, where the listeners serve the admin */
     struct gbx_runtime rt;
     int rt_ready;
@@ -97,8 +98,8 @@ void gbx_srv_store_delete(struct gbx_server *s, const char *id);
 void gbx_srv_pool_kick(struct gbx_server *s);
 /* At shutdown: the creates and pool fills still waiting for init's HELLO end now (their
  * sandboxes are torn down; a create's caller hears that the daemon is stopping). */
-void gbx_srv_creates_abort(struct gbx_server *s);
-/* How long a new sandbox's init has to answer HELLO. */
+size_t gbx_srv_creates_abort(struct gbx_server *s);
+/* How long a new sandbox's init has to answer HELLO, unless --hello-timeout says. */
 #define GBX_HELLO_TIMEOUT_MS 30000
 int gbx_srv_stack_template(struct gbx_server *s, const char *tmpl, char ***layers, size_t *n,
                            char **base, struct gbx_err **err);

@@ -100,6 +100,8 @@ static const char usage[] =
     "                         is stopped and the hibernate or wake fails cleanly (default 2m)\n"
     "  --helper-timeout DURATION      the same for other helpers: tar of a writable layer,\n"
     "                         debootstrap (default 30m)\n"
+    "  --hello-timeout DURATION       longest a new sandbox's init may take to answer its\n"
+    "                         first HELLO before the sandbox is torn down (default 30s)\n"
     "  --loop-priority N      run the event loop N nice levels above everything it starts\n"
     "                         (sandboxes, workers, helpers), so that it answers while they\n"
     "                         saturate the CPUs, in a CPU group of its own weighted the\n"
@@ -308,6 +310,13 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
             st->cfg.criu_timeout_ms = (int64_t)ms;
         else
             st->cfg.helper_timeout_ms = (int64_t)ms;
+    } else if (strcmp(key, "hello-timeout") == 0) {
+        uint64_t ms;
+        if (gbx_parse_duration_ms(value, &ms) < 0 || ms < 100 || ms > 600000) {
+            snprintf(err, errsz, "hello-timeout must be a duration from 100ms to 10m");
+            return -1;
+        }
+        st->cfg.hello_timeout_ms = (int64_t)ms;
     } else if (strcmp(key, "loop-priority") == 0) {
         uint64_t n;
         if (gbx_parse_u64(value, 0, 19, &n) < 0) {
@@ -440,6 +449,7 @@ int main(int argc, char **argv)
         {"gc-interval", required_argument, NULL, 0},
         {"hibernate-timeout", required_argument, NULL, 0},
         {"helper-timeout", required_argument, NULL, 0},
+        {"hello-timeout", required_argument, NULL, 0},
         {"loop-priority", required_argument, NULL, 0},
         {"rate-limit", required_argument, NULL, 0},
         {"max-conns", required_argument, NULL, 0},

@@ -246,7 +246,7 @@ int gbx_listen_drain(struct gbx_listeners *n)
     }
     size_t k = gbx_exec_drain(why) + gbx_api_files_drain(why) + gbx_e2b_interp_shutdown() +
                gbx_e2b_fs_drain(why) + gbx_sessions_drain(gbx_server_sessions(n->s)) +
-               gbx_templates_drain(why);
+               gbx_templates_drain(why) + gbx_server_drain(n->s);
     if (k)
         gbx_log_info("ended %zu open streams", k);
     return k > 0;

@@ -4,8 +4,9 @@
 # and the sandbox works for the next call (the process runs on and can be attached to); a
 # session call cut the same way is answered, and the next call works; a sandbox whose init is
 # SIGKILLed mid-exec ends the stream with a clear error, is reported gone, and leaves nothing;
-# a new sandbox whose HELLO is lost (create.hello, pool.hello) is torn down and the create
-# answers 503, or the warm pool retries.
+# a new sandbox whose HELLO is lost (create.hello, pool.hello) or never answered (create.silent,
+# past --hello-timeout) is torn down and the create answers 503, or the warm pool retries; a
+# daemon stopping while a create waits for HELLO stops at once and the create hears why.
 NAME=fagent
 . "$(dirname "$0")/../lib/daemon.sh"
 . "$(dirname "$0")/lib.sh"
@@ -111,6 +112,36 @@ check "create.hello: the next create works" [ "$code" = 201 ]
 sh_in "$SB" 'echo fine'
 check "create.hello: and its sandbox runs" eval "[ '$code' = 200 ] && [ '$out' = fine ]"
 stop_daemon
+
+# ---- a new sandbox's init that never answers HELLO: the deadline, then the same ---------------
+# (create.silent hands the HELLO to a socket nobody answers; --hello-timeout 1s)
+fault_daemon create.silent:fail --hello-timeout 1s
+t0=$(date +%s%N)
+req POST /v1/sandboxes '{}'
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+check "create.silent: the fault acted" grep -q "fault: 'create.silent': fail" "$LOG"
+check "create.silent: the create is answered 503 at the deadline, not before (${ms} ms)" eval "[ '$code' = 503 ] && [ $ms -ge 900 ]"
+check "create.silent: and says why" grep -qi 'hello' "$T/body"
+echo "# $(head -c 300 "$T/body")"
+invariants create.silent
+new_sandbox
+check "create.silent: the next create works" [ "$code" = 201 ]
+stop_daemon
+
+# ---- the daemon stopping while a create waits for HELLO -------------------------------------------
+fault_daemon create.silent:fail --hello-timeout 60s
+curl -s --max-time 90 -o "$T/waiting" -w '%{http_code}' --unix-socket "$S" -X POST -d '{}' \
+    http://glovebox/v1/sandboxes > "$T/waiting.code" &
+C=$!
+for i in $(seq 100); do grep -q "fault: 'create.silent': fail" "$LOG" && break; sleep 0.05; done
+check "shutdown during HELLO: the create is waiting for it" grep -q "fault: 'create.silent': fail" "$LOG"
+t0=$(date +%s%N)
+stop_daemon
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+check "shutdown during HELLO: the daemon stops at once, not at the 60 s deadline (${ms} ms)" eval "[ $rc = 0 ] && [ $ms -lt 10000 ]"
+wait "$C"
+check "shutdown during HELLO: the create hears the daemon is stopping" eval "[ \"\$(cat '$T/waiting.code')\" = 503 ] && grep -q 'stopping' '$T/waiting'"
+check "shutdown during HELLO: its sandbox left nothing (no sandbox cgroup)" [ -z "$(cg_dirs)" ]
 
 # ---- the same for the warm pool: it retries, and fills ----------------------------------------
 fault_daemon pool.hello:fail --pool 1
