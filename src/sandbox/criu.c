@@ -1030,6 +1030,9 @@ out:
                 gbx_err_wrap(err, "%s", rerr->msg);
                 gbx_err_free(rerr);
             }
+        } else {
+            gbx_err_wrap(err, killed ? "its init died when criu was stopped mid-dump"
+                                     : "its init died during the dump");
         }
     }
     if (layer_fd >= 0)

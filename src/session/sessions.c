@@ -373,7 +373,7 @@ static void replaced(void *arg, struct gbx_live *l, int existed, const struct gb
 static void run_next(struct gbx_session *ses)
 {
     struct gbx_call *c = ses->queue;
-    if (c == NULL || ses->busy || ses->deleting)
+    if (c == NULL || ses->busy || ses->deleting || ses->all->stopping)
         return;
     ses->busy = 1;
     c->t0 = gbx_monotonic_ns();
@@ -980,9 +980,25 @@ int gbx_sessions_new(struct gbx_server *srv, struct event_base *base, const char
 
 size_t gbx_sessions_drain(struct gbx_sessions *all)
 {
+    static char msg[] = "the daemon is stopping before the call finished (a retry gets its result "
+                        "if it was recorded, or runs it again)";
+    static const struct gbx_err stopping = {
+        .errnum = ESHUTDOWN, .kind = GBX_ERR_UNAVAILABLE, .msg = msg};
     size_t n = 0;
-    for (struct gbx_session *s = all ? all->list : NULL; s; s = s->next)
+    if (all == NULL)
+        return 0;
+    all->stopping = 1; /* no queued call starts now */
+    for (struct gbx_session *s = all->list; s; s = s->next) {
         n += end_followers(s);
+        for (struct gbx_call *c = s->queue; c; c = c->next)
+            while (c->waiters) { /* answered while replies can still go out */
+                struct gbx_waiter *w = c->waiters;
+                c->waiters = w->next;
+                w->done(w->arg, NULL, 0, &stopping);
+                free(w);
+                n++;
+            }
+    }
     return n;
 }
 

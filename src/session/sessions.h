@@ -75,7 +75,8 @@ int gbx_session_execute(struct gbx_session *ses, const char *tool_use_id, const 
                         json_t *input, gbx_session_result_fn done, void *arg,
                         struct gbx_err **err) GBX_WUR;
 
-/* End every follower (the daemon is stopping). Returns how many. */
+/* The daemon is stopping: every follower's stream ends, every request waiting on a call hears
+ * so, and no queued call starts. Returns how many were ended. */
 size_t gbx_sessions_drain(struct gbx_sessions *all);
 
 /* For retention (core/gc.c, through gbx_session_ops; struct gbx_session_info is the core's). */

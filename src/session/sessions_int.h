@@ -79,6 +79,7 @@ struct gbx_sessions {
     struct gbx_session *list;
     char *state_dir;
     uint64_t call_seq; /* the last call's seq */
+    int stopping;      /* the daemon is: no queued call starts */
 };
 
 /* sessions.c */

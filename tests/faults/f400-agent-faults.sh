@@ -66,6 +66,22 @@ check "agent.cut, session: its log verifies" [ "$code" = 200 ]
 invariants "agent.cut, session"
 stop_daemon
 
+# ---- the daemon stopping while a session call runs -------------------------------------------
+fault_daemon ""
+req POST /v1/sessions '{}'
+SES=$(field "j['id']")
+execute s-0 'echo ready'
+curl -s --max-time 60 -o "$T/long" -w '%{http_code}' --unix-socket "$S" -X POST \
+    -H 'Content-Type: application/json' -d '{"tool_use_id":"s-1","name":"bash","input":{"command":"sleep 20"}}' \
+    "http://glovebox/v1/sessions/$SES/execute" > "$T/long.code" &
+C=$!
+sleep 0.5
+stop_daemon
+check "stop during a session call: the daemon stops cleanly" [ $rc = 0 ]
+wait "$C"
+echo "# the running call: $(cat "$T/long.code") $(head -c 300 "$T/long")"
+check "stop during a session call: the call hears the daemon is stopping" eval "[ \"\$(cat '$T/long.code')\" = 503 ] && grep -q 'stopping' '$T/long'"
+
 # ---- the sandbox's init SIGKILLed mid-exec -------------------------------------------------
 restart
 new_sandbox
