@@ -232,7 +232,9 @@ static void handle_pause(struct gbx_server *s, const struct gbx_actor *who,
         json_decref(body);
         return gbx_http_reply_error(
             req, GBX_ERR_CONFLICT, "sandbox '%s' is busy with %s", l->sb->id,
-            l->busy == GBX_BUSY_WORKER ? (l->hibernated ? "waking" : "a hibernate") : "a snapshot");
+            l->restarting                ? "a rollback"
+            : l->busy == GBX_BUSY_WORKER ? (l->hibernated ? "waking" : "a hibernate")
+                                         : "a snapshot");
     }
     if (l->hibernated && !pause) {
         if (v)
@@ -379,9 +381,11 @@ static void route_sandbox_sub(struct gbx_server *s, const struct gbx_actor *who,
         /* a hibernated sandbox has no processes: it is woken first (POST .../resume) */
         struct gbx_live *l = gbx_sandboxes_find(s, who, id);
         if (l && (l->hibernated || l->busy == GBX_BUSY_WORKER) && strcmp(sub, "/snapshots") != 0)
-            return gbx_http_reply_error(req, GBX_ERR_CONFLICT,
-                                        "sandbox '%s' is %s; resume it first", id,
-                                        l->hibernated ? "hibernated" : "being hibernated");
+            return gbx_http_reply_error(req, GBX_ERR_CONFLICT, "sandbox '%s' is %s", id,
+                                        l->restarting   ? "being rolled back; try again when it "
+                                                          "is done"
+                                        : l->hibernated ? "hibernated; resume it first"
+                                                        : "being hibernated; resume it first");
     }
     if (strcmp(sub, "/snapshots") == 0 || strcmp(sub, "/fork") == 0 ||
         strcmp(sub, "/rollback") == 0) {

@@ -144,6 +144,15 @@ static void clone_n(struct gbx_server *s, const struct gbx_actor *who, struct ev
     gbx_create_spec_clear(&spec);
 }
 
+static void rolled_back(void *arg, struct gbx_live *l, const struct gbx_err *err)
+{
+    struct evhttp_request *req = gbx_http_later_take(arg);
+    if (req && err)
+        gbx_http_reply_err(req, err);
+    else if (req)
+        gbx_http_reply_json(req, 200, gbx_sandboxes_json(l));
+}
+
 /* {count?, ...create fields}: the count (1..MAX_CLONES), and the fields left in body. */
 static int parse_count(struct evhttp_request *req, json_t *body, int *count)
 {
@@ -389,15 +398,9 @@ int gbx_api_snapshots_sandbox(struct gbx_server *s, const struct gbx_actor *who,
             json_decref(body);
             return 1;
         }
-        struct gbx_err *err = NULL;
-        if (l->busy)
-            gbx_http_reply_error(req, GBX_ERR_CONFLICT, "sandbox '%s' is busy with a snapshot",
-                                 l->sb->id);
-        else if (gbx_sandboxes_rebuild(s, who, l, json_string_value(ref), &err) < 0)
-            gbx_http_reply_err(req, err);
-        else
-            gbx_http_reply_json(req, 200, gbx_sandboxes_json(l));
-        gbx_err_free(err);
+        /* made again off the loop; the reply once it runs (or is gone) */
+        gbx_sandboxes_rollback(s, who, l, json_string_value(ref), rolled_back,
+                               gbx_http_later_new(req));
         json_decref(body);
         return 1;
     }

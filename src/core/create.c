@@ -1001,3 +1001,155 @@ void gbx_sandboxes_create_many(struct gbx_server *s, const struct gbx_actor *who
     gbx_create_spec_copy(&m->spec, spec);
     gbx_sandboxes_create_spec_async(s, &m->who, &m->spec, many_made, m);
 }
+
+/* ---- rollback ---------------------------------------------------------------------------------
+ */
+
+struct rollback {
+    struct gbx_server *s;
+    struct gbx_actor who;
+    char *id, *sid, *tmpl, *base;
+    char **layers;
+    size_t nlayers;
+    struct gbx_cg_limits limits;
+    uint64_t disk_bytes;
+    struct gbx_egress_policy *policy;
+    struct gbx_sandbox *old, *sb; /* the worker's */
+    struct gbx_err *err;
+    gbx_sandboxes_rolled_fn done;
+    void *arg;
+};
+
+static void rollback_free(struct rollback *r)
+{
+    gbx_snapshots_layers_free(r->layers, r->nlayers);
+    gbx_egress_policy_free(r->policy);
+    gbx_err_free(r->err);
+    free(r->id);
+    free(r->sid);
+    free(r->tmpl);
+    free(r->base);
+    free(r);
+}
+
+static void rollback_work(void *arg)
+{
+    struct rollback *r = arg;
+    (void)!gbx_sandbox_destroy(r->old, NULL);
+    r->old = NULL;
+    struct gbx_sandbox_spec spec = {.id = r->id,
+                                    .template_name = r->base,
+                                    .limits = r->limits,
+                                    .disk_bytes = r->disk_bytes,
+                                    .ctl_socket = 1,
+                                    .layers = (const char *const *)r->layers,
+                                    .nlayers = r->nlayers};
+    int rc = -1;
+    if (gbx_fault("rollback.start") < 0) {
+        gbx_err_set(&r->err, EIO, GBX_ERR_INTERNAL, "fault injected: the new start failed");
+    } else {
+        spawn_gate(1);
+        rc = gbx_sandbox_create(&r->s->rt, &spec, &r->sb, &r->err);
+        spawn_gate(0);
+    }
+    if (rc < 0) {
+        r->sb = NULL;
+    } else if (gbx_srv_agent_hello(r->sb, &r->err) < 0) { /* on this thread, blocking nothing */
+        (void)!gbx_sandbox_destroy(r->sb, NULL);
+        r->sb = NULL;
+    }
+}
+
+static void rollback_done(void *arg)
+{
+    struct rollback *r = arg;
+    struct gbx_server *s = r->s;
+    struct gbx_live *l = gbx_srv_live_find_any(s, r->id);
+    if (l) { /* the placeholder goes; the new tree takes its place */
+        gbx_sandbox_forget(l->sb);
+        l->sb = NULL;
+        l->restarting = 0;
+    }
+    if (r->old) /* the job never ran (the daemon is stopping) */
+        (void)!gbx_sandbox_destroy(gbx_steal_ptr(&r->old), NULL);
+    if (l == NULL) { /* gone meanwhile (the daemon is stopping): nothing to keep */
+        if (r->sb)
+            (void)!gbx_sandbox_destroy(r->sb, NULL);
+        if (r->err == NULL)
+            gbx_err_set(&r->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
+        r->done(r->arg, NULL, r->err);
+        return rollback_free(r);
+    }
+    if (r->sb &&
+        gbx_egress_attach(s->egress, r->id, r->sb->init_pid, r->policy, &l->egress, &r->err) < 0) {
+        (void)!gbx_sandbox_destroy(r->sb, NULL);
+        r->sb = NULL;
+    }
+    if (r->sb == NULL) {
+        gbx_err_wrap(&r->err, "roll back sandbox '%s' (it is gone)", r->id);
+        gbx_log_error("%s", r->err->msg);
+        r->done(r->arg, NULL, r->err);
+        /* the old tree ended and no new one started: the sandbox is gone (as the daemon) */
+        gbx_sandboxes_drop(s, l, r->id, "rollback failed");
+        return rollback_free(r);
+    }
+    l->sb = gbx_steal_ptr(&r->sb);
+    free(l->template_name);
+    l->template_name = gbx_steal_ptr(&r->tmpl);
+    l->paused = 0;
+    l->busy = 0; /* for the reply's view; deletes that waited run below */
+    gbx_sandboxes_set_attr(s, l, "snapshot", json_string(r->sid)); /* writes the new row */
+    gbx_server_audit(s, &r->who, "sandbox.rollback", r->id, json_pack("{s:s}", "snapshot", r->sid));
+    gbx_log_info("rolled sandbox '%s' back to snapshot '%s'", r->id, r->sid);
+    r->done(r->arg, l, NULL);
+    gbx_sandboxes_idle(s, l);
+    rollback_free(r);
+}
+
+void gbx_sandboxes_rollback(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                            const char *snapshot, gbx_sandboxes_rolled_fn done, void *arg)
+{
+    gbx_autoerr struct gbx_err *err = NULL;
+    if (l->busy || l->hibernated) {
+        gbx_err_set(&err, EBUSY, GBX_ERR_CONFLICT, "sandbox '%s' is busy", l->sb->id);
+        return done(arg, NULL, err);
+    }
+    struct rollback *r = gbx_xcalloc(1, sizeof(*r));
+    const char *tmpl = NULL, *snap_id = NULL;
+    if (gbx_snapshots_layers(s->snapshots, who, snapshot, &r->layers, &r->nlayers, &tmpl, &snap_id,
+                             &err) < 0 ||
+        gbx_srv_stack_template(s, tmpl, &r->layers, &r->nlayers, &r->base, &err) < 0) {
+        rollback_free(r);
+        return done(arg, NULL, err);
+    }
+    r->s = s;
+    r->who = *who;
+    r->id = gbx_xstrdup(l->sb->id);
+    r->sid = gbx_xstrdup(snap_id);
+    r->tmpl = gbx_xstrdup(tmpl);
+    r->limits = l->limits;
+    r->disk_bytes = l->disk_bytes;
+    r->done = done;
+    r->arg = arg;
+    r->policy = gbx_egress_policy_dup(gbx_egress_policy_of(l->egress));
+    /* the old tree's listeners go now; the new tree gets its own on the loop */
+    gbx_egress_detach(l->egress);
+    l->egress = NULL;
+    l->busy = GBX_BUSY_WORKER;
+    l->restarting = 1;
+    r->old = l->sb;
+    /* the worker owns the old tree now; the loop sees a placeholder with its id */
+    GBX_BUG_ON(gbx_sandbox_hold(&s->rt, r->id, r->old->uid_slot, 0, &l->sb, NULL) < 0);
+    if (gbx_offload_submit(s->offload, rollback_work, rollback_done, r) < 0) {
+        /* not started (the daemon is stopping): the old tree is put back as it was */
+        gbx_sandbox_forget(l->sb);
+        l->sb = gbx_steal_ptr(&r->old);
+        l->busy = 0;
+        l->restarting = 0;
+        (void)!gbx_egress_attach(s->egress, r->id, l->sb->init_pid, r->policy, &l->egress, NULL);
+        gbx_err_set(&err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
+        rollback_free(r);
+        done(arg, NULL, err);
+        gbx_sandboxes_idle(s, l);
+    }
+}

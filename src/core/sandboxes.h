@@ -41,6 +41,7 @@ struct gbx_live {
     json_t *attrs;      /* what front ends remember about it ({"e2b.template": ...}), or NULL */
     struct gbx_egress_sb *egress; /* its DNS, proxy and policy */
     int busy;                     /* GBX_BUSY_*, or 0 */
+    int restarting;               /* busy with a rollback (on a worker thread) */
     int hibernated; /* its processes and memory are on disk; sb is a stand-in (no processes) */
     int on_timeout_pause; /* its timeout pauses it instead of destroying it */
     atomic_int *cancel;   /* set it to stop the job that holds it (GBX_BUSY_WORKER), or NULL */
@@ -142,9 +143,12 @@ int gbx_sandboxes_layers(struct gbx_server *s, const struct gbx_actor *who, cons
                          struct gbx_err **err) GBX_WUR;
 /* Roll a sandbox back to a snapshot (id or name): its processes end and it starts again
  * with the same id, token, settings and network policy, its root filesystem the snapshot's.
- * When the new start fails, the sandbox is gone (destroyed) and -1 says why. */
-int gbx_sandboxes_rebuild(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
-                          const char *snapshot, struct gbx_err **err) GBX_WUR;
+ * What can be checked is checked now; the old tree's end, the new start and its HELLO run on
+ * a worker thread (the sandbox is busy meanwhile), then done runs on the loop with l, or NULL
+ * and err: when the new start fails, the sandbox is gone (destroyed) and err says why. */
+typedef void (*gbx_sandboxes_rolled_fn)(void *arg, struct gbx_live *l, const struct gbx_err *err);
+void gbx_sandboxes_rollback(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                            const char *snapshot, gbx_sandboxes_rolled_fn done, void *arg);
 
 /* Would who holding add more stay within its key's quotas (the daemon's --quota-*, or the
  * key's own)? 0, or -1 with *err (LIMIT: the API's 429, naming the quota, its limit and what

@@ -107,10 +107,11 @@ json_t *gbx_srv_sandbox_json(const struct gbx_live *l)
     json_t *j =
         json_pack("{s:s,s:s%,s:s,s:s,s:o,s:i}", "id", l->sb->id, "template", l->template_name,
                   gbx_template_shown_len(l->template_name), "state",
-                  l->busy == GBX_BUSY_WORKER ? (l->hibernated ? "waking" : "hibernating")
-                  : l->hibernated            ? "hibernated"
-                  : l->paused                ? "paused"
-                                             : "running",
+                  l->restarting                ? "restarting"
+                  : l->busy == GBX_BUSY_WORKER ? (l->hibernated ? "waking" : "hibernating")
+                  : l->hibernated              ? "hibernated"
+                  : l->paused                  ? "paused"
+                                               : "running",
                   "created_at", created, "limits", limits, "host_uid", (json_int_t)l->sb->host_uid);
     if (l->expires_ns) {
         gbx_autofree char *exp = gbx_rfc3339(l->expires_ns);
@@ -212,7 +213,8 @@ int gbx_sandboxes_destroy(struct gbx_server *s, const struct gbx_actor *who, str
     if (l->busy == GBX_BUSY_WORKER) {
         json_decref(detail);
         return gbx_err_set(err, EBUSY, GBX_ERR_CONFLICT,
-                           "sandbox '%s' is being hibernated or woken; try again when it is done",
+                           "sandbox '%s' is being hibernated, woken or rolled back; try again "
+                           "when it is done",
                            l->sb->id);
     }
     if (l->hibernated)
@@ -442,64 +444,6 @@ void gbx_sandboxes_each_any(struct gbx_server *s, int (*fn)(void *arg, struct gb
     for (struct gbx_live *l = s->live; l; l = l->next)
         if (fn(arg, l) != 0)
             break;
-}
-
-int gbx_sandboxes_rebuild(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
-                          const char *snapshot, struct gbx_err **err)
-{
-    char **layers = NULL;
-    size_t nlayers = 0;
-    const char *tmpl = NULL, *snap_id = NULL;
-    if (gbx_snapshots_layers(s->snapshots, who, snapshot, &layers, &nlayers, &tmpl, &snap_id, err) <
-        0)
-        return -1;
-    gbx_autofree char *id = gbx_xstrdup(l->sb->id);
-    gbx_autofree char *sid = gbx_xstrdup(snap_id);
-    gbx_autofree char *base = NULL;
-    if (gbx_srv_stack_template(s, tmpl, &layers, &nlayers, &base, err) < 0) {
-        gbx_snapshots_layers_free(layers, nlayers);
-        return -1;
-    }
-    free(l->template_name);
-    l->template_name = gbx_xstrdup(tmpl);
-    struct gbx_egress_policy *policy = gbx_egress_policy_dup(gbx_egress_policy_of(l->egress));
-    gbx_egress_detach(l->egress);
-    l->egress = NULL;
-    (void)!gbx_sandbox_destroy(l->sb, NULL);
-    l->sb = NULL;
-    struct gbx_sandbox_spec spec = {.id = id,
-                                    .template_name = base,
-                                    .limits = l->limits,
-                                    .disk_bytes = l->disk_bytes,
-                                    .ctl_socket = 1,
-                                    .layers = (const char *const *)layers,
-                                    .nlayers = nlayers};
-    struct gbx_sandbox *sb = NULL;
-    int r = gbx_sandbox_create(&s->rt, &spec, &sb, err);
-    gbx_snapshots_layers_free(layers, nlayers);
-    if (r < 0 || gbx_srv_agent_hello(sb, err) < 0 ||
-        gbx_egress_attach(s->egress, id, sb->init_pid, policy, &l->egress, err) < 0) {
-        gbx_egress_policy_free(policy);
-        if (sb)
-            (void)!gbx_sandbox_destroy(sb, NULL);
-        struct gbx_live **pp = &s->live;
-        while (*pp && *pp != l)
-            pp = &(*pp)->next;
-        if (*pp)
-            *pp = l->next;
-        gbx_srv_live_free(l);
-        gbx_srv_store_delete(s, id);
-        gbx_server_audit(s, who, "sandbox.delete", id,
-                         json_pack("{s:s,s:s}", "reason", "rollback failed", "snapshot", sid));
-        return gbx_err_wrap(err, "roll back sandbox '%s' (it is gone)", id);
-    }
-    gbx_egress_policy_free(policy);
-    l->sb = sb;
-    l->paused = 0;
-    gbx_sandboxes_set_attr(s, l, "snapshot", json_string(sid)); /* writes the new row */
-    gbx_server_audit(s, who, "sandbox.rollback", id, json_pack("{s:s}", "snapshot", sid));
-    gbx_log_info("rolled sandbox '%s' back to snapshot '%s'", id, sid);
-    return 0;
 }
 
 /* Newest first; ties broken by id, so that a cursor names one place in the order. */

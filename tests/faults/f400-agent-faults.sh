@@ -66,6 +66,24 @@ check "agent.cut, session: its log verifies" [ "$code" = 200 ]
 invariants "agent.cut, session"
 stop_daemon
 
+# ---- a rollback whose new start fails: the sandbox is gone, and said to be ---------------------
+fault_daemon rollback.start:fail
+new_sandbox
+req POST "/v1/sandboxes/$SB/snapshots" '{"name":"rb"}'
+check "rollback.start: a snapshot to roll back to" [ "$code" = 201 ]
+req POST "/v1/sandboxes/$SB/rollback" '{"snapshot":"rb"}'
+echo "# the rollback: $code $(head -c 300 "$T/body")"
+check "rollback.start: the rollback fails with a clear error" eval "[ '$code' = 500 ] && grep -q 'it is gone' '$T/body'"
+req GET "/v1/sandboxes/$SB"
+check "rollback.start: and it is true: the sandbox is gone" [ "$code" = 404 ]
+check "rollback.start: its processes too" no_procs "$HUID"
+settle
+check "rollback.start: its end is audited" [ "$(q "print(c.execute(\"select count(*) from audit where kind = 'sandbox.delete' and sandbox = '$SB' and detail like '%rollback failed%'\").fetchone()[0])")" = 1 ]
+invariants rollback.start
+new_sandbox
+check "rollback.start: the next create works" [ "$code" = 201 ]
+stop_daemon
+
 # ---- the daemon stopping while a session call runs -------------------------------------------
 fault_daemon ""
 req POST /v1/sessions '{}'
