@@ -71,19 +71,7 @@ struct stream {
 static void stream_event(void *arg, const json_t *ev)
 {
     struct stream *st = arg;
-    char *t = json_dumps(ev, JSON_COMPACT);
-    if (t == NULL)
-        return;
-    struct evbuffer *b = evbuffer_new();
-    GBX_BUG_ON(b == NULL);
-    if (st->sse)
-        evbuffer_add_printf(b, "id: %lld\ndata: %s\n\n",
-                            (long long)json_integer_value(json_object_get(ev, "seq")), t);
-    else
-        evbuffer_add_printf(b, "%s\n", t);
-    free(t);
-    evhttp_send_reply_chunk(st->req, b);
-    evbuffer_free(b);
+    gbx_http_chunk_json(st->req, ev, st->sse, json_integer_value(json_object_get(ev, "seq")));
 }
 
 /* The session (or the daemon) ends: so does the stream. */
@@ -100,10 +88,7 @@ static void stream_closed(struct evhttp_connection *conn, void *arg)
     (void)conn;
     struct stream *st = arg;
     gbx_session_unfollow(st->f);
-    /* evhttp has detached a request whose client left mid-reply and leaves it to us: ending
-     * the reply is what frees it */
-    if (evhttp_request_get_connection(st->req) == NULL)
-        evhttp_send_reply_end(st->req);
+    gbx_http_stream_abandoned(st->req);
     free(st);
 }
 

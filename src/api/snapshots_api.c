@@ -131,15 +131,13 @@ static void clone_n(struct gbx_server *s, const struct gbx_actor *who, struct ev
     struct clones *c = gbx_xcalloc(1, sizeof(*c));
     c->out = out;
     c->list = json_array();
+    c->later = gbx_http_later_new(req);
     /* one parse of the create fields; each clone is made from the same spec */
     struct gbx_create_spec spec;
-    if (gbx_create_spec_parse(gbx_server_limits(s), body, &spec, &c->err) < 0) {
-        c->later = gbx_http_later_new(req);
+    if (gbx_create_spec_parse(gbx_server_limits(s), body, &spec, &c->err) < 0)
         return clones_done(c);
-    }
     free(spec.snapshot);
     spec.snapshot = gbx_xstrdup(snap_id);
-    c->later = gbx_http_later_new(req);
     gbx_sandboxes_create_many(s, who, &spec, count, 0, clone_made, clones_done, c);
     gbx_create_spec_clear(&spec);
 }

@@ -42,14 +42,7 @@ struct tstream {
 static void stream_event(void *arg, const json_t *ev)
 {
     struct tstream *st = arg;
-    gbx_autofree char *line = json_dumps(ev, JSON_COMPACT);
-    if (line == NULL)
-        return;
-    struct evbuffer *out = evbuffer_new();
-    GBX_BUG_ON(out == NULL);
-    evbuffer_add_printf(out, "%s\n", line);
-    evhttp_send_reply_chunk(st->req, out);
-    evbuffer_free(out);
+    gbx_http_chunk_json(st->req, ev, 0, 0);
 }
 
 static void stream_end(void *arg)
@@ -60,12 +53,13 @@ static void stream_end(void *arg)
     free(st);
 }
 
-/* The client left: the request is libevent's to free, the watch the service's. */
+/* The client left: the watch goes, and the request (gbx_http_stream_abandoned). */
 static void stream_closed(struct evhttp_connection *conn, void *arg)
 {
     struct tstream *st = arg;
     (void)conn;
     gbx_templates_unwatch(st->watch);
+    gbx_http_stream_abandoned(st->req);
     free(st);
 }
 

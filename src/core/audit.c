@@ -48,6 +48,13 @@ static void audit_done(void *arg, int status, const char *msg)
     free(d);
 }
 
+int gbx_server_unrecorded(struct gbx_err **err, const char *kind, const struct gbx_err *aerr)
+{
+    return gbx_err_set(err, aerr->errnum, aerr->kind,
+                       "it was done, but its audit record ('%s') could not be written: %s", kind,
+                       aerr->msg);
+}
+
 void gbx_server_audit_then(struct gbx_server *s, const char *actor, const char *kind,
                            const char *sandbox, json_t *detail, gbx_server_audit_fn done, void *arg)
 {

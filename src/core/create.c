@@ -463,6 +463,16 @@ static void spawn_gate(int enter)
     pthread_mutex_unlock(&spawn_mu);
 }
 
+/* gbx_sandbox_create through the gate (on a worker thread: the loop never waits at it). */
+static int spawn_gated(struct gbx_runtime *rt, const struct gbx_sandbox_spec *spec,
+                       struct gbx_sandbox **out, struct gbx_err **err)
+{
+    spawn_gate(1);
+    int r = gbx_sandbox_create(rt, spec, out, err);
+    spawn_gate(0);
+    return r;
+}
+
 /* The sandbox itself and its network's plumbing: the blocking part, on a worker thread (it
  * touches nothing of the loop's). */
 static void create_spawn(struct create_job *j)
@@ -474,10 +484,7 @@ static void create_spawn(struct create_job *j)
                                     .ctl_socket = 1,
                                     .layers = (const char *const *)j->layers,
                                     .nlayers = j->nlayers};
-    spawn_gate(1); /* the loop never waits at the gate */
-    int r = gbx_sandbox_create(&j->s->rt, &spec, &j->sb, &j->err);
-    spawn_gate(0);
-    if (r < 0)
+    if (spawn_gated(&j->s->rt, &spec, &j->sb, &j->err) < 0)
         return;
     /* init has exec'd (its namespaces are whole): the plumbing needs no answer from it; HELLO
      * is left to the loop (create_done), which waits for it without blocking */
@@ -808,9 +815,7 @@ static void pool_work(void *arg)
     struct gbx_server *s = pf->s;
     struct gbx_sandbox_spec spec = {
         .id = pf->id, .ctl_socket = 1, .limits = s->limits.dflt, .disk_bytes = s->limits.dflt_disk};
-    spawn_gate(1);
-    (void)!gbx_sandbox_create(&s->rt, &spec, &pf->sb, &pf->err);
-    spawn_gate(0);
+    (void)!spawn_gated(&s->rt, &spec, &pf->sb, &pf->err);
 }
 
 /* Init answered: attached to the gateway, and into the pool once its row is durable (a daemon
@@ -1045,13 +1050,10 @@ static void rollback_work(void *arg)
                                     .layers = (const char *const *)r->layers,
                                     .nlayers = r->nlayers};
     int rc = -1;
-    if (gbx_fault("rollback.start") < 0) {
+    if (gbx_fault("rollback.start") < 0)
         gbx_err_set(&r->err, EIO, GBX_ERR_INTERNAL, "fault injected: the new start failed");
-    } else {
-        spawn_gate(1);
-        rc = gbx_sandbox_create(&r->s->rt, &spec, &r->sb, &r->err);
-        spawn_gate(0);
-    }
+    else
+        rc = spawn_gated(&r->s->rt, &spec, &r->sb, &r->err);
     if (rc < 0) {
         r->sb = NULL;
     } else if (gbx_srv_agent_hello(r->sb, &r->err) < 0) { /* on this thread, blocking nothing */

@@ -62,6 +62,9 @@ typedef void (*gbx_server_audit_fn)(void *arg, const struct gbx_err *err);
 void gbx_server_audit_then(struct gbx_server *s, const char *actor, const char *kind,
                            const char *sandbox, struct json_t *detail, gbx_server_audit_fn done,
                            void *arg);
+/* The error of a call that was done but whose audit record kind could not be written (aerr,
+ * as gbx_server_audit_then's done got it): what a reply says instead of success. */
+int gbx_server_unrecorded(struct gbx_err **err, const char *kind, const struct gbx_err *aerr);
 /* Admission on the state disk (admit.c, base/diskguard.h), once the caller is known and
  * before the request runs: a delete may use the reserve file; new work is refused while the
  * disk is short (-1 with *err, STORAGE; *free_bytes says what is left). The front end that

@@ -295,11 +295,10 @@ static void resume_readers(struct stream *src)
 static void on_client_close(struct evhttp_connection *conn, void *arg)
 {
     struct stream *st = arg;
-    /* The process goes on in the sandbox; we stop listening to it. When the client went
-     * away mid-reply, evhttp has detached the request from the connection and leaves it to
-     * us: ending the reply is what frees it. */
-    if (st->req && evhttp_request_get_connection(st->req) == NULL)
-        evhttp_send_reply_end(st->req);
+    /* The process goes on in the sandbox; we stop listening to it (and let go of the
+     * request, gbx_http_stream_abandoned). */
+    if (st->req)
+        gbx_http_stream_abandoned(st->req);
     st->req = NULL;
     if (st->ending)
         return; /* it exited: its exec.end record's completion ends it */

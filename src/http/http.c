@@ -158,6 +158,27 @@ static int json_depth(const char *p, size_t n)
     return max;
 }
 
+void gbx_http_chunk_json(struct evhttp_request *req, const json_t *v, int sse, long long id)
+{
+    gbx_autofree char *t = json_dumps(v, JSON_COMPACT);
+    if (t == NULL)
+        return;
+    struct evbuffer *b = evbuffer_new();
+    GBX_BUG_ON(b == NULL);
+    if (sse)
+        evbuffer_add_printf(b, "id: %lld\ndata: %s\n\n", id, t);
+    else
+        evbuffer_add_printf(b, "%s\n", t);
+    evhttp_send_reply_chunk(req, b);
+    evbuffer_free(b);
+}
+
+void gbx_http_stream_abandoned(struct evhttp_request *req)
+{
+    if (evhttp_request_get_connection(req) == NULL)
+        evhttp_send_reply_end(req);
+}
+
 void gbx_http_send_chunk(struct evhttp_request *req, struct evbuffer *b, size_t cap, int *paused,
                          struct gbx_aconn *ac, void (*drained)(struct evhttp_connection *, void *),
                          void *arg)

@@ -36,6 +36,12 @@ struct evhttp_connection;
 void gbx_http_send_chunk(struct evhttp_request *req, struct evbuffer *b, size_t cap, int *paused,
                          struct gbx_aconn *ac, void (*drained)(struct evhttp_connection *, void *),
                          void *arg);
+/* One JSON value as a chunk of a streamed reply: a line (NDJSON), or, when sse, a
+ * server-sent event with that id. */
+void gbx_http_chunk_json(struct evhttp_request *req, const json_t *v, int sse, long long id);
+/* From a streamed reply's connection close callback: when the client left mid-reply, evhttp
+ * has detached the request and leaves it to us; ending the reply is what frees it. */
+void gbx_http_stream_abandoned(struct evhttp_request *req);
 /* The largest JSON request body gbx_http_body_object accepts (413 beyond). */
 void gbx_http_set_json_limit(size_t bytes);
 /* Parse the request body as a JSON object (an empty body is {}). On failure replies 400

@@ -19,11 +19,11 @@ static void reply_recorded(void *arg, const struct gbx_err *err)
 {
     struct audit_reply *r = arg;
     struct evhttp_request *req = gbx_http_later_take(r->later);
-    if (req && err)
-        gbx_http_reply_error(req, err->kind,
-                             "it was done, but its audit record ('%s') could not be written: %s",
-                             r->kind, err->msg);
-    else if (req)
+    if (req && err) {
+        gbx_autoerr struct gbx_err *e = NULL;
+        gbx_server_unrecorded(&e, r->kind, err);
+        gbx_http_reply_err(req, e);
+    } else if (req)
         gbx_http_reply_json(req, r->status, gbx_steal_ptr(&r->body));
     json_decref(r->body);
     free(r->kind);

@@ -565,9 +565,7 @@ static void recorded_done(void *arg, const struct gbx_err *aerr)
     struct recorded *r = arg;
     if (aerr) {
         gbx_autoerr struct gbx_err *err = NULL;
-        gbx_err_set(&err, aerr->errnum, aerr->kind,
-                    "it was done, but its audit record ('%s') could not be written: %s", r->kind,
-                    aerr->msg);
+        gbx_server_unrecorded(&err, r->kind, aerr);
         r->done(r->arg, NULL, err);
         json_decref(r->body);
     } else {
