@@ -573,7 +573,10 @@ static void probe_done(void *arg)
 {
     (void)arg;
     const char *why = NULL;
-    if (gbx_criu_probe_result(&why) == 1)
+    int r = gbx_criu_probe_result(&why);
+    if (r < 0) /* the daemon stopped before the probe ended: nothing is known */
+        return;
+    if (r == 1)
         gbx_log_info("hibernate: available (%s)", why);
     else
         gbx_log_warn("hibernate: unavailable on this host: %s; pause freezes sandboxes in "
@@ -743,6 +746,7 @@ void gbx_server_free(struct gbx_server *s)
     for (struct gbx_live *l = s->live; l; l = l->next)
         if (l->cancel)
             atomic_store(l->cancel, 1);
+    gbx_criu_probe_stop(); /* nor does the CRIU probe (up to 15 s on a kernel where it hangs) */
     gbx_offload_free(s->offload); /* finishes queued work while the sandboxes still exist */
     s->offload = NULL;
     gbx_server_shutdown(s, 0);

@@ -221,6 +221,8 @@ static pthread_mutex_t probe_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t probe_cv = PTHREAD_COND_INITIALIZER;
 static int probe_state = -1, probing; /* -1 unknown, 0 unusable, 1 usable */
 static char probe_why[768];
+/* set by a daemon that is stopping: a probe still running ends at once, unanswered */
+static atomic_int probe_stop;
 
 static char *log_errors(const char *log);
 
@@ -296,10 +298,12 @@ static int probe_run(struct gbx_runtime *rt, const char *criu, char *why, size_t
     char how[96];
     gbx_autofree char *text = NULL; /* before the first goto: it is freed at out */
     usleep(20000);                  /* let it reach its exec */
-    int st = run(a.v, NULL, 0, -1, PROBE_TIMEOUT_MS, NULL);
+    int st = run(a.v, NULL, 0, -1, PROBE_TIMEOUT_MS, &probe_stop);
     args_free(&a);
     (void)kill(pid, SIGKILL); /* dumped: gone already; otherwise now */
     (void)GBX_RETRY(waitpid(pid, NULL, 0));
+    if (st == -ECANCELED)
+        goto stopped;
     if (st != 0) {
         gbx_autofree char *log = gbx_asprintf("%s/dump.log", dir);
         gbx_autofree char *lines = log_errors(log);
@@ -319,13 +323,15 @@ static int probe_run(struct gbx_runtime *rt, const char *criu, char *why, size_t
     add(&a, criu);
     for (size_t i = 0; i < GBX_ARRAY_SIZE(restorev); i++)
         add(&a, restorev[i] ? restorev[i] : i == 2 ? dir : pidfile);
-    st = run(a.v, NULL, 0, -1, PROBE_TIMEOUT_MS, NULL);
+    st = run(a.v, NULL, 0, -1, PROBE_TIMEOUT_MS, &probe_stop);
     args_free(&a);
     if (gbx_read_file(pidfile, 64, &text, NULL) == 0 && atoi(text) > 1) {
         pid_t rp = atoi(text);
         (void)kill(rp, SIGKILL);
         (void)waitpid(rp, NULL, WNOHANG); /* ours only when this process is a subreaper */
     }
+    if (st == -ECANCELED)
+        goto stopped;
     if (st != 0) {
         gbx_autofree char *log = gbx_asprintf("%s/restore.log", dir);
         gbx_autofree char *lines = log_errors(log);
@@ -339,6 +345,10 @@ out:
     if (ok)
         (void)!gbx_rm_rf(dir); /* a failure's logs stay for a look */
     return ok;
+stopped:
+    snprintf(why, whysz, "not known: the daemon stopped before the probe of CRIU ended");
+    (void)!gbx_rm_rf(dir);
+    return -1;
 }
 
 static int probe_now(struct gbx_runtime *rt, char *why, size_t whysz)
@@ -377,8 +387,8 @@ static int probe_now(struct gbx_runtime *rt, char *why, size_t whysz)
         if (ok >= 0 && i == 0)
             return ok;
     }
-    if (ok < 0)
-        ok = probe_run(rt, criu, why, whysz);
+    if (ok < 0 && (ok = probe_run(rt, criu, why, whysz)) < 0)
+        return -1; /* stopped: no answer, and none kept for the next daemon */
     if (key) {
         /* quotes and newlines cannot appear in a conf value */
         gbx_autofree char *safe = gbx_xstrdup(why);
@@ -408,15 +418,20 @@ int gbx_criu_probe(struct gbx_runtime *rt, const char **why)
         int ok = probe_now(rt, buf, sizeof(buf));
         pthread_mutex_lock(&probe_mu);
         memcpy(probe_why, buf, sizeof(buf));
-        probe_state = ok;
+        probe_state = ok; /* stays unknown (-1) when the daemon stopped it */
         probing = 0;
         pthread_cond_broadcast(&probe_cv);
     }
-    int r = probe_state;
+    int r = probe_state < 0 ? 0 : probe_state;
     if (why)
         *why = probe_why;
     pthread_mutex_unlock(&probe_mu);
     return r;
+}
+
+void gbx_criu_probe_stop(void)
+{
+    atomic_store(&probe_stop, 1);
 }
 
 int gbx_criu_probe_result(const char **why)
@@ -424,7 +439,8 @@ int gbx_criu_probe_result(const char **why)
     pthread_mutex_lock(&probe_mu);
     int r = probe_state;
     if (why)
-        *why = r < 0 ? (probing ? "being probed" : "not probed yet") : probe_why;
+        *why = r < 0 ? (probing ? "being probed" : probe_why[0] ? probe_why : "not probed yet")
+                     : probe_why;
     pthread_mutex_unlock(&probe_mu);
     return r;
 }

@@ -34,6 +34,10 @@ int gbx_criu_usable(struct gbx_runtime *rt, const char **path, struct gbx_err **
  * same ones does not probe again. 1 usable, 0 not (why: the reason, static or owned by the
  * module until exit). Thread-safe; blocks up to about 2 x 15 s the first time. */
 int gbx_criu_probe(struct gbx_runtime *rt, const char **why);
+/* For a daemon that is stopping: a probe still running ends at once (its criu killed), with
+ * 0 ("not known: ...") for its callers, and nothing is kept in the probe's files, so the next
+ * daemon probes again. For good: later probes end the same way. */
+void gbx_criu_probe_stop(void);
 /* The probe's answer without waiting: 1 usable, 0 not, -1 not known yet (why as above). */
 int gbx_criu_probe_result(const char **why);
 

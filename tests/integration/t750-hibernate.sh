@@ -92,5 +92,30 @@ check "and the sandbox still runs" [ "$(field "j['state']")" = running ]
 req POST "/v1/sandboxes/$SB2/pause" '{}'
 check "pause still works" [ "$(field "j['state']")" = paused ]
 req DELETE "/v1/sandboxes/$SB2"
+
+# a daemon stopped while it probes CRIU does not wait for the probe (issue 16 #9: up to 15 s
+# where dumps hang): a criu whose dump never returns, a fresh state dir (no cached answer)
+kill "$DPID"; wait "$DPID" 2>/dev/null
+DPID=
+FAKE="$T/hang-criu"
+printf '#!/bin/sh\ncase "$1" in --version) echo "Version: 4.1" ;; *) exec sleep 601 ;; esac\n' >"$FAKE"
+chmod +x "$FAKE"
+STATE="$T/state-probe"
+mkdir -p "$STATE"
+GLOVEBOX_CRIU="$FAKE" start_kept
+for i in $(seq 100); do pgrep -fx "sleep 601" >/dev/null && break; sleep 0.05; done
+check "the probe's criu is in its dump, which never returns" pgrep -fx "sleep 601"
+req GET /healthz
+check "hibernate: probing" [ "$(field "j['capabilities']['hibernate']['state']")" = probing ]
+kill -TERM "$DPID"
+# bounded: the test fails rather than wait the probe's 15 s out
+for i in $(seq 100); do kill -0 "$DPID" 2>/dev/null || break; sleep 0.05; done
+check "SIGTERM during the probe: the daemon is gone within 5 s" eval "! kill -0 $DPID 2>/dev/null"
+wait "$DPID" 2>/dev/null
+DPID=
+check "having said 'stopped'" eval "tail -n 1 '$T/daemon.log' | grep -q 'info stopped'"
+check "and nothing about hibernate's availability (nothing was found out)" eval "! grep -q 'hibernate: unavailable on this host: not known' '$T/daemon.log'"
+check "the probe's criu is gone" eval "! pgrep -fx 'sleep 601' >/dev/null"
+check "no answer was kept: the next daemon probes again" eval "[ ! -e '$STATE/criu-probe.conf' ] && ! grep -qs '$FAKE' /run/glovebox-criu-probe.conf"
 spec_check
 summary
