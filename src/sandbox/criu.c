@@ -439,7 +439,9 @@ int gbx_criu_probe_result(const char **why)
     pthread_mutex_lock(&probe_mu);
     int r = probe_state;
     if (why)
-        *why = r < 0 ? (probing ? "being probed" : probe_why[0] ? probe_why : "not probed yet")
+        *why = r < 0 ? (probing        ? "being probed"
+                        : probe_why[0] ? probe_why
+                                       : "not probed yet")
                      : probe_why;
     pthread_mutex_unlock(&probe_mu);
     return r;
