@@ -43,11 +43,11 @@
 #include "base/fileutil.h"
 #include "base/mem.h"
 #include "sandbox/criu.h"
+#include "sandbox/criu_int.h"
 #include "sandbox/ns.h"
 #include "sandbox/template.h"
 
 #define CONF_NAME "hibernate.conf"
-#define MAX_EXTERNALS 64
 #define TRUST_MOUNTPOINT "/etc/ssl/certs/ca-certificates.crt"
 
 /* ---- the saved spec --------------------------------------------------------------------- */
@@ -76,429 +76,6 @@ void gbx_saved_spec_free(struct gbx_saved_spec *s)
         free(s->layers[i]);
     free(s->layers);
     free(s);
-}
-
-/* ---- running programs -------------------------------------------------------------------- */
-
-/* An argv of owned copies. */
-struct args {
-    char *v[40 + 2 * MAX_EXTERNALS];
-    size_t n;
-};
-
-static void add(struct args *a, const char *s)
-{
-    GBX_BUG_ON(a->n + 1 >= GBX_ARRAY_SIZE(a->v));
-    a->v[a->n++] = gbx_xstrdup(s);
-    a->v[a->n] = NULL;
-}
-
-static void args_free(struct args *a)
-{
-    for (size_t i = 0; i < a->n; i++)
-        free(a->v[i]);
-    a->n = 0;
-}
-
-static int64_t criu_timeout(const struct gbx_runtime *rt)
-{
-    return rt && rt->criu_timeout_ms > 0 ? rt->criu_timeout_ms : GBX_DEFAULT_CRIU_TIMEOUT_MS;
-}
-
-static int64_t helper_timeout(const struct gbx_runtime *rt)
-{
-    return rt && rt->helper_timeout_ms > 0 ? rt->helper_timeout_ms : GBX_DEFAULT_HELPER_TIMEOUT_MS;
-}
-
-/* Run argv under a deadline (gbx_child_run): stdout into *out when out is not NULL, keep_fd
- * (or -1) as fd 3, stopped early when cancel (may be NULL) is set. The wait status, or
- * -ETIMEDOUT / -ECANCELED / -errno. */
-static int run(char *const argv[], char *out, size_t outsz, int keep_fd, int64_t timeout_ms,
-               const atomic_int *cancel)
-{
-    struct gbx_child_opts o = {
-        .out = out, .outsz = outsz, .keep_fd = keep_fd, .timeout_ms = timeout_ms, .cancel = cancel};
-    return gbx_child_run(argv, &o);
-}
-
-static int criu_version_ok(const char *path)
-{
-    char out[256];
-    struct args a = {.n = 0};
-    add(&a, path);
-    add(&a, "--version");
-    int st = run(a.v, out, sizeof(out), -1, 10000, NULL);
-    args_free(&a);
-    if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        return 0;
-    const char *v = strstr(out, "Version: ");
-    return v && atoi(v + 9) >= 4;
-}
-
-static char *criu_path;
-
-static int try_candidate(const char *p)
-{
-    if (access(p, X_OK) != 0 || !criu_version_ok(p))
-        return 0;
-    criu_path = gbx_xstrdup(p);
-    return 1;
-}
-
-static int criu_find(const char **path, struct gbx_err **err)
-{
-    if (criu_path) {
-        *path = criu_path;
-        return 0;
-    }
-    const char *env = getenv("GLOVEBOX_CRIU");
-    if (env && *env) {
-        if (try_candidate(env)) {
-            *path = criu_path;
-            return 0;
-        }
-        return gbx_err_set(err, ENOENT, GBX_ERR_UNAVAILABLE,
-                           "GLOVEBOX_CRIU='%s' is not a runnable CRIU >= 4", env);
-    }
-    /* the source tree's .deps: the binary lives in build/ (or build/tests/...), or we run
-     * from the tree */
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        for (int up = 0; up < 4; up++) {
-            char *slash = strrchr(exe, '/');
-            if (slash == NULL || slash == exe)
-                break;
-            *slash = '\0';
-            gbx_autofree char *p = gbx_asprintf("%s/.deps/criu/bin/criu", exe);
-            if (try_candidate(p)) {
-                *path = criu_path;
-                return 0;
-            }
-        }
-    }
-    if (try_candidate(".deps/criu/bin/criu")) {
-        *path = criu_path;
-        return 0;
-    }
-    const char *pathenv = getenv("PATH");
-    gbx_autofree char *dirs = gbx_xstrdup(pathenv ? pathenv : "/usr/sbin:/usr/bin:/sbin:/bin");
-    char *save = NULL;
-    for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-        gbx_autofree char *p = gbx_asprintf("%s/criu", d);
-        if (try_candidate(p)) {
-            *path = criu_path;
-            return 0;
-        }
-    }
-    return gbx_err_set(err, ENOENT, GBX_ERR_UNAVAILABLE,
-                       "hibernate needs CRIU >= 4 (Debian 12's 3.17 does not work on this "
-                       "kernel): run scripts/criu.sh, or set GLOVEBOX_CRIU");
-}
-
-/* daemon worker threads hibernate and restore at the same time */
-static pthread_mutex_t criu_mu = PTHREAD_MUTEX_INITIALIZER;
-
-int gbx_criu_available(const char **path, struct gbx_err **err)
-{
-    pthread_mutex_lock(&criu_mu);
-    int r = criu_find(path, err);
-    pthread_mutex_unlock(&criu_mu);
-    return r;
-}
-
-/* ---- can CRIU work here? ---------------------------------------------------------------- */
-
-#define PROBE_TIMEOUT_MS 15000
-#define PROBE_CONF "criu-probe.conf"
-/* The answer for the whole host too: a kernel build does not change until a reboot clears
- * /run, and a daemon on a fresh state dir (every test) would otherwise wait 15 s for a dump
- * that hangs on such a kernel before it knows. */
-#define PROBE_HOST_CONF "/run/glovebox-criu-probe.conf"
-
-static pthread_mutex_t probe_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t probe_cv = PTHREAD_COND_INITIALIZER;
-static int probe_state = -1, probing; /* -1 unknown, 0 unusable, 1 usable */
-static char probe_why[768];
-/* set by a daemon that is stopping: a probe still running ends at once, unanswered */
-static atomic_int probe_stop;
-
-static char *log_errors(const char *log);
-
-/* What the cached answer is for: this kernel build and this CRIU binary. */
-static char *probe_key(const char *criu)
-{
-    struct utsname u;
-    struct stat st;
-    if (uname(&u) < 0 || stat(criu, &st) < 0)
-        return NULL;
-    return gbx_asprintf("%s %s | %s %lld %lld", u.release, u.version, criu, (long long)st.st_size,
-                        (long long)st.st_mtime);
-}
-
-struct probe_cache {
-    char *key, *why;
-    int ok;
-};
-
-static int probe_conf_line(void *arg, const char *key, const char *value, unsigned line)
-{
-    struct probe_cache *c = arg;
-    (void)line;
-    if (strcmp(key, "for") == 0) {
-        free(c->key);
-        c->key = gbx_xstrdup(value);
-    } else if (strcmp(key, "usable") == 0) {
-        c->ok = strcmp(value, "yes") == 0;
-    } else if (strcmp(key, "why") == 0) {
-        free(c->why);
-        c->why = gbx_xstrdup(value);
-    }
-    return 0;
-}
-
-/* A throwaway process, dumped (which kills it) and restored, each under a deadline: on some
- * builds of this kernel criu dump never returns (docs/hibernate.md). 1, or 0 with why. */
-static int probe_run(struct gbx_runtime *rt, const char *criu, char *why, size_t whysz)
-{
-    gbx_autofree char *dir = gbx_asprintf("%s/criu-probe", rt->runtime_dir);
-    gbx_autofree char *pidfile = gbx_asprintf("%s/restored.pid", dir);
-    (void)!gbx_rm_rf(dir);
-    if (gbx_mkdir_p(dir, 0700) < 0) {
-        snprintf(why, whysz, "cannot create '%s'", dir);
-        return 0;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(why, whysz, "cannot fork a test process: %s", strerror(errno));
-        return 0;
-    }
-    if (pid == 0) {
-        gbx_child_prepare();
-        (void)setsid();
-        int null = open("/dev/null", O_RDWR);
-        if (null >= 0) {
-            (void)dup2(null, 0);
-            (void)dup2(null, 1);
-            (void)dup2(null, 2);
-        }
-        syscall(SYS_close_range, 3, ~0U, 0);
-        execlp("sleep", "sleep", "600", (char *)NULL);
-        _exit(127);
-    }
-    gbx_autofree char *spid = gbx_asprintf("%d", (int)pid);
-    static const char *const dumpv[] = {"dump", "-t",       NULL,  "-D",         NULL,
-                                        "-o",   "dump.log", "-v4", "--shell-job"};
-    struct args a = {.n = 0};
-    add(&a, criu);
-    for (size_t i = 0; i < GBX_ARRAY_SIZE(dumpv); i++)
-        add(&a, dumpv[i] ? dumpv[i] : i == 2 ? spid : dir);
-    int ok = 0;
-    char how[96];
-    gbx_autofree char *text = NULL; /* before the first goto: it is freed at out */
-    usleep(20000);                  /* let it reach its exec */
-    int st = run(a.v, NULL, 0, -1, PROBE_TIMEOUT_MS, &probe_stop);
-    args_free(&a);
-    (void)kill(pid, SIGKILL); /* dumped: gone already; otherwise now */
-    (void)GBX_RETRY(waitpid(pid, NULL, 0));
-    if (st == -ECANCELED)
-        goto stopped;
-    if (st != 0) {
-        gbx_autofree char *log = gbx_asprintf("%s/dump.log", dir);
-        gbx_autofree char *lines = log_errors(log);
-        if (st == -ETIMEDOUT)
-            snprintf(why, whysz,
-                     "criu dump of a test process did not finish within %d s: it "
-                     "hangs on this kernel (its log: %s)",
-                     PROBE_TIMEOUT_MS / 1000, log);
-        else
-            snprintf(why, whysz, "criu dump of a test process failed (%s): %s",
-                     gbx_child_status_str(st, PROBE_TIMEOUT_MS, how, sizeof(how)), lines);
-        goto out;
-    }
-    static const char *const restorev[] = {
-        "restore",   "-D", NULL, "-o", "restore.log", "-v4", "--shell-job", "--restore-detached",
-        "--pidfile", NULL};
-    add(&a, criu);
-    for (size_t i = 0; i < GBX_ARRAY_SIZE(restorev); i++)
-        add(&a, restorev[i] ? restorev[i] : i == 2 ? dir : pidfile);
-    st = run(a.v, NULL, 0, -1, PROBE_TIMEOUT_MS, &probe_stop);
-    args_free(&a);
-    if (gbx_read_file(pidfile, 64, &text, NULL) == 0 && atoi(text) > 1) {
-        pid_t rp = atoi(text);
-        (void)kill(rp, SIGKILL);
-        (void)waitpid(rp, NULL, WNOHANG); /* ours only when this process is a subreaper */
-    }
-    if (st == -ECANCELED)
-        goto stopped;
-    if (st != 0) {
-        gbx_autofree char *log = gbx_asprintf("%s/restore.log", dir);
-        gbx_autofree char *lines = log_errors(log);
-        snprintf(why, whysz, "criu restore of a test process failed (%s): %s",
-                 gbx_child_status_str(st, PROBE_TIMEOUT_MS, how, sizeof(how)), lines);
-        goto out;
-    }
-    ok = 1;
-    snprintf(why, whysz, "criu dumped and restored a test process");
-out:
-    if (ok)
-        (void)!gbx_rm_rf(dir); /* a failure's logs stay for a look */
-    return ok;
-stopped:
-    snprintf(why, whysz, "not known: the daemon stopped before the probe of CRIU ended");
-    (void)!gbx_rm_rf(dir);
-    return -1;
-}
-
-static int probe_now(struct gbx_runtime *rt, char *why, size_t whysz)
-{
-    /* the fallbacks' tests: a kernel that cannot, whether or not a CRIU is installed */
-    if (getenv("GLOVEBOX_CRIU_PROBE_FAIL")) {
-        snprintf(why, whysz, "%s", getenv("GLOVEBOX_CRIU_PROBE_FAIL"));
-        return 0;
-    }
-    const char *criu = NULL;
-    struct gbx_err *err = NULL;
-    pthread_mutex_lock(&criu_mu);
-    int r = criu_find(&criu, &err);
-    pthread_mutex_unlock(&criu_mu);
-    if (r < 0 || criu == NULL) {
-        snprintf(why, whysz, "%s", err ? err->msg : "criu not found");
-        gbx_err_free(err);
-        return 0;
-    }
-    gbx_autofree char *key = probe_key(criu);
-    gbx_autofree char *conf = gbx_asprintf("%s/" PROBE_CONF, rt->state_dir);
-    int ok = -1;
-    for (int i = 0; i < 2 && key && ok < 0; i++) {
-        gbx_autofree char *text = NULL;
-        size_t len = 0;
-        struct probe_cache c = {0};
-        char ebuf[64];
-        if (gbx_read_file(i == 0 ? conf : PROBE_HOST_CONF, 64 << 10, &text, &len) == 0 &&
-            gbx_conf_parse(text, len, probe_conf_line, &c, ebuf, sizeof(ebuf)) == 0 && c.key &&
-            strcmp(c.key, key) == 0) {
-            snprintf(why, whysz, "%s", c.why ? c.why : "");
-            ok = c.ok;
-        }
-        free(c.key);
-        free(c.why);
-        if (ok >= 0 && i == 0)
-            return ok;
-    }
-    if (ok < 0 && (ok = probe_run(rt, criu, why, whysz)) < 0)
-        return -1; /* stopped: no answer, and none kept for the next daemon */
-    if (key) {
-        /* quotes and newlines cannot appear in a conf value */
-        gbx_autofree char *safe = gbx_xstrdup(why);
-        for (char *p = safe; *p; p++)
-            if (*p == '"' || *p == '\n' || *p == '\\')
-                *p = '\'';
-        gbx_autofree char *out =
-            gbx_asprintf("# what gloveboxd found CRIU can do here (delete it, in the state dir\n"
-                         "# and in /run, to probe again)\n"
-                         "for = \"%s\"\nusable = %s\nwhy = \"%s\"\n",
-                         key, ok ? "yes" : "no", safe);
-        (void)!gbx_write_file_atomic(conf, out, strlen(out), 0644);
-        (void)!gbx_write_file_atomic(PROBE_HOST_CONF, out, strlen(out), 0644);
-    }
-    return ok;
-}
-
-int gbx_criu_probe(struct gbx_runtime *rt, const char **why)
-{
-    pthread_mutex_lock(&probe_mu);
-    while (probe_state < 0 && probing)
-        pthread_cond_wait(&probe_cv, &probe_mu);
-    if (probe_state < 0) {
-        probing = 1;
-        pthread_mutex_unlock(&probe_mu);
-        char buf[sizeof(probe_why)];
-        int ok = probe_now(rt, buf, sizeof(buf));
-        pthread_mutex_lock(&probe_mu);
-        memcpy(probe_why, buf, sizeof(buf));
-        probe_state = ok; /* stays unknown (-1) when the daemon stopped it */
-        probing = 0;
-        pthread_cond_broadcast(&probe_cv);
-    }
-    int r = probe_state < 0 ? 0 : probe_state;
-    if (why)
-        *why = probe_why;
-    pthread_mutex_unlock(&probe_mu);
-    return r;
-}
-
-void gbx_criu_probe_stop(void)
-{
-    atomic_store(&probe_stop, 1);
-}
-
-int gbx_criu_probe_result(const char **why)
-{
-    pthread_mutex_lock(&probe_mu);
-    int r = probe_state;
-    if (why)
-        *why = r < 0 ? (probing        ? "being probed"
-                        : probe_why[0] ? probe_why
-                                       : "not probed yet")
-                     : probe_why;
-    pthread_mutex_unlock(&probe_mu);
-    return r;
-}
-
-int gbx_criu_usable(struct gbx_runtime *rt, const char **path, struct gbx_err **err)
-{
-    if (gbx_criu_available(path, err) < 0)
-        return -1;
-    const char *why = NULL;
-    if (gbx_criu_probe(rt, &why) != 1)
-        return gbx_err_set(err, ENOTSUP, GBX_ERR_UNAVAILABLE,
-                           "hibernate is unavailable on this host: %s (pause keeps sandboxes "
-                           "frozen in memory instead)",
-                           why);
-    return 0;
-}
-
-/* The Error lines of a CRIU log (but the harmless ones), for an error message. */
-static char *log_errors(const char *log)
-{
-    gbx_autofree char *text = NULL;
-    if (gbx_read_file(log, 8 << 20, &text, NULL) < 0)
-        return gbx_asprintf("(no log at %s)", log);
-    size_t cap = 1024, len = 0;
-    char *out = gbx_xcalloc(1, cap);
-    char *save = NULL;
-    for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-        if (strstr(l, "Error") == NULL || strstr(l, "RLIMIT_NOFILE") || strstr(l, "tables-") ||
-            strstr(l, "tables-legacy"))
-            continue;
-        int k = snprintf(out + len, cap - len, "%s%s", len ? " | " : "", l);
-        if (k < 0 || (size_t)k >= cap - len)
-            break;
-        len += (size_t)k;
-    }
-    if (len == 0)
-        snprintf(out, cap, "(see %s)", log);
-    return out;
-}
-
-static int criu_failed(struct gbx_err **err, const char *what, int st, int64_t timeout_ms,
-                       const char *log)
-{
-    gbx_autofree char *lines = log_errors(log);
-    char why[96];
-    if (st == -ETIMEDOUT)
-        return gbx_err_set(err, ETIMEDOUT, GBX_ERR_UNAVAILABLE,
-                           "%s did not finish within %lld s and was stopped (a CRIU that hangs on "
-                           "this kernel? see docs/hibernate.md); log: %s",
-                           what, (long long)(timeout_ms / 1000), log);
-    if (st == -ECANCELED)
-        return gbx_err_set(err, ECANCELED, GBX_ERR_CONFLICT, "%s was cancelled", what);
-    if (st < 0)
-        return gbx_err_sys(err, -st, "%s: cannot run criu", what);
-    return gbx_err_set(err, EIO, GBX_ERR_INTERNAL, "%s failed (%s): %s; log: %s", what,
-                       gbx_child_status_str(st, timeout_ms, why, sizeof(why)), lines, log);
 }
 
 /* ---- the conf file ---------------------------------------------------------------------- */
@@ -909,7 +486,7 @@ static int ns_checkpoint_impl(struct gbx_sandbox *sb, const char *dir, int *gone
     gbx_autofree char *log = gbx_asprintf("%s/dump.log", images);
     gbx_autofree char *tarp = gbx_asprintf("%s/upper.tar", dir);
     gbx_autofree char *conf = gbx_asprintf("%s/" CONF_NAME, dir);
-    int64_t tmo = criu_timeout(sb->rt);
+    int64_t tmo = gbx_criu_timeout(sb->rt);
 
     if (gbx_criu_usable(sb->rt, &criu, err) < 0)
         goto out;
@@ -970,36 +547,36 @@ static int ns_checkpoint_impl(struct gbx_sandbox *sb, const char *dir, int *gone
     }
     (void)placeholder_ino(sb->init_pid, GBX_INIT_LAYER_FD, &c.layer_placeholder);
 
-    struct args a = {.n = 0};
-    add(&a, criu);
-    add(&a, "dump");
-    add(&a, "-t");
-    add(&a, pid);
-    add(&a, "-D");
-    add(&a, images);
-    add(&a, "-o");
-    add(&a, "dump.log");
-    add(&a, getenv("GLOVEBOX_CRIU_VERBOSE") ? "-v4" : "-v2");
-    add(&a, "--network-lock");
-    add(&a, "nftables");
-    add(&a, "--tcp-close");
-    add(&a, "--skip-in-flight");
+    struct gbx_criu_args a = {.n = 0};
+    gbx_criu_arg(&a, criu);
+    gbx_criu_arg(&a, "dump");
+    gbx_criu_arg(&a, "-t");
+    gbx_criu_arg(&a, pid);
+    gbx_criu_arg(&a, "-D");
+    gbx_criu_arg(&a, images);
+    gbx_criu_arg(&a, "-o");
+    gbx_criu_arg(&a, "dump.log");
+    gbx_criu_arg(&a, getenv("GLOVEBOX_CRIU_VERBOSE") ? "-v4" : "-v2");
+    gbx_criu_arg(&a, "--network-lock");
+    gbx_criu_arg(&a, "nftables");
+    gbx_criu_arg(&a, "--tcp-close");
+    gbx_criu_arg(&a, "--skip-in-flight");
     for (size_t i = 0; i < c.next; i++) {
         gbx_autofree char *ext = gbx_asprintf("mnt[%s]:%s", c.ext_mp[i], c.ext_key[i]);
-        add(&a, "--external");
-        add(&a, ext);
+        gbx_criu_arg(&a, "--external");
+        gbx_criu_arg(&a, ext);
     }
     if (gbx_fault("hibernate.dump") < 0) {
         /* a criu that never returns, for the fault suite: this one waits for its deadline */
-        args_free(&a);
-        add(&a, "sleep");
-        add(&a, "3600");
+        gbx_criu_args_free(&a);
+        gbx_criu_arg(&a, "sleep");
+        gbx_criu_arg(&a, "3600");
     }
-    int st = run(a.v, NULL, 0, -1, tmo, &sb->cancel);
-    args_free(&a);
+    int st = gbx_criu_run(a.v, NULL, 0, -1, tmo, &sb->cancel);
+    gbx_criu_args_free(&a);
     killed = st == -ETIMEDOUT || st == -ECANCELED;
     if (st != 0) {
-        criu_failed(err, "criu dump", st, tmo, log);
+        gbx_criu_failed(err, "criu dump", st, tmo, log);
         goto out;
     }
     /* the tree is gone; its upper is still there, and now stays still */
@@ -1016,10 +593,10 @@ static int ns_checkpoint_impl(struct gbx_sandbox *sb, const char *dir, int *gone
                                        NULL,
                                        "."};
     for (size_t i = 0; i < GBX_ARRAY_SIZE(tarv); i++)
-        add(&a, tarv[i] ? tarv[i] : tarp);
-    int64_t htmo = helper_timeout(sb->rt);
-    st = run(a.v, NULL, 0, layer_fd, htmo, NULL);
-    args_free(&a);
+        gbx_criu_arg(&a, tarv[i] ? tarv[i] : tarp);
+    int64_t htmo = gbx_criu_helper_timeout(sb->rt);
+    st = gbx_criu_run(a.v, NULL, 0, layer_fd, htmo, NULL);
+    gbx_criu_args_free(&a);
     if (st != 0) {
         char why[96];
         gbx_err_set(err, EIO, GBX_ERR_INTERNAL, "cannot save the writable layer (tar: %s)",
@@ -1197,13 +774,13 @@ __attribute__((noreturn)) static void restore_child(const struct restore_plan *p
     }
     gbx_autofree char *tarp = gbx_asprintf("%s/upper.tar", pl->dir);
     snprintf(p, sizeof(p), "%s/upper", pl->staging);
-    struct args a = {.n = 0};
+    struct gbx_criu_args a = {.n = 0};
     static const char *const tarv[] = {
         "tar", "-C", NULL, "--xattrs", "--xattrs-include=*", "--numeric-owner", "-xpf", NULL};
     for (size_t i = 0; i < GBX_ARRAY_SIZE(tarv); i++)
-        add(&a, tarv[i] ? tarv[i] : i == 2 ? p : tarp);
-    int st = run(a.v, NULL, 0, -1, pl->tar_timeout_ms, NULL);
-    args_free(&a);
+        gbx_criu_arg(&a, tarv[i] ? tarv[i] : i == 2 ? p : tarp);
+    int st = gbx_criu_run(a.v, NULL, 0, -1, pl->tar_timeout_ms, NULL);
+    gbx_criu_args_free(&a);
     if (st != 0) {
         errno = st == -ETIMEDOUT ? ETIMEDOUT : EIO;
         CHILD_FAIL("unpack the writable layer");
@@ -1237,31 +814,31 @@ __attribute__((noreturn)) static void restore_child(const struct restore_plan *p
     gbx_autofree char *root = gbx_asprintf("%s/root", pl->staging);
     gbx_autofree char *pidfile = gbx_asprintf("%s/restore.pid", pl->dir);
     gbx_autofree char *inh = gbx_asprintf("fd[3]:socket:[%lu]", c->placeholder);
-    add(&a, pl->criu);
-    add(&a, "restore");
-    add(&a, "-D");
-    add(&a, images);
-    add(&a, "-o");
-    add(&a, "restore.log");
-    add(&a, getenv("GLOVEBOX_CRIU_VERBOSE") ? "-v4" : "-v2");
-    add(&a, "--restore-detached");
-    add(&a, "--root");
-    add(&a, root);
-    add(&a, "--manage-cgroups=ignore");
-    add(&a, "--tcp-close");
+    gbx_criu_arg(&a, pl->criu);
+    gbx_criu_arg(&a, "restore");
+    gbx_criu_arg(&a, "-D");
+    gbx_criu_arg(&a, images);
+    gbx_criu_arg(&a, "-o");
+    gbx_criu_arg(&a, "restore.log");
+    gbx_criu_arg(&a, getenv("GLOVEBOX_CRIU_VERBOSE") ? "-v4" : "-v2");
+    gbx_criu_arg(&a, "--restore-detached");
+    gbx_criu_arg(&a, "--root");
+    gbx_criu_arg(&a, root);
+    gbx_criu_arg(&a, "--manage-cgroups=ignore");
+    gbx_criu_arg(&a, "--tcp-close");
     /* a fresh network namespace, not the dumped one: restoring addresses, routes and rules
      * runs an `ip` per table (15 ms); the daemon brings up loopback and installs its route,
      * rules and listeners itself, as for any sandbox (gbx_egress_netns_setup) */
-    add(&a, "--empty-ns");
-    add(&a, "net");
-    add(&a, "--pidfile");
-    add(&a, pidfile);
-    add(&a, "--inherit-fd");
-    add(&a, inh);
+    gbx_criu_arg(&a, "--empty-ns");
+    gbx_criu_arg(&a, "net");
+    gbx_criu_arg(&a, "--pidfile");
+    gbx_criu_arg(&a, pidfile);
+    gbx_criu_arg(&a, "--inherit-fd");
+    gbx_criu_arg(&a, inh);
     if (c->layer_placeholder) {
         gbx_autofree char *linh = gbx_asprintf("fd[4]:socket:[%lu]", c->layer_placeholder);
-        add(&a, "--inherit-fd");
-        add(&a, linh);
+        gbx_criu_arg(&a, "--inherit-fd");
+        gbx_criu_arg(&a, linh);
     }
     for (size_t i = 0; i < c->next; i++) {
         const char *key = c->ext_key[i];
@@ -1278,8 +855,8 @@ __attribute__((noreturn)) static void restore_child(const struct restore_plan *p
         }
         gbx_autofree char *ext = gbx_asprintf("mnt[%s]:%s", key, src);
         free(src);
-        add(&a, "--external");
-        add(&a, ext);
+        gbx_criu_arg(&a, "--external");
+        gbx_criu_arg(&a, ext);
     }
     int null = open("/dev/null", O_RDWR);
     int lst = fcntl(pl->listen_fd, F_DUPFD_CLOEXEC, 100);
@@ -1390,7 +967,7 @@ static int ns_restore_impl(struct gbx_runtime *rt, const char *dir, const char *
     pl.listen_fd = listen_fd;
     pl.sync_fd = sync[0];
     pl.err_fd = errp[1];
-    pl.tar_timeout_ms = helper_timeout(rt);
+    pl.tar_timeout_ms = gbx_criu_helper_timeout(rt);
     (void)unlink(pidfile);
     /* the restored init is criu's child; when criu exits, it becomes ours */
     (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -1413,7 +990,7 @@ static int ns_restore_impl(struct gbx_runtime *rt, const char *dir, const char *
         goto out;
     }
     (void)!write(sync[1], &go, 1);
-    int64_t tmo = criu_timeout(rt) + pl.tar_timeout_ms;
+    int64_t tmo = gbx_criu_timeout(rt) + pl.tar_timeout_ms;
     st = gbx_child_wait(child, tmo, &sb->cancel);
     if (st != 0) {
         char msg[256] = "";
@@ -1423,7 +1000,7 @@ static int ns_restore_impl(struct gbx_runtime *rt, const char *dir, const char *
             gbx_err_set(err, EIO, GBX_ERR_INTERNAL, "restore: %s", msg);
         } else {
             gbx_autofree char *log = gbx_asprintf("%s/images/restore.log", dir);
-            criu_failed(err, "criu restore", st, tmo, log);
+            gbx_criu_failed(err, "criu restore", st, tmo, log);
         }
         goto out;
     }
