@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <event2/buffer.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -859,6 +860,36 @@ static struct gbx_call *find_call(struct gbx_session *ses, const char *tuid)
     return NULL;
 }
 
+/* sha256 of a call as canonical JSON ({"input": ..., "name": ...}, keys sorted, compact) */
+static void call_hash(const char *name, json_t *input, char out[65])
+{
+    json_t *j = json_pack("{s:s,s:O}", "name", name, "input", input ? input : json_null());
+    gbx_autofree char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    json_decref(j);
+    unsigned char d[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)text, strlen(text), d);
+    for (size_t i = 0; i < sizeof(d); i++)
+        snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+/* 0 when (name, input) is the call tuid was first used for; else -1 with a CONFLICT saying
+ * both calls' hashes (a retry must be the same call: another one would get the first one's
+ * result, or wait for it, without a word) */
+static int other_call(const char *tuid, const char *was_name, json_t *was_input, const char *name,
+                      json_t *input, struct gbx_err **err)
+{
+    if (strcmp(was_name, name) == 0 && was_input && json_equal(was_input, input))
+        return 0;
+    char was[65], now[65];
+    call_hash(was_name, was_input, was);
+    call_hash(name, input, now);
+    return gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT,
+                       "tool_use_id '%s' was used for another call (sha256 of its name and input: "
+                       "%s; of this one's: %s): a retry must send the same name and input, and "
+                       "another call a new tool_use_id",
+                       tuid, was, now);
+}
+
 static void wait_for(struct gbx_call *c, gbx_session_result_fn done, void *arg)
 {
     struct gbx_waiter *w = gbx_xcalloc(1, sizeof(*w));
@@ -874,24 +905,33 @@ int gbx_session_execute(struct gbx_session *ses, const char *tuid, const char *n
         return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
                            "execute needs 'tool_use_id' (1-256 characters), 'name' and "
                            "'input' (an object)");
-    /* a retry: the stored result, nothing runs again */
+    json_t *in = input ? json_incref(input) : json_object();
+    /* a retry: the stored result, nothing runs again; but only of the same call */
     gbx_autofree char *stored = gbx_store_session_result(store_of(ses), ses->id, tuid);
     if (stored) {
-        json_t *r = json_loads(stored, 0, NULL);
-        json_object_del(r, "duration_ms");
-        done(arg, r, 1, NULL);
-        json_decref(r);
+        gbx_autofree char *was = gbx_store_session_call(store_of(ses), ses->id, tuid);
+        json_t *call = was ? json_loads(was, 0, NULL) : NULL;
+        const char *was_name = json_string_value(json_object_get(call, "name"));
+        int r = call == NULL ? 0
+                             : other_call(tuid, was_name ? was_name : "",
+                                          json_object_get(call, "input"), name, in, err);
+        json_decref(call);
+        json_decref(in);
+        if (r < 0)
+            return -1;
+        json_t *res = json_loads(stored, 0, NULL);
+        json_object_del(res, "duration_ms");
+        done(arg, res, 1, NULL);
+        json_decref(res);
         return 0;
     }
-    json_t *in = input ? json_incref(input) : json_object();
     /* a duplicate of a call that is running or queued: wait for it */
     struct gbx_call *c = find_call(ses, tuid);
     if (c) {
-        int same = strcmp(c->name, name) == 0 && json_equal(c->input, in);
+        int r = other_call(tuid, c->name, c->input, name, in, err);
         json_decref(in);
-        if (!same)
-            return gbx_err_set(err, EEXIST, GBX_ERR_CONFLICT,
-                               "tool_use_id '%s' is in use by a different call", tuid);
+        if (r < 0)
+            return -1;
         wait_for(c, done, arg);
         return 0;
     }

@@ -213,21 +213,34 @@ int gbx_store_session_events(struct gbx_store *s, const char *session, int64_t a
     return 0;
 }
 
-char *gbx_store_session_result(struct gbx_store *s, const char *session, const char *tool_use_id)
+/* The data of a call's first event of type (malloc'd), or NULL. */
+static char *call_event(struct gbx_store *s, const char *session, const char *tool_use_id,
+                        const char *type)
 {
     sqlite3_stmt *st;
     char *v = NULL;
     if (sqlite3_prepare_v2(s->db,
                            "SELECT data FROM session_events WHERE session = ? AND tool_use_id = ? "
-                           "AND type = 'tool.result'",
+                           "AND type = ? ORDER BY seq LIMIT 1",
                            -1, &st, NULL) != SQLITE_OK)
         return NULL;
     sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, tool_use_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, type, -1, SQLITE_STATIC);
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
         v = gbx_xstrdup((const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
     return v;
+}
+
+char *gbx_store_session_result(struct gbx_store *s, const char *session, const char *tool_use_id)
+{
+    return call_event(s, session, tool_use_id, "tool.result");
+}
+
+char *gbx_store_session_call(struct gbx_store *s, const char *session, const char *tool_use_id)
+{
+    return call_event(s, session, tool_use_id, "tool.call");
 }
 
 int gbx_store_session_verify(struct gbx_store *s, const char *session, struct gbx_audit_report *rep,

@@ -175,6 +175,8 @@ int gbx_store_session_events(struct gbx_store *s, const char *session, int64_t a
                              gbx_store_event_fn fn, void *arg, struct gbx_err **err) GBX_WUR;
 /* The stored tool.result data of a call (malloc'd), or NULL. */
 char *gbx_store_session_result(struct gbx_store *s, const char *session, const char *tool_use_id);
+/* The stored tool.call data of a call (malloc'd: {"name": ..., "input": ...}), or NULL. */
+char *gbx_store_session_call(struct gbx_store *s, const char *session, const char *tool_use_id);
 /* Walk a session's chain like gbx_store_audit_verify. */
 int gbx_store_session_verify(struct gbx_store *s, const char *session,
                              struct gbx_audit_report *report, struct gbx_err **err) GBX_WUR;

@@ -127,8 +127,23 @@ check "concurrent duplicates all get the one result" eval \
     "[ \"\$(cat $T/dup1)\" = \"\$(cat $T/dup2)\" ] && [ \"\$(cat $T/dup2)\" = \"\$(cat $T/dup3)\" ] && grep -q done $T/dup1"
 x dupcount bash '{"command":"wc -l < dup.txt"}'
 check "and the command ran once" [ "$(text)" = 1 ]
+# call_sha NAME INPUT-JSON: the sha256 of {"input": ..., "name": ...} as canonical JSON
+call_sha() { python3 -c 'import hashlib, json, sys; print(hashlib.sha256(json.dumps({"name": sys.argv[1], "input": json.loads(sys.argv[2])}, sort_keys=True, separators=(",", ":")).encode()).hexdigest())' "$1" "$2"; }
 req POST "/v1/sessions/$SID/execute" '{"tool_use_id":"once","name":"read","input":{"file_path":"x"}}'
-check "a reused tool_use_id with another call gets the first call's result" eval "[ '$code' = 200 ] && [ \"\$(text)\" = '$first' ]"
+h1=$(call_sha bash '{"command":"echo x >> count.txt; wc -l < count.txt"}')
+h2=$(call_sha read '{"file_path":"x"}')
+check "a reused tool_use_id with another call: 409 naming both calls' hashes" eval \
+    "[ '$code' = 409 ] && grep -q 'sha256 of its name and input: $h1; of this one.s: $h2' '$T/body'"
+x once bash '{"command":"echo x >> count.txt; wc -l < count.txt"}'
+check "and the first call's retry still replays its result" eval "[ '$code' = 200 ] && [ \"\$(text)\" = '$first' ]"
+curl -s --unix-socket "$S" -X POST -d '{"tool_use_id":"inflight","name":"bash","input":{"command":"sleep 1; echo slow"}}' \
+    "http://glovebox/v1/sessions/$SID/execute" > "$T/inflight" &
+IPID=$!
+sleep 0.3
+x inflight bash '{"command":"echo other"}'
+check "the same for a call still running: 409" eval "[ '$code' = 409 ] && grep -q \"of this one's: $(call_sha bash '{"command":"echo other"}')\" '$T/body'"
+wait "$IPID"
+check "and the running call is not disturbed" grep -q slow "$T/inflight"
 
 # ---- the log -------------------------------------------------------------------------------------
 curl -s -N --max-time 20 --unix-socket "$S" "http://glovebox/v1/sessions/$SID/events?follow=1" > "$T/stream" &
@@ -185,8 +200,10 @@ mv "$T/daemon.log" "$T/daemon-1.log"
 start_daemon
 x post bash '{"command":"cat notes/a.txt | head -1"}'
 check "after a restart the session runs on" eval "[ \"\$(err)\" = False ] && [ \"\$(text)\" = hi ]"
-x once bash '{"command":"echo never"}'
+x once bash '{"command":"echo x >> count.txt; wc -l < count.txt"}'
 check "and still replays stored results" [ "$(text)" = "$first" ]
+x once bash '{"command":"echo never"}'
+check "and still refuses another call under a used tool_use_id (409)" [ "$code" = 409 ]
 
 req DELETE "/v1/sessions/$SID"
 check "delete" [ "$code" = 204 ]

@@ -257,6 +257,10 @@ static void session_log_chains_and_detects(void **state)
     assert_string_equal(r, "{\"r\":1}");
     free(r);
     assert_null(gbx_store_session_result(s, ses.id, "t2"));
+    r = gbx_store_session_call(s, ses.id, "t1");
+    assert_string_equal(r, "{\"n\":1}");
+    free(r);
+    assert_null(gbx_store_session_call(s, ses.id, "t2"));
     int n = 0;
     assert_int_equal(gbx_store_session_events(s, ses.id, 0, 100, count_events, &n, &err), 0);
     assert_int_equal(n, 2);
