@@ -9,6 +9,7 @@
  *   GET    /v1/sandboxes/{id}/files/list?path=&depth=
  *   POST   /v1/sandboxes/{id}/files/mkdir        {"path", "parents", "mode", "user"}
  *   POST   /v1/sandboxes/{id}/files/move         {"from", "to", "overwrite", "user"}
+ *                                                (mkdir, move: in the body or the query)
  *   GET    /v1/sandboxes/{id}/files/watch?path=  NDJSON or SSE (Accept: text/event-stream)
  *
  * Every request opens its own connection to the sandbox's agent (aconn.h), so a slow
@@ -1073,17 +1074,36 @@ out:
 /* Fields of a JSON body for mkdir and move; replies 400 on anything unexpected. */
 static int parse_body(struct op *op)
 {
+    static const char *const mkdir_keys[] = {"path", "parents", "mode", "user", NULL};
+    static const char *const move_keys[] = {"from", "to", "overwrite", "user", NULL};
     struct query q;
-    if (query_parse(op->req, (const char *const[]){NULL}, &q) < 0)
+    if (query_parse(op->req, op->kind == OP_MKDIR ? mkdir_keys : move_keys, &q) < 0)
         return -1;
     json_t *body = gbx_http_body_object(op->req);
-    if (body == NULL)
+    if (body == NULL) {
+        query_release(&q);
         return -1;
+    }
     const char *key;
     json_t *v;
     int r = -1;
     const char *expect =
         op->kind == OP_MKDIR ? "path, parents, mode, user" : "from, to, overwrite, user";
+    /* the query's fields (as on every other files route) join the body's, checked alike */
+    for (int i = 0; i < q.n; i++) {
+        int flag = strcmp(q.key[i], "parents") == 0 || strcmp(q.key[i], "overwrite") == 0, b;
+        if (json_object_get(body, q.key[i])) {
+            gbx_http_reply_error(op->req, GBX_ERR_INVALID,
+                                 "'%s' is given twice (in the query and in the body)", q.key[i]);
+            goto out;
+        }
+        if (flag && parse_bool(q.val[i], &b) < 0) {
+            gbx_http_reply_error(op->req, GBX_ERR_INVALID, "'%s' must be 1, 0, true or false",
+                                 q.key[i]);
+            goto out;
+        }
+        json_object_set_new(body, q.key[i], flag ? json_boolean(b) : json_string(q.val[i]));
+    }
     json_object_foreach(body, key, v)
     {
         int is_str = json_is_string(v);
@@ -1136,6 +1156,7 @@ static int parse_body(struct op *op)
     r = 0;
 out:
     json_decref(body);
+    query_release(&q);
     return r;
 }
 

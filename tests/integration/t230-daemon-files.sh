@@ -114,6 +114,23 @@ req POST "$F/move" -d '{"from":"/tmp/a/h.txt","to":"/tmp/a/g.txt","overwrite":tr
 check "unless overwrite is true" [ $? = 0 ]
 req POST "$F/move" -d '{"from":"/tmp/nope","to":"/tmp/a/z"}'
 check "moving a missing file is 404" [ "$code" = 404 ]
+# mkdir and move take their fields in the query too, as every other files route does
+req POST "$F/mkdir?path=/tmp/a/q1/q2&parents=1&mode=0700"
+[ "$code" = 201 ] && [ "$(field 'j["path"], j["mode"]')" = "('/tmp/a/q1/q2', '0700')" ]
+check "mkdir with its fields in the query" [ $? = 0 ]
+req POST "$F/move?from=/tmp/a/q1/q2&to=/tmp/a/q3"
+[ "$code" = 200 ] && [ "$(field 'j["path"], j["type"]')" = "('/tmp/a/q3', 'dir')" ]
+check "move with its fields in the query" [ $? = 0 ]
+req POST "$F/move?from=/tmp/a/g.txt&overwrite=true" -d '{"to":"/tmp/a/q1/g.txt"}'
+check "query and body together" eval "[ '$code' = 200 ] && [ \"\$(field 'j[\"path\"]')\" = /tmp/a/q1/g.txt ]"
+req POST "$F/mkdir?path=/tmp/a/dup" -d '{"path":"/tmp/a/dup"}'
+check "a field in both is 400" eval "[ '$code' = 400 ] && grep -q 'given twice' '$T/body'"
+req POST "$F/mkdir?path=/tmp/a/p&parents=maybe"
+check "a query flag that is not a boolean is 400" eval "[ '$code' = 400 ] && grep -q \"'parents' must be\" '$T/body'"
+req POST "$F/move?from=/tmp/a/q3&dest=/tmp/x"
+check "an unknown query parameter is 400" [ "$code" = 400 ]
+req GET "$F/stat?path=/tmp/a/dup"
+check "and nothing was made by the refused ones" [ "$code" = 404 ]
 req DELETE "$F?path=/tmp/a"
 check "removing a non-empty directory is 409" [ "$code" = 409 ]
 req DELETE "$F?path=/tmp/a&recursive=1"
