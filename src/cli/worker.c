@@ -41,6 +41,9 @@
 #include "worker/http.h"
 #include "worker/worker.h"
 
+/* the workdir of the sessions the worker makes (the daemon's default for a session) */
+#define GBX_WORKER_WORKDIR "/workspace"
+
 static const char worker_usage[] =
     "usage: glovebox worker --environment-id ID [--key-file FILE] [--once] [--max-idle-ms N]\n"
     "                       [--webhook ADDR:PORT [--webhook-secret-file FILE]]\n"
@@ -721,10 +724,14 @@ static int session_check(struct item *x)
     return 0;
 }
 
-/* Create the Glovebox session the calls run in; -1 after printing why. */
+/* Create the Glovebox session the calls run in; -1 after printing why. Its file tools are
+ * confined to its workdir, as the worker protocol's built-in tools are (§6: "reject anything
+ * outside workdir"); a session's default is the whole sandbox. */
 static int glovebox_session(struct item *x)
 {
-    json_t *body = json_object(), *reply = NULL;
+    json_t *body = json_pack("{s:s,s:s}", "workdir", GBX_WORKER_WORKDIR, "tools_root",
+                             GBX_WORKER_WORKDIR),
+           *reply = NULL;
     int status = gbx_cli_call("POST", "/v1/sessions", body, &reply);
     json_decref(body);
     const char *id = json_string_value(json_object_get(reply, "id"));

@@ -485,9 +485,10 @@ static json_t *initialize(struct gbx_mcp *m, json_t *id, json_t *params)
     json_object_set_new(
         r, "instructions",
         str_fmt("These tools act on Glovebox session '%.*s': an isolated Linux sandbox%s%.*s%s. "
-                "File paths are relative to that working directory, and the file tools refuse "
-                "paths outside it. bash keeps one shell across calls (cd and exported variables "
-                "persist). Files persist for the life of the session.",
+                "File paths are relative to that working directory; the file tools reach the "
+                "whole sandbox, as bash does, unless the session was created with a narrower "
+                "tools_root. bash keeps one shell across calls (cd and exported variables "
+                "persist). Files in the working directory persist for the life of the session.",
                 clip(s, 256), s, *w ? " whose working directory is '" : "", clip(w, 1024), w,
                 *w ? "'" : ""));
     return response(id, "result", r);

@@ -302,6 +302,15 @@ void gbx_session_ckpt_after(struct gbx_call *c, const char *file, const void *co
     struct gbx_session *ses = c->ses;
     if (file) {
         const char *rel = rel_of(ses, file);
+        json_t *blocks = json_object_get(c->result, "content");
+        if (rel == NULL && json_is_array(blocks)) {
+            /* said, so that nobody takes it for kept: the checkpoint is of the workdir */
+            gbx_autofree char *text = gbx_asprintf(
+                "Note: %s is outside the workspace (%s), which alone is checkpointed: if the "
+                "sandbox is lost, this change is not restored.",
+                file, ses->workdir);
+            json_array_append_new(blocks, json_pack("{s:s,s:s}", "type", "text", "text", text));
+        }
         int r = rel && len <= CKPT_FILE_MAX ? mirror_write(ses, rel, content, len, 0644) : 1;
         if (r == 0) {
             struct ckpt_entry *e = manifest_put(ses, rel);

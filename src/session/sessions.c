@@ -425,9 +425,9 @@ json_t *gbx_session_json(struct gbx_session *ses)
 {
     gbx_autofree char *created = gbx_rfc3339(ses->created_ns);
     struct gbx_live *l = live_of(ses);
-    json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:o}", "id", ses->id, "created_at", created, "workdir",
-                          ses->workdir, "state", "active", "sandbox_id",
-                          l ? json_string(ses->sandbox_id) : json_null());
+    json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "id", ses->id, "created_at", created,
+                          "workdir", ses->workdir, "tools_root", ses->tools_root, "state", "active",
+                          "sandbox_id", l ? json_string(ses->sandbox_id) : json_null());
     json_object_set_new(j, "spec", json_incref(ses->spec));
     size_t n = 0;
     for (struct gbx_call *c = ses->queue; c; c = c->next)
@@ -463,6 +463,7 @@ static json_t *sandbox_body(const struct gbx_session *ses)
 {
     json_t *body = json_deep_copy(ses->spec);
     json_object_del(body, "workdir");
+    json_object_del(body, "tools_root");
     json_t *labels = json_object_get(body, "labels");
     if (!json_is_object(labels)) {
         labels = json_object();
@@ -530,6 +531,7 @@ static void session_free(struct gbx_session *ses)
     free(ses->id);
     free(ses->owner);
     free(ses->workdir);
+    free(ses->tools_root);
     free(ses->sandbox_id);
     json_decref(ses->spec);
     free(ses);
@@ -544,6 +546,9 @@ static struct gbx_session *session_new(struct gbx_sessions *all, const char *id,
     ses->owner = gbx_xstrdup(owner);
     gbx_actor_for(&ses->as, owner);
     ses->workdir = gbx_xstrdup(workdir);
+    /* checked at create (gbx_sessions_create); a stored spec is one that was */
+    const char *root = json_string_value(json_object_get(spec, "tools_root"));
+    ses->tools_root = gbx_xstrdup(root ? root : "/");
     ses->spec = spec;
     ses->created_ns = created_ns;
     ses->ckpt_dir = gbx_asprintf("%s/sessions/%s/workspace", all->state_dir, id);
@@ -691,6 +696,20 @@ int gbx_sessions_create(struct gbx_sessions *all, const struct gbx_actor *who, j
     }
     if (w)
         workdir = json_string_value(w);
+    json_t *root = json_object_get(spec, "tools_root");
+    if (root && (!json_is_string(root) || !workdir_valid(json_string_value(root)))) {
+        json_decref(spec);
+        return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                           "'tools_root' must be an absolute path without '..'");
+    }
+    if (root && !gbx_tool_path_inside(json_string_value(root), workdir)) {
+        gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                    "'workdir' (%s) must be inside 'tools_root' (%s): the file tools resolve "
+                    "relative paths against it",
+                    workdir, json_string_value(root));
+        json_decref(spec);
+        return -1;
+    }
     if (gbx_sandboxes_quota_admit(all->srv, who, &(struct gbx_quota_use){.sessions = 1}, err) < 0) {
         json_decref(spec);
         return -1;

@@ -11,7 +11,8 @@
  *   glob   LIST of the root (recursive), matched here
  *   grep   grep -rnE in the sandbox, its output post-processed here
  *
- * File tools resolve their path against the workdir and refuse anything outside it. */
+ * File tools resolve a relative path against the workdir, and refuse anything outside the
+ * session's tools_root ("/" unless the session narrowed it). */
 #include <errno.h>
 #include <event2/buffer.h>
 #include <signal.h>
@@ -81,25 +82,25 @@ static void realpath_done(void *arg, const struct gbx_frame_hdr *h, const uint8_
         agent_error(h, p, msg, sizeof(msg));
         return done_err(c, "%s: cannot resolve %s: %s", c->tool_name, c->path, msg);
     }
-    if (!gbx_tool_path_inside(c->ses->workdir, real))
-        return done_err(c, "%s: %s resolves to %s, outside the working directory %s", c->tool_name,
-                        c->path, real, c->ses->workdir);
+    if (!gbx_tool_path_inside(c->ses->tools_root, real))
+        return done_err(c, "%s: %s resolves to %s, outside the session's tools_root %s",
+                        c->tool_name, c->path, real, c->ses->tools_root);
     free(c->path);
     c->path = gbx_xstrdup(real);
     c->resolved(c);
 }
 
 /* Resolve a file tool's path into c->path (joined with the workdir, then every symlink
- * followed inside the sandbox) and go on with next; anything outside the workdir, before or
- * after following symlinks, is answered with an error. */
+ * followed inside the sandbox) and go on with next; anything outside the tools_root, before
+ * or after following symlinks, is answered with an error. */
 static void resolve_then(struct gbx_call *c, const char *path, const char *tool,
                          void (*next)(struct gbx_call *c))
 {
     free(c->path);
     c->path = gbx_tool_path_join(c->ses->workdir, path ? path : c->ses->workdir);
-    if (!gbx_tool_path_inside(c->ses->workdir, c->path))
-        return done_err(c, "%s: %s is outside the working directory %s", tool, c->path,
-                        c->ses->workdir);
+    if (!gbx_tool_path_inside(c->ses->tools_root, c->path))
+        return done_err(c, "%s: %s is outside the session's tools_root %s", tool, c->path,
+                        c->ses->tools_root);
     struct gbx_aconn *ac = agent_or_fail(c);
     if (ac == NULL)
         return;

@@ -85,15 +85,34 @@ check "grep finds the lines" [ "$(text)" = "/workspace/notes/a.txt:2:there
 /workspace/notes/a.txt:3:there" ]
 x f10 grep '{"pattern":"nothing-like-this"}'
 check "grep with no match" [ "$(text)" = "no matches" ]
-x f11 read '{"file_path":"/etc/passwd"}'
-check "file tools stay inside the workdir" eval "[ \"\$(err)\" = True ] && text | grep -q 'outside'"
-x f11b bash '{"command":"ln -sf /etc/hostname link && ln -sfn /etc outdir && ln -sfn notes inside"}'
-x f11c read '{"file_path":"link"}'
-check "a symlink leading out of the workdir is refused" eval "[ \"\$(err)\" = True ] && text | grep -q 'resolves to /etc/hostname, outside'"
-x f11d write '{"file_path":"outdir/evil","content":"x"}'
-check "writing through a symlinked directory out of the workdir is refused" eval "[ \"\$(err)\" = True ] && text | grep -q outside"
-x f11e read '{"file_path":"inside/a.txt"}'
-check "a symlink that stays inside is followed" [ "$(err)" = False ]
+x f11 read '{"file_path":"/etc/hostname"}'
+check "file tools reach the whole sandbox by default, as bash does" eval "[ \"\$(err)\" = False ] && [ -n \"\$(text)\" ] && ! text | grep -q outside"
+x f11w write '{"file_path":"/tmp/outside.txt","content":"x"}'
+check "a write outside the workspace says it is not checkpointed" eval \
+    "[ \"\$(err)\" = False ] && text | grep -q 'outside the workspace (/workspace), which alone is checkpointed'"
+# a session narrowed to its workdir (what the Managed Agents worker asks for)
+MAIN_SID=$SID
+req POST /v1/sessions '{"tools_root":"/workspace"}'
+check "a session with tools_root" eval "[ '$code' = 201 ] && [ \"\$(field \"j['tools_root']\")\" = /workspace ]"
+SID=$(field "j['id']")
+x n1 write '{"file_path":"notes/a.txt","content":"in\n"}'
+x n2 bash '{"command":"ln -sf /etc/hostname link && ln -sfn /etc outdir && ln -sfn notes inside"}'
+x n3 read '{"file_path":"/etc/passwd"}'
+check "narrowed: a path outside tools_root is refused" eval "[ \"\$(err)\" = True ] && text | grep -q \"outside the session's tools_root /workspace\""
+x n4 read '{"file_path":"link"}'
+check "narrowed: a symlink leading out is refused" eval "[ \"\$(err)\" = True ] && text | grep -q 'resolves to /etc/hostname, outside'"
+x n5 write '{"file_path":"outdir/evil","content":"x"}'
+check "narrowed: writing through a symlinked directory out is refused" eval "[ \"\$(err)\" = True ] && text | grep -q outside"
+x n6 read '{"file_path":"inside/a.txt"}'
+check "narrowed: a symlink that stays inside is followed" eval "[ \"\$(err)\" = False ] && [ \"\$(text)\" = in ]"
+x n7 bash '{"command":"test -e /etc/evil || echo absent"}'
+check "and nothing was written outside" [ "$(text)" = absent ]
+req DELETE "/v1/sessions/$SID"
+SID=$MAIN_SID
+req POST /v1/sessions '{"tools_root":"/srv"}'
+check "a workdir outside tools_root is 400" eval "[ '$code' = 400 ] && grep -q 'must be inside' '$T/body'"
+req POST /v1/sessions '{"tools_root":"srv/../x"}'
+check "a tools_root that is not absolute is 400" [ "$code" = 400 ]
 x f12 read '{"file_path":"notes"}'
 check "read of a directory is is_error" eval "[ \"\$(err)\" = True ] && text | grep -q directory"
 x f13 read '{"file_path":"nope.txt"}'
