@@ -52,8 +52,8 @@ struct gbx_session {
     struct gbx_session *next;
     struct gbx_sessions *all;
     char *id, *owner, *workdir;
-    char *tools_root; /* the file tools' confinement: "/" (the sandbox is the boundary, as for
-                         bash) unless the session asked for a narrower one */
+    char *tools_root;    /* the file tools' confinement: "/" (the sandbox is the boundary, as for
+                            bash) unless the session asked for a narrower one */
     struct gbx_actor as; /* its owner: what the session does later (a queued call, a
                             replacement sandbox, a wake) it does as this, never as whoever's
                             request the loop happens to be handling */
