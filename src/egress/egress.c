@@ -476,17 +476,25 @@ static void audit_summarise(struct gbx_egress_sb *sb)
     for (size_t i = 0; i < GBX_ARRAY_SIZE(rated); i++) {
         struct gbx_egress_bucket *b = &sb->buckets[i];
         int64_t since = b->since_ns;
-        uint64_t allowed, denied;
+        uint64_t held[GBX_EGRESS_NVERDICTS];
         char msg[160];
-        if (!gbx_egress_bucket_summary(b, rated[i].noun, now, msg, sizeof(msg), &allowed, &denied))
+        if (!gbx_egress_bucket_summary(b, rated[i].noun, now, msg, sizeof(msg), held))
             continue;
-        uint64_t total = allowed + denied;
+        uint64_t total = 0;
+        for (int v = 0; v < GBX_EGRESS_NVERDICTS; v++)
+            total += held[v];
         gbx_autofree char *from = gbx_rfc3339(since), *to = gbx_rfc3339(now);
-        audit_emit(sb, rated[i].summary,
-                   json_pack("{s:s,s:I,s:I,s:I,s:s,s:s,s:i,s:i}", "message", msg, "count",
-                             (json_int_t)total, "allowed", (json_int_t)allowed, "denied",
-                             (json_int_t)denied, "since", from, "until", to, "rate",
-                             (int)sb->eg->audit_rate, "burst", (int)sb->eg->audit_burst));
+        json_t *d =
+            json_pack("{s:s,s:I,s:I,s:I,s:s,s:s,s:i,s:i}", "message", msg, "count",
+                      (json_int_t)total, "allowed", (json_int_t)held[GBX_EGRESS_ALLOW], "denied",
+                      (json_int_t)held[GBX_EGRESS_DENY], "since", from, "until", to, "rate",
+                      (int)sb->eg->audit_rate, "burst", (int)sb->eg->audit_burst);
+        /* the other verdicts only where there were any (only connections have them) */
+        for (int v = GBX_EGRESS_UPSTREAM_FAILED; v < GBX_EGRESS_NVERDICTS; v++)
+            if (held[v])
+                json_object_set_new(d, gbx_egress_verdict_name(v),
+                                    json_integer((json_int_t)held[v]));
+        audit_emit(sb, rated[i].summary, d);
         gbx_log_info("sandbox '%s': %s: %s", sb->id, rated[i].kind, msg);
     }
 }
@@ -507,8 +515,7 @@ void gbx_egress_audit(struct gbx_egress_sb *sb, const char *kind, json_t *detail
         return audit_emit(sb, kind, detail);
     /* over the rate: counted by decision (the decision itself was made and stands) */
     const char *d = json_string_value(json_object_get(detail, "decision"));
-    gbx_egress_bucket_hold(&sb->buckets[i], d == NULL || strcmp(d, "allow") != 0,
-                           gbx_realtime_ns());
+    gbx_egress_bucket_hold(&sb->buckets[i], gbx_egress_verdict_parse(d), gbx_realtime_ns());
     json_decref(detail);
     if (sb->summary_ev == NULL) {
         sb->summary_ev = event_new(eg->base, -1, 0, on_summary, sb);
