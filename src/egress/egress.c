@@ -390,11 +390,22 @@ int gbx_egress_new(struct event_base *base, const struct gbx_egress_opts *o,
         gbx_store_secret_each(eg->store, load_one, eg, err) < 0)
         goto fail;
     load_own_addresses(eg);
-    /* the host's resolver; a test configuration that names every host never uses it */
-    eg->resolver =
-        evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS | EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-    if (eg->resolver == NULL)
-        eg->resolver = evdns_base_new(base, 0); /* no resolv.conf: names fail, overrides work */
+    /* the host's resolver, or the one nameserver said; a test configuration that names every
+     * host never uses it */
+    if (o->resolver) {
+        eg->resolver = evdns_base_new(base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+        GBX_BUG_ON(eg->resolver == NULL);
+        if (evdns_base_nameserver_ip_add(eg->resolver, o->resolver) != 0) {
+            gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "egress resolver '%s': not IPv4[:PORT]",
+                        o->resolver);
+            goto fail;
+        }
+    } else {
+        eg->resolver = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                                EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+        if (eg->resolver == NULL)
+            eg->resolver = evdns_base_new(base, 0); /* no resolv.conf: names fail, overrides work */
+    }
     GBX_BUG_ON(eg->resolver == NULL);
     blocked = gbx_store_meta_get(eg->store, BLOCK_KEY);
     eg->blocked = blocked && strcmp(blocked, "1") == 0;
