@@ -614,9 +614,11 @@ const struct gbx_egress_policy *gbx_egress_policy_of(const struct gbx_egress_sb 
 
 static json_t *counters_json(const struct gbx_egress_counters *c)
 {
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "connections_allowed",
+    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "connections_allowed",
                      (json_int_t)c->conn_allow, "connections_denied", (json_int_t)c->conn_deny,
-                     "dns_allowed", (json_int_t)c->dns_allow, "dns_denied", (json_int_t)c->dns_deny,
+                     "connections_upstream_failed", (json_int_t)c->conn_upstream_failed,
+                     "connections_client_error", (json_int_t)c->conn_client_error, "dns_allowed",
+                     (json_int_t)c->dns_allow, "dns_denied", (json_int_t)c->dns_deny,
                      "requests_allowed", (json_int_t)c->http_allow, "requests_denied",
                      (json_int_t)c->http_deny, "bytes_up", (json_int_t)c->bytes_up, "bytes_down",
                      (json_int_t)c->bytes_down);
@@ -651,10 +653,13 @@ void gbx_egress_metrics(const struct gbx_egress *eg, struct evbuffer *out)
     const struct gbx_egress_counters *c = &eg->c;
     evbuffer_add_printf(
         out,
-        "# HELP glovebox_egress_connections_total Egress TCP connections by decision.\n"
+        "# HELP glovebox_egress_connections_total Egress TCP connections by decision: allow, "
+        "deny (by policy), upstream_failed (allowed; resolve or connect failed), client_error.\n"
         "# TYPE glovebox_egress_connections_total counter\n"
         "glovebox_egress_connections_total{decision=\"allow\"} %llu\n"
         "glovebox_egress_connections_total{decision=\"deny\"} %llu\n"
+        "glovebox_egress_connections_total{decision=\"upstream_failed\"} %llu\n"
+        "glovebox_egress_connections_total{decision=\"client_error\"} %llu\n"
         "# HELP glovebox_egress_dns_answers_total DNS answers by decision.\n"
         "# TYPE glovebox_egress_dns_answers_total counter\n"
         "glovebox_egress_dns_answers_total{decision=\"allow\"} %llu\n"
@@ -674,6 +679,7 @@ void gbx_egress_metrics(const struct gbx_egress *eg, struct evbuffer *out)
         "# TYPE glovebox_egress_blocked gauge\n"
         "glovebox_egress_blocked %d\n",
         (unsigned long long)c->conn_allow, (unsigned long long)c->conn_deny,
+        (unsigned long long)c->conn_upstream_failed, (unsigned long long)c->conn_client_error,
         (unsigned long long)c->dns_allow, (unsigned long long)c->dns_deny,
         (unsigned long long)c->http_allow, (unsigned long long)c->http_deny,
         (unsigned long long)c->bytes_up, (unsigned long long)c->bytes_down,
