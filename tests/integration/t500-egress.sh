@@ -123,6 +123,8 @@ check "request rule: another path is 403" [ "$(probe pl https https://api.test/v
 check "request rule: the same over plain HTTP" eval \
     '[ "$(probe pl http http://api.test/v1/x)" = "200 no" ] && [ "$(probe pl http http://api.test/admin)" = "403 None" ]'
 check "request rule: a path climbing out with .. is 403" [ "$(probe pl http http://api.test/v1/../admin)" = "403 None" ]
+check "request rule: the 403's body says denied by policy, and why" [ "$(probe pl body http://api.test/admin)" = \
+    "403 glovebox egress: denied by policy: the request rules refuse this method or path" ]
 
 # ---- credentials ---------------------------------------------------------------------------
 printf '%s\n' "$SECRET" | "$G" secret add tok --host api.test \
