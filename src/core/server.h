@@ -23,6 +23,7 @@ struct gbx_server_config {
     size_t pool_size;            /* fresh sandboxes of the default template kept ready; 0: none */
     const char *egress_default;  /* "policy" (NULL), "none" or "open" */
     const char *egress_hosts;    /* "name=IPv4 ..." upstream overrides, or NULL */
+    const char *egress_resolver; /* "IPv4[:PORT]": nameserver for upstream names, or NULL */
     const char *egress_extra_ca; /* PEM file of extra upstream trust anchors, or NULL */
     unsigned egress_max_conns;   /* per sandbox; 0: 256 */
     unsigned audit_rate;         /* egress audit rows/s per sandbox per kind; 0: 20 */

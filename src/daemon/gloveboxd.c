@@ -81,6 +81,8 @@ static const char usage[] =
     "                         policy (default: deny unless a rule allows), none, open\n"
     "  --egress-hosts LIST    'name=IPv4 ...': upstream addresses the proxy uses for\n"
     "                         these names instead of the host's resolver (tests, pinning)\n"
+    "  --egress-resolver ADDR the nameserver (IPv4[:PORT]) for upstream names instead of\n"
+    "                         the host's resolv.conf and hosts file\n"
     "  --egress-extra-ca FILE extra PEM trust anchors for upstream TLS (besides the host's)\n"
     "  --egress-max-conns N   open egress connections per sandbox (default 256)\n"
     "  --audit-rate N[/B]     egress audit rows (DNS answers, connections, requests) per\n"
@@ -236,6 +238,8 @@ static int apply(struct settings *st, const char *key, const char *value, int fr
         st->cfg.egress_default = from_file ? keep(st, value) : value;
     } else if (strcmp(key, "egress-hosts") == 0) {
         st->cfg.egress_hosts = value[0] ? (from_file ? keep(st, value) : value) : NULL;
+    } else if (strcmp(key, "egress-resolver") == 0) {
+        st->cfg.egress_resolver = value[0] ? (from_file ? keep(st, value) : value) : NULL;
     } else if (strcmp(key, "egress-extra-ca") == 0) {
         if (value[0] && value[0] != '/') {
             snprintf(err, errsz, "egress-extra-ca must be an absolute path");
@@ -438,6 +442,7 @@ int main(int argc, char **argv)
         {"max-upload", required_argument, NULL, 0},
         {"egress-default", required_argument, NULL, 0},
         {"egress-hosts", required_argument, NULL, 0},
+        {"egress-resolver", required_argument, NULL, 0},
         {"egress-extra-ca", required_argument, NULL, 0},
         {"egress-max-conns", required_argument, NULL, 0},
         {"audit-rate", required_argument, NULL, 0},

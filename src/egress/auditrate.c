@@ -25,14 +25,21 @@ int gbx_egress_bucket_take(struct gbx_egress_bucket *b, int64_t now_ns, unsigned
     return 1;
 }
 
-void gbx_egress_bucket_hold(struct gbx_egress_bucket *b, int denied, int64_t real_ns)
+static uint64_t held_total(const struct gbx_egress_bucket *b)
 {
-    if (b->allowed == 0 && b->denied == 0)
+    uint64_t total = 0;
+    for (int v = 0; v < GBX_EGRESS_NVERDICTS; v++)
+        total += b->held[v];
+    return total;
+}
+
+void gbx_egress_bucket_hold(struct gbx_egress_bucket *b, enum gbx_egress_verdict v, int64_t real_ns)
+{
+    if (held_total(b) == 0)
         b->since_ns = real_ns;
-    if (denied)
-        b->denied++;
-    else
-        b->allowed++;
+    if ((unsigned)v >= GBX_EGRESS_NVERDICTS)
+        v = GBX_EGRESS_DENY;
+    b->held[v]++;
 }
 
 /* n with thousands separators: "4,980" */
@@ -50,22 +57,34 @@ static void thousands(uint64_t n, char *buf, unsigned bufsz)
 }
 
 int gbx_egress_bucket_summary(struct gbx_egress_bucket *b, const char *what, int64_t real_ns,
-                              char *buf, unsigned bufsz, uint64_t *allowed, uint64_t *denied)
+                              char *buf, unsigned bufsz, uint64_t held[GBX_EGRESS_NVERDICTS])
 {
-    uint64_t total = b->allowed + b->denied;
+    uint64_t total = held_total(b);
     if (total == 0)
         return 0;
-    *allowed = b->allowed;
-    *denied = b->denied;
+    for (int v = 0; v < GBX_EGRESS_NVERDICTS; v++)
+        held[v] = b->held[v];
     int64_t secs = (real_ns - b->since_ns + 999999999) / 1000000000;
     if (secs < 1)
         secs = 1;
-    char t[32], d[32];
+    char t[32], d[32], f[64] = "", e[64] = "";
     thousands(total, t, sizeof(t));
-    thousands(b->denied, d, sizeof(d));
-    snprintf(buf, bufsz, "%s more %s (%s denied) not recorded individually in the last %lld s", t,
-             what, d, (long long)secs);
-    b->allowed = b->denied = 0;
+    thousands(b->held[GBX_EGRESS_DENY], d, sizeof(d));
+    uint64_t nf = b->held[GBX_EGRESS_UPSTREAM_FAILED], ne = b->held[GBX_EGRESS_CLIENT_ERROR];
+    if (nf) {
+        char n[32];
+        thousands(nf, n, sizeof(n));
+        snprintf(f, sizeof(f), ", %s upstream failed", n);
+    }
+    if (ne) {
+        char n[32];
+        thousands(ne, n, sizeof(n));
+        snprintf(e, sizeof(e), ", %s client error%s", n, ne == 1 ? "" : "s");
+    }
+    snprintf(buf, bufsz, "%s more %s (%s denied%s%s) not recorded individually in the last %lld s",
+             t, what, d, f, e, (long long)secs);
+    for (int v = 0; v < GBX_EGRESS_NVERDICTS; v++)
+        b->held[v] = 0;
     b->since_ns = 0;
     return 1;
 }

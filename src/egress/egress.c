@@ -390,11 +390,22 @@ int gbx_egress_new(struct event_base *base, const struct gbx_egress_opts *o,
         gbx_store_secret_each(eg->store, load_one, eg, err) < 0)
         goto fail;
     load_own_addresses(eg);
-    /* the host's resolver; a test configuration that names every host never uses it */
-    eg->resolver =
-        evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS | EVDNS_BASE_DISABLE_WHEN_INACTIVE);
-    if (eg->resolver == NULL)
-        eg->resolver = evdns_base_new(base, 0); /* no resolv.conf: names fail, overrides work */
+    /* the host's resolver, or the one nameserver said; a test configuration that names every
+     * host never uses it */
+    if (o->resolver) {
+        eg->resolver = evdns_base_new(base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+        GBX_BUG_ON(eg->resolver == NULL);
+        if (evdns_base_nameserver_ip_add(eg->resolver, o->resolver) != 0) {
+            gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "egress resolver '%s': not IPv4[:PORT]",
+                        o->resolver);
+            goto fail;
+        }
+    } else {
+        eg->resolver = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                                EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+        if (eg->resolver == NULL)
+            eg->resolver = evdns_base_new(base, 0); /* no resolv.conf: names fail, overrides work */
+    }
     GBX_BUG_ON(eg->resolver == NULL);
     blocked = gbx_store_meta_get(eg->store, BLOCK_KEY);
     eg->blocked = blocked && strcmp(blocked, "1") == 0;
@@ -476,17 +487,25 @@ static void audit_summarise(struct gbx_egress_sb *sb)
     for (size_t i = 0; i < GBX_ARRAY_SIZE(rated); i++) {
         struct gbx_egress_bucket *b = &sb->buckets[i];
         int64_t since = b->since_ns;
-        uint64_t allowed, denied;
+        uint64_t held[GBX_EGRESS_NVERDICTS];
         char msg[160];
-        if (!gbx_egress_bucket_summary(b, rated[i].noun, now, msg, sizeof(msg), &allowed, &denied))
+        if (!gbx_egress_bucket_summary(b, rated[i].noun, now, msg, sizeof(msg), held))
             continue;
-        uint64_t total = allowed + denied;
+        uint64_t total = 0;
+        for (int v = 0; v < GBX_EGRESS_NVERDICTS; v++)
+            total += held[v];
         gbx_autofree char *from = gbx_rfc3339(since), *to = gbx_rfc3339(now);
-        audit_emit(sb, rated[i].summary,
-                   json_pack("{s:s,s:I,s:I,s:I,s:s,s:s,s:i,s:i}", "message", msg, "count",
-                             (json_int_t)total, "allowed", (json_int_t)allowed, "denied",
-                             (json_int_t)denied, "since", from, "until", to, "rate",
-                             (int)sb->eg->audit_rate, "burst", (int)sb->eg->audit_burst));
+        json_t *d =
+            json_pack("{s:s,s:I,s:I,s:I,s:s,s:s,s:i,s:i}", "message", msg, "count",
+                      (json_int_t)total, "allowed", (json_int_t)held[GBX_EGRESS_ALLOW], "denied",
+                      (json_int_t)held[GBX_EGRESS_DENY], "since", from, "until", to, "rate",
+                      (int)sb->eg->audit_rate, "burst", (int)sb->eg->audit_burst);
+        /* the other verdicts only where there were any (only connections have them) */
+        for (int v = GBX_EGRESS_UPSTREAM_FAILED; v < GBX_EGRESS_NVERDICTS; v++)
+            if (held[v])
+                json_object_set_new(d, gbx_egress_verdict_name(v),
+                                    json_integer((json_int_t)held[v]));
+        audit_emit(sb, rated[i].summary, d);
         gbx_log_info("sandbox '%s': %s: %s", sb->id, rated[i].kind, msg);
     }
 }
@@ -507,8 +526,7 @@ void gbx_egress_audit(struct gbx_egress_sb *sb, const char *kind, json_t *detail
         return audit_emit(sb, kind, detail);
     /* over the rate: counted by decision (the decision itself was made and stands) */
     const char *d = json_string_value(json_object_get(detail, "decision"));
-    gbx_egress_bucket_hold(&sb->buckets[i], d == NULL || strcmp(d, "allow") != 0,
-                           gbx_realtime_ns());
+    gbx_egress_bucket_hold(&sb->buckets[i], gbx_egress_verdict_parse(d), gbx_realtime_ns());
     json_decref(detail);
     if (sb->summary_ev == NULL) {
         sb->summary_ev = event_new(eg->base, -1, 0, on_summary, sb);
@@ -596,9 +614,11 @@ const struct gbx_egress_policy *gbx_egress_policy_of(const struct gbx_egress_sb 
 
 static json_t *counters_json(const struct gbx_egress_counters *c)
 {
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "connections_allowed",
+    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "connections_allowed",
                      (json_int_t)c->conn_allow, "connections_denied", (json_int_t)c->conn_deny,
-                     "dns_allowed", (json_int_t)c->dns_allow, "dns_denied", (json_int_t)c->dns_deny,
+                     "connections_upstream_failed", (json_int_t)c->conn_upstream_failed,
+                     "connections_client_error", (json_int_t)c->conn_client_error, "dns_allowed",
+                     (json_int_t)c->dns_allow, "dns_denied", (json_int_t)c->dns_deny,
                      "requests_allowed", (json_int_t)c->http_allow, "requests_denied",
                      (json_int_t)c->http_deny, "bytes_up", (json_int_t)c->bytes_up, "bytes_down",
                      (json_int_t)c->bytes_down);
@@ -633,10 +653,13 @@ void gbx_egress_metrics(const struct gbx_egress *eg, struct evbuffer *out)
     const struct gbx_egress_counters *c = &eg->c;
     evbuffer_add_printf(
         out,
-        "# HELP glovebox_egress_connections_total Egress TCP connections by decision.\n"
+        "# HELP glovebox_egress_connections_total Egress TCP connections by decision: allow, "
+        "deny (by policy), upstream_failed (allowed; resolve or connect failed), client_error.\n"
         "# TYPE glovebox_egress_connections_total counter\n"
         "glovebox_egress_connections_total{decision=\"allow\"} %llu\n"
         "glovebox_egress_connections_total{decision=\"deny\"} %llu\n"
+        "glovebox_egress_connections_total{decision=\"upstream_failed\"} %llu\n"
+        "glovebox_egress_connections_total{decision=\"client_error\"} %llu\n"
         "# HELP glovebox_egress_dns_answers_total DNS answers by decision.\n"
         "# TYPE glovebox_egress_dns_answers_total counter\n"
         "glovebox_egress_dns_answers_total{decision=\"allow\"} %llu\n"
@@ -656,6 +679,7 @@ void gbx_egress_metrics(const struct gbx_egress *eg, struct evbuffer *out)
         "# TYPE glovebox_egress_blocked gauge\n"
         "glovebox_egress_blocked %d\n",
         (unsigned long long)c->conn_allow, (unsigned long long)c->conn_deny,
+        (unsigned long long)c->conn_upstream_failed, (unsigned long long)c->conn_client_error,
         (unsigned long long)c->dns_allow, (unsigned long long)c->dns_deny,
         (unsigned long long)c->http_allow, (unsigned long long)c->http_deny,
         (unsigned long long)c->bytes_up, (unsigned long long)c->bytes_down,

@@ -27,6 +27,7 @@ struct gbx_egress_opts {
     const char *runtime_dir;           /* the trust bundle for sandboxes is written here */
     const char *extra_ca_file;         /* extra upstream trust anchors (PEM), or NULL */
     const char *hosts;                 /* "name=1.2.3.4 name2=5.6.7.8": upstream overrides */
+    const char *resolver;              /* "IPv4[:PORT]": nameserver for upstream names, or NULL */
     unsigned max_conns;                /* per sandbox; 0: 256 */
     unsigned connect_timeout_ms;       /* 0: 10 s */
     unsigned idle_timeout_ms;          /* 0: 5 min */

@@ -13,6 +13,7 @@
 #include "egress/egress.h"
 #include "egress/netns.h"
 #include "egress/seal.h"
+#include "egress/verdict.h"
 
 /* Synthetic addresses handed out by the DNS server: 198.18.0.0/15 (RFC 2544, never routed),
  * one pool per sandbox, address = base + 1 + index of the name. */
@@ -32,7 +33,9 @@ struct gbx_egress_secret {
 };
 
 struct gbx_egress_counters {
-    uint64_t conn_allow, conn_deny, dns_allow, dns_deny, http_allow, http_deny;
+    /* connections by verdict (verdict.h): conn_deny counts refusals by policy only */
+    uint64_t conn_allow, conn_deny, conn_upstream_failed, conn_client_error;
+    uint64_t dns_allow, dns_deny, http_allow, http_deny;
     uint64_t bytes_up, bytes_down;
 };
 

@@ -19,7 +19,12 @@
  *       (sniff.c's relay), forwarded over TLS verified against the host's trust store
  *
  * and one audit row when it ends: name, address, port, decision, rule, bytes each way,
- * duration, and the secret's name when one was injected. */
+ * duration, and the secret's name when one was injected. The decision is one of verdict.h's:
+ * allow; deny (the policy, SNI/Host enforcement, the block, a limit); upstream_failed (the
+ * policy allowed, then resolving or connecting failed: a plain HTTP client is answered 502,
+ * or 504 for a timeout, naming the reason); client_error (nothing sent, or what was sent does
+ * not parse). Every connection that is not let through is otherwise reset: TLS and opaque TCP
+ * have no way to carry a reason. */
 #include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -63,9 +68,12 @@ struct gbx_egress_conn {
     uint16_t port;
     struct in_addr up_addr;
     int rule, l7, intercept, allowed, orphan;
-    const char *mode; /* "splice", "tls", "http" */
-    char secret[72];  /* the last secret injected (its name) */
-    char reason[160]; /* why it was denied or ended */
+    enum gbx_egress_verdict verdict; /* how it ended, when not allowed */
+    int answered;                    /* a plain HTTP answer was sent: close, do not reset */
+    const char *refusal;             /* why the last request was refused (static) */
+    const char *mode;                /* "splice", "tls", "http" */
+    char secret[72];                 /* the last secret injected (its name) */
+    char reason[160];                /* why it was denied or ended */
     struct event *ev_dr, *ev_dw, *ev_ur, *ev_uw, *timer;
     int p_du[2], p_ud[2]; /* splice pipes: down->up, up->down */
     size_t pend_du, pend_ud;
@@ -119,8 +127,9 @@ static void audit_conn(struct gbx_egress_conn *c)
     char addr[INET_ADDRSTRLEN] = "";
     struct in_addr a = c->up_addr.s_addr ? c->up_addr : c->dst.sin_addr;
     inet_ntop(AF_INET, &a, addr, sizeof(addr));
-    json_t *d = json_pack("{s:s,s:s,s:i,s:s}", "name", c->name, "addr", addr, "port", (int)c->port,
-                          "decision", c->allowed ? "allow" : "deny");
+    json_t *d =
+        json_pack("{s:s,s:s,s:i,s:s}", "name", c->name, "addr", addr, "port", (int)c->port,
+                  "decision", gbx_egress_verdict_name(c->allowed ? GBX_EGRESS_ALLOW : c->verdict));
     if (c->rule >= 0)
         json_object_set_new(d, "rule", json_integer(c->rule));
     if (c->reason[0])
@@ -141,6 +150,16 @@ static void audit_conn(struct gbx_egress_conn *c)
     gbx_egress_audit(sb, "egress.conn", d);
 }
 
+static void count_verdict(struct gbx_egress_counters *k, enum gbx_egress_verdict v)
+{
+    if (v == GBX_EGRESS_UPSTREAM_FAILED)
+        k->conn_upstream_failed++;
+    else if (v == GBX_EGRESS_CLIENT_ERROR)
+        k->conn_client_error++;
+    else
+        k->conn_deny++;
+}
+
 /* End a connection: audited, unlinked, every event stopped now; freed after dispatch. */
 static void conn_close(struct gbx_egress_conn *c, const char *reason)
 {
@@ -151,11 +170,12 @@ static void conn_close(struct gbx_egress_conn *c, const char *reason)
     if (reason && !c->reason[0])
         snprintf(c->reason, sizeof(c->reason), "%s", reason);
     if (!c->allowed) {
-        eg->c.conn_deny++;
-        sb->c.conn_deny++;
-        /* refused: reset, so the client fails at once instead of seeing a clean EOF */
+        count_verdict(&eg->c, c->verdict);
+        count_verdict(&sb->c, c->verdict);
+        /* not let through: reset, so the client fails at once instead of seeing a clean EOF
+         * (unless it was answered in HTTP: then the answer ends it) */
         struct linger lg = {1, 0};
-        if (c->down >= 0)
+        if (c->down >= 0 && !c->answered)
             (void)setsockopt(c->down, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     }
     audit_conn(c);
@@ -188,15 +208,69 @@ static void conn_close(struct gbx_egress_conn *c, const char *reason)
     event_active(eg->reap_ev, 0, 0);
 }
 
+/* A plain HTTP client whose request head was peeked (and nothing relayed yet) is told why in
+ * HTTP: the request is read away (closing with unread bytes would reset the connection and
+ * could lose the answer), the answer sent, the sending side shut. 0 when it cannot be. */
+static int answer_http(struct gbx_egress_conn *c, int status)
+{
+    if (c->mode == NULL || strcmp(c->mode, "http") != 0 || c->down < 0 || c->bdown)
+        return 0;
+    char buf[GBX_EGRESS_VERDICT_HTTP_MAX];
+    size_t len = gbx_egress_verdict_http(status, c->reason, buf, sizeof(buf));
+    if (len == 0)
+        return 0;
+    char sink[4096];
+    for (int i = 0; i < 64 && recv(c->down, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+        ;
+    if (send(c->down, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)len)
+        return 0;
+    (void)shutdown(c->down, SHUT_WR);
+    return 1;
+}
+
+/* End a connection that is not let through: v says why (verdict.h); status: the HTTP answer
+ * a plain HTTP client gets (0: a reset, as every other protocol gets). */
+static void end_conn(struct gbx_egress_conn *c, enum gbx_egress_verdict v, int status,
+                     const char *fmt, va_list ap) GBX_PRINTF(4, 0);
+static void end_conn(struct gbx_egress_conn *c, enum gbx_egress_verdict v, int status,
+                     const char *fmt, va_list ap)
+{
+    vsnprintf(c->reason, sizeof(c->reason), fmt, ap);
+    c->allowed = 0;
+    c->verdict = v;
+    c->answered = status && answer_http(c, status);
+    conn_close(c, NULL);
+}
+
+/* The policy (or its enforcement, the block, a limit) refuses. */
 static void deny(struct gbx_egress_conn *c, const char *fmt, ...) GBX_PRINTF(2, 3);
 static void deny(struct gbx_egress_conn *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->reason, sizeof(c->reason), fmt, ap);
+    end_conn(c, GBX_EGRESS_DENY, 0, fmt, ap);
     va_end(ap);
-    c->allowed = 0;
-    conn_close(c, NULL);
+}
+
+/* The policy allowed; the name did not resolve or the upstream could not be reached. */
+static void upstream_failed(struct gbx_egress_conn *c, int timed_out, const char *fmt, ...)
+    GBX_PRINTF(3, 4);
+static void upstream_failed(struct gbx_egress_conn *c, int timed_out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    end_conn(c, GBX_EGRESS_UPSTREAM_FAILED, timed_out ? 504 : 502, fmt, ap);
+    va_end(ap);
+}
+
+/* The client gave nothing to decide on, or nothing that parses. */
+static void client_error(struct gbx_egress_conn *c, const char *fmt, ...) GBX_PRINTF(2, 3);
+static void client_error(struct gbx_egress_conn *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    end_conn(c, GBX_EGRESS_CLIENT_ERROR, 0, fmt, ap);
+    va_end(ap);
 }
 
 static void touch(struct gbx_egress_conn *c)
@@ -208,9 +282,11 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct gbx_egress_conn *c = arg;
     if (c->state == C_SNIFF)
-        return deny(c, "the client sent nothing to decide on within %d s", SNIFF_TIMEOUT_S);
-    if (c->state == C_RESOLVE || c->state == C_CONNECT)
-        return deny(c, "upstream connect timed out");
+        return client_error(c, "the client sent nothing to decide on within %d s", SNIFF_TIMEOUT_S);
+    if (c->state == C_RESOLVE)
+        return upstream_failed(c, 1, "resolving '%s' timed out", c->name);
+    if (c->state == C_CONNECT)
+        return upstream_failed(c, 1, "upstream connect timed out");
     int64_t idle = (int64_t)c->eg->idle_tv.tv_sec * 1000000000 + c->eg->idle_tv.tv_usec * 1000;
     int64_t left = c->last_ns + idle - gbx_monotonic_ns();
     if (left <= 0)
@@ -361,7 +437,7 @@ static int on_head(void *arg, const struct gbx_http_req_info *req,
     } else if (c->l7) {
         gbx_egress_policy_check_request(sb->policy, c->name, c->port, req->method, req->path, &d);
         if (!d.allow)
-            reason = "denied by policy";
+            reason = "the request rules refuse this method or path";
     }
     const struct gbx_egress_secret *s = d.allow ? gbx_egress_secret_for(sb, c->name) : NULL;
     json_t *detail =
@@ -379,6 +455,7 @@ static int on_head(void *arg, const struct gbx_http_req_info *req,
         sb->c.http_deny++;
         snprintf(c->reason, sizeof(c->reason), "request %s %.64s: %s", req->method, req->path,
                  reason);
+        c->refusal = reason;
         return -1;
     }
     eg->c.http_allow++;
@@ -395,11 +472,9 @@ static int on_head(void *arg, const struct gbx_http_req_info *req,
 
 static void refuse_request(struct gbx_egress_conn *c)
 {
-    static const char body[] = "glovebox egress: request denied by policy\n";
-    evbuffer_add_printf(bufferevent_get_output(c->bdown),
-                        "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\n"
-                        "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-                        sizeof(body) - 1, body);
+    char buf[GBX_EGRESS_VERDICT_HTTP_MAX];
+    size_t len = gbx_egress_verdict_http(403, c->refusal, buf, sizeof(buf));
+    evbuffer_add(bufferevent_get_output(c->bdown), buf, len);
     c->closing = 1;
     bufferevent_disable(c->bdown, EV_READ);
     bufferevent_disable(c->bup, EV_READ);
@@ -596,11 +671,8 @@ static void on_connected(evutil_socket_t fd, short what, void *arg)
     socklen_t l = sizeof(e);
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l) < 0)
         e = errno;
-    if (e) {
-        snprintf(c->reason, sizeof(c->reason), "upstream connect failed: %s", strerror(e));
-        c->allowed = 0;
-        return conn_close(c, NULL);
-    }
+    if (e)
+        return upstream_failed(c, 0, "upstream connect failed: %s", strerror(e));
     event_free(c->ev_uw);
     c->ev_uw = NULL;
     event_del(c->timer);
@@ -633,11 +705,11 @@ static void connect_upstream(struct gbx_egress_conn *c, struct in_addr a)
     }
     c->up = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->up < 0)
-        return deny(c, "cannot open a socket: %s", strerror(errno));
+        return upstream_failed(c, 0, "cannot open a socket: %s", strerror(errno));
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(c->port), .sin_addr = a};
     c->state = C_CONNECT;
     if (connect(c->up, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
-        return deny(c, "upstream connect failed: %s", strerror(errno));
+        return upstream_failed(c, 0, "upstream connect failed: %s", strerror(errno));
     c->ev_uw = event_new(c->eg->base, c->up, EV_WRITE, on_connected, c);
     event_add(c->ev_uw, NULL);
     event_add(c->timer, &c->eg->connect_tv);
@@ -657,7 +729,8 @@ static void on_resolved(int result, struct evutil_addrinfo *res, void *arg)
     if (result != 0 || res == NULL) {
         if (res)
             evutil_freeaddrinfo(res);
-        return deny(c, "cannot resolve '%s': %s", c->name, evutil_gai_strerror(result));
+        return upstream_failed(c, 0, "cannot resolve '%s': %s", c->name,
+                               evutil_gai_strerror(result));
     }
     /* the first answer that is public, or that a rule names */
     struct in_addr pick = {0}, first = {0};
@@ -676,7 +749,7 @@ static void on_resolved(int result, struct evutil_addrinfo *res, void *arg)
     }
     evutil_freeaddrinfo(res);
     if (first.s_addr == 0)
-        return deny(c, "'%s' has no IPv4 address", c->name);
+        return upstream_failed(c, 0, "'%s' has no IPv4 address", c->name);
     connect_upstream(c, pick.s_addr ? pick : first);
 }
 
@@ -722,7 +795,7 @@ static void on_sniff(evutil_socket_t fd, short what, void *arg)
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
     if (n <= 0)
-        return deny(c, "the client closed before sending anything");
+        return client_error(c, "the client closed before sending anything");
     size_t len = (size_t)n;
     int tls = gbx_sniff_is_tls(buf, len);
     if (len < 3 && !looks_like_http(buf, len))
@@ -732,7 +805,7 @@ static void on_sniff(evutil_socket_t fd, short what, void *arg)
         if (r == GBX_SNIFF_MORE && len < sizeof(buf))
             return;
         if (r != GBX_SNIFF_OK)
-            return deny(c, "malformed TLS ClientHello");
+            return client_error(c, "malformed TLS ClientHello");
         if (c->name[0] && c->seen[0] == '\0')
             return deny(c, "a TLS ClientHello without a server name (the connection is to '%s')",
                         c->name);
@@ -745,7 +818,7 @@ static void on_sniff(evutil_socket_t fd, short what, void *arg)
         if (r == GBX_SNIFF_MORE && len < sizeof(buf))
             return;
         if (r != GBX_SNIFF_OK)
-            return deny(c, "malformed HTTP request");
+            return client_error(c, "malformed HTTP request");
         snprintf(c->seen, sizeof(c->seen), "%s", h.host);
         if (c->name[0] && h.host[0] == '\0')
             return deny(c, "an HTTP request without a Host header (the connection is to '%s')",
@@ -811,6 +884,7 @@ static void on_accept(struct evconnlistener *lis, evutil_socket_t fd, struct soc
     c->up = -1;
     c->p_du[0] = c->p_du[1] = c->p_ud[0] = c->p_ud[1] = -1;
     c->rule = -1;
+    c->verdict = GBX_EGRESS_DENY; /* closed before any other verdict: refused */
     c->start_ns = c->last_ns = gbx_monotonic_ns();
     c->timer = evtimer_new(eg->base, on_timer, c);
     c->next = sb->conns;

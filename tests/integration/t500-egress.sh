@@ -3,9 +3,11 @@
 # name, wildcard and port, literal addresses, UDP/ICMP/IPv6 dropped, DNS-rebinding and host
 # services refused, SNI/Host mismatches, credential injection over intercepted HTTPS and HTTP
 # (and the secret nowhere inside, nor in logs or the audit), revocation, live policy change,
-# the emergency block, malformed input, the audit rows and the counters.
-# Every upstream is on this machine: 127.0.0.7 (ports 80, 443, an echo port) and a listener
-# on 0.0.0.0 standing for a host service. No traffic goes anywhere else.
+# the emergency block, malformed input, upstream failures told apart from refusals, the audit
+# rows and the counters.
+# Every upstream is on this machine: 127.0.0.7 (ports 80, 443, an echo port, and a nameserver
+# that answers NXDOMAIN, the daemon's --egress-resolver), a closed port on 127.0.0.1 and a
+# listener on 0.0.0.0 standing for a host service. No traffic goes anywhere else.
 NAME=egress
 . "$(dirname "$0")/../lib/daemon.sh"
 command -v openssl >/dev/null || { echo "skip: openssl not installed"; exit 77; }
@@ -15,6 +17,9 @@ UP=127.0.0.7
 ECHO_PORT=7007
 ANY_PORT=7008
 API_PORT=7009
+DNS_PORT=7010
+# a port on 127.0.0.1 that nothing listens on (taken and let go)
+CLOSED_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 SECRET="s3cr3t-VALUE-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
 HOSTIP=$(hostname -I 2>/dev/null | awk '{print $1}')
 [ -n "$HOSTIP" ] || HOSTIP=127.0.0.1
@@ -30,13 +35,18 @@ openssl x509 -req -in "$T/srv.csr" -CA "$T/ca.pem" -CAkey "$T/ca.key" -CAcreates
 python3 "$(dirname "$0")/../lib/egress_upstream.py" $UP $ECHO_PORT $ANY_PORT "$T/srv.pem" \
     "$T/srv.key" "$T/upstream.log" "$T/upstream.ready" 2>"$T/upstream.err" &
 UPID=$!
-trap 'kill $UPID 2>/dev/null; cleanup' EXIT
-for i in $(seq 100); do [ -e "$T/upstream.ready" ] && break; sleep 0.05; done
+python3 "$(dirname "$0")/../lib/egress_dns.py" $UP $DNS_PORT "$T/dns.ready" 2>"$T/dns.err" &
+DNSPID=$!
+trap 'kill $UPID $DNSPID 2>/dev/null; cleanup' EXIT
+for i in $(seq 100); do [ -e "$T/upstream.ready" ] && [ -e "$T/dns.ready" ] && break; sleep 0.05; done
 [ -e "$T/upstream.ready" ] || { echo "upstream did not start:"; cat "$T/upstream.err"; exit 1; }
+[ -e "$T/dns.ready" ] || { echo "nameserver did not start:"; cat "$T/dns.err"; exit 1; }
 
 HOSTS="api.test=$UP echo.test=$UP a.wild.test=$UP wild.test=$UP deep.b.wild.test=$UP"
 HOSTS="$HOSTS other.test=$UP bad.test=$UP loop.test=127.0.0.1 hostip.test=$HOSTIP meta.test=169.254.169.254"
-start_daemon --listen 127.0.0.1:$API_PORT --egress-hosts "$HOSTS" --egress-extra-ca "$T/ca.pem"
+HOSTS="$HOSTS closed.test=127.0.0.1"
+start_daemon --listen 127.0.0.1:$API_PORT --egress-hosts "$HOSTS" --egress-extra-ca "$T/ca.pem" \
+    --egress-resolver $UP:$DNS_PORT
 
 # probe ID ARGS...: one network probe from inside the sandbox
 probe() { id=$1; shift; "$G" exec "$id" -- python3 /tmp/probe.py "$@" 2>&1; }
@@ -113,6 +123,8 @@ check "request rule: another path is 403" [ "$(probe pl https https://api.test/v
 check "request rule: the same over plain HTTP" eval \
     '[ "$(probe pl http http://api.test/v1/x)" = "200 no" ] && [ "$(probe pl http http://api.test/admin)" = "403 None" ]'
 check "request rule: a path climbing out with .. is 403" [ "$(probe pl http http://api.test/v1/../admin)" = "403 None" ]
+check "request rule: the 403's body says denied by policy, and why" [ "$(probe pl body http://api.test/admin)" = \
+    "403 glovebox egress: denied by policy: the request rules refuse this method or path" ]
 
 # ---- credentials ---------------------------------------------------------------------------
 printf '%s\n' "$SECRET" | "$G" secret add tok --host api.test \
@@ -180,6 +192,73 @@ req GET /healthz
 check "the daemon is still serving" [ "$code" = 200 ]
 check "and DNS still answers" eval 'probe pm resolve api.test | grep -q "^198\."'
 
+# ---- denied by policy, or allowed and the upstream failed (issue 16 #4) ---------------------
+# counts: the connection counters of /metrics: upstream_failed deny client_error
+counts() {
+    curl -s --max-time 10 --unix-socket "$S" http://glovebox/metrics | awk '
+        $1 == "glovebox_egress_connections_total{decision=\"upstream_failed\"}" {u = $2}
+        $1 == "glovebox_egress_connections_total{decision=\"deny\"}" {d = $2}
+        $1 == "glovebox_egress_connections_total{decision=\"client_error\"}" {c = $2}
+        END {print u, d, c}'
+}
+# plus COUNTS U D C: those counts with these added
+plus() { echo "$1" | awk -v u="$2" -v d="$3" -v c="$4" '{print $1 + u, $2 + d, $3 + c}'; }
+# conns: the sandbox pu's connection rows, "decision reason-up-to-its-first-colon" each
+conns() {
+    settle
+    req GET "/v1/sandboxes/pu/egress?limit=1000"
+    field "' | '.join('%s %s' % (e['decision'], e.get('reason', '').split(':')[0]) for e in j['events'] if e['kind'] == 'conn')"
+}
+mk pu "{\"rules\":[{\"action\":\"allow\",\"host\":\"gone.invalid\",\"ports\":[80,443]},
+  {\"action\":\"allow\",\"host\":\"closed.test\",\"ports\":[$CLOSED_PORT]},{\"action\":\"allow\",\"host\":\"127.0.0.1\",\"ports\":[$CLOSED_PORT]},
+  {\"action\":\"allow\",\"host\":\"slow.invalid\",\"ports\":[80]}]}"
+c0=$(counts)
+probe pu body http://gone.invalid/t500-gone > "$T/out"
+check "allowed, the name does not resolve: plain HTTP is answered 502 with the reason" \
+    grep -qx "502 glovebox egress: upstream failed: cannot resolve 'gone.invalid': .*" "$T/out"
+check "counted upstream_failed in /metrics, not deny ($c0 -> $(plus "$c0" 1 0 0))" \
+    [ "$(counts)" = "$(plus "$c0" 1 0 0)" ]
+rows=$(conns)
+check "its audit row says upstream_failed, with the reason" \
+    [ "$rows" = "upstream_failed cannot resolve 'gone.invalid'" ]
+check "and names the rule that allowed it" \
+    [ "$(field "[e.get('rule') for e in j['events'] if e['kind'] == 'conn']")" = "[0]" ]
+"$G" egress log pu > "$T/log.txt"
+echo "# $(grep upstream_failed "$T/log.txt" | head -1)"
+check "the egress log line says upstream_failed, not deny" \
+    grep -Eq "conn +upstream_failed +gone\.invalid:80 +\(cannot resolve 'gone\.invalid'" "$T/log.txt"
+check "the sandbox's counters: one upstream failure, no denial" \
+    [ "$(field "'%d %d %d' % (j['stats']['connections_upstream_failed'], j['stats']['connections_denied'], j['stats']['connections_client_error'])")" = "1 0 0" ]
+c0=$(counts)
+check "over TLS the same failure is a reset (the protocol has no room for a reason)" eval \
+    'probe pu https https://gone.invalid/ | grep -q "^ERR"'
+check "and is counted upstream_failed too" [ "$(counts)" = "$(plus "$c0" 1 0 0)" ]
+c0=$(counts)
+check "allowed name pinned to a closed port on 127.0.0.1: reset" eval \
+    "probe pu tcp closed.test $CLOSED_PORT | grep -q 'ERR ECONNRESET'"
+check "counted upstream_failed (connect refused), its row says so" eval \
+    "[ \"\$(counts)\" = '$(plus "$c0" 1 0 0)' ] && conns | grep -q ' | upstream_failed upstream connect failed\$' && grep -q 'upstream connect failed: Connection refused' '$T/body'"
+c0=$(counts)
+check "a port the policy does not allow is still denied" eval \
+    'probe pu tcp gone.invalid 81 | grep -q "ERR ECONNRESET"'
+check "counted deny, and its row says deny: denied by policy" eval \
+    "[ \"\$(counts)\" = '$(plus "$c0" 0 1 0)' ] && conns | grep -q ' | deny denied by policy\$'"
+c0=$(counts)
+check "a malformed ClientHello to an allowed name is reset" \
+    [ "$(probe pu raw gone.invalid 443 160301000adeadbeef000000000000)" = reset ]
+check "counted client_error, and its row says so" eval \
+    "[ \"\$(counts)\" = '$(plus "$c0" 0 0 1)' ] && conns | grep -q ' | client_error malformed TLS ClientHello\$'"
+# the nameserver never answers slow.*: the resolution runs into the connect timeout (10 s)
+c0=$(counts)
+probe pu body http://slow.invalid/ 30 > "$T/out"
+check "allowed, the resolution times out: plain HTTP is answered 504 with the reason" \
+    [ "$(cat "$T/out")" = "504 glovebox egress: upstream timed out: resolving 'slow.invalid' timed out" ]
+check "counted upstream_failed, and its row says so" eval \
+    "[ \"\$(counts)\" = '$(plus "$c0" 1 0 0)' ] && conns | grep -q ' | upstream_failed resolving .slow.invalid. timed out\$'"
+check "the sandbox's counters: 4 upstream failures, 1 denial, 1 client error" \
+    [ "$(field "'%d %d %d' % (j['stats']['connections_upstream_failed'], j['stats']['connections_denied'], j['stats']['connections_client_error'])")" = "4 1 1" ]
+check "nothing reached an upstream" eval "! grep -q t500-gone '$T/upstream.log'"
+
 # ---- audit, log, counters ------------------------------------------------------------------
 settle
 req GET "/v1/sandboxes/pc/egress?limit=1000"
@@ -213,7 +292,8 @@ kill -9 "$DPID"; wait "$DPID" 2>/dev/null; DPID=
 check "killed: the sandbox's egress fails closed (nothing listens for it)" eval \
     "nsenter -t $PAPID -n python3 -c 'import socket; socket.create_connection((\"198.51.100.7\", 80), timeout=2)' 2>&1 | grep -q ConnectionRefused"
 mv "$T/daemon.log" "$T/daemon-1.log"
-start_daemon --listen 127.0.0.1:$API_PORT --egress-hosts "$HOSTS" --egress-extra-ca "$T/ca.pem"
+start_daemon --listen 127.0.0.1:$API_PORT --egress-hosts "$HOSTS" --egress-extra-ca "$T/ca.pem" \
+    --egress-resolver $UP:$DNS_PORT
 req GET /v1/egress
 check "the emergency block survives a restart" [ "$(field "j['blocked']")" = True ]
 "$G" egress unblock >/dev/null

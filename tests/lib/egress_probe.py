@@ -4,6 +4,7 @@
 #   aaaa NAME               how many IPv6 answers (the daemon gives none)
 #   http URL [HOST]         "STATUS SAW_AUTH" (HOST: send this Host header instead)
 #   https URL [SNI]         the same over TLS, trusting the system bundle (SNI: send this name)
+#   body URL [TIMEOUT]      plain HTTP GET: "STATUS BODY" (the body stripped; TIMEOUT s, 5)
 #   keepalive URL N         N requests on one connection: "STATUS SAW_AUTH" each, one line
 #   kaspan URL FLAG         a request, then (once FLAG exists) another on the same connection
 #   issuer HOST PORT        the common name of the issuer of the certificate HOST presents
@@ -80,6 +81,13 @@ def main(a):
         if cmd in ("http", "https"):
             c, u = conn_for(a[1], a[2] if cmd == "https" and len(a) > 2 else None)
             return one(c, u, a[2] if cmd == "http" and len(a) > 2 else None)
+        if cmd == "body":
+            u = urllib.parse.urlsplit(a[1])
+            c = http.client.HTTPConnection(u.hostname, u.port or 80,
+                                           timeout=float(a[2]) if len(a) > 2 else 5)
+            c.request("GET", u.path or "/")
+            r = c.getresponse()
+            return "%d %s" % (r.status, r.read().decode(errors="replace").strip())
         if cmd == "issuer":  # who signed the certificate this name presents (no verification)
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
             ctx.check_hostname = False
