@@ -2,8 +2,8 @@
 /* GET /v1/audit: the audit log, read back.
  *
  *   ?sandbox=ID     records about that sandbox
- *   ?session=ID     records of that session (its detail's "session": session.create and
- *                   session.delete; the calls of a session are in its own log)
+ *   ?session=ID     records whose detail names that session ("session": session.create,
+ *                   session.delete, its sandbox's delete; its calls are in its own log)
  *   ?key=NAME       records whose actor is NAME (an API key's name, "admin" or "system")
  *   ?kind=K         records of kind K exactly; "K*" (a final '*') for the kinds that start
  *                   with K ("egress.*", "sandbox.*")

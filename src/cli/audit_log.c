@@ -21,7 +21,7 @@ static const char log_usage[] =
     "Print the daemon's audit log, oldest first, one record a line: time, actor, kind,\n"
     "sandbox and the record's detail. Each option narrows it:\n"
     "  --sandbox ID    records about that sandbox\n"
-    "  --session ID    records of that session (session.create, session.delete)\n"
+    "  --session ID    records naming that session (its create and delete, its sandbox's)\n"
     "  --key NAME      records whose actor is NAME (an API key, admin, system)\n"
     "  --kind KIND     one kind (sandbox.create), or with a final '*' those starting so\n"
     "                  (egress.*)\n"
