@@ -310,6 +310,13 @@ static void test_time(void **state)
     }
     assert_int_equal(gbx_parse_time_ns("2024-02-29T00:00:00Z", &ns), 0);
     assert_int_equal(gbx_parse_time_ns("99999999999999", &ns), -ERANGE);
+    /* nanoseconds fit an int64_t until 2262 */
+    assert_int_equal(gbx_parse_time_ns("9223372035", &ns), 0);
+    assert_int_equal(gbx_parse_time_ns("9223372036", &ns), -ERANGE);
+    assert_int_equal(gbx_parse_time_ns("18446741616", &ns), -ERANGE);
+    assert_int_equal(gbx_parse_time_ns("2262-04-11T23:47:15Z", &ns), 0);
+    assert_int_equal(gbx_parse_time_ns("2262-04-11T23:47:16Z", &ns), -ERANGE);
+    assert_int_equal(gbx_parse_time_ns("9999-12-31T23:59:59Z", &ns), -ERANGE);
 }
 
 int main(void)
