@@ -23,6 +23,8 @@ json_t *gbx_srv_health_json(const struct gbx_server *s, const struct gbx_actor *
 struct gbx_sessions;
 void gbx_api_sessions(struct gbx_sessions *all, const struct gbx_actor *who,
                       struct evhttp_request *req, const char *path);
+/* audit_api.c: GET /v1/audit */
+void gbx_api_audit(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req);
 /* apikeys_api.c: /v1/apikeys and /v1/apikeys/... (path: the whole request path) */
 void gbx_srv_handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,
                             struct evhttp_request *req, const char *path);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 /* Parse a non-negative decimal with up to 9 fractional digits into units of 1e-9. */
 static int parse_fixed(const char *s, const char **end, uint64_t *whole, uint64_t *nano)
@@ -202,4 +203,78 @@ char *gbx_url_escape(const char *s, const char *keep)
     }
     *o = '\0';
     return out;
+}
+
+static int digits(const char *s, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i]))
+            return -EINVAL;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+int gbx_parse_time_ns(const char *s, int64_t *out)
+{
+    if (*s == '\0')
+        return -EINVAL;
+    if (strspn(s, "0123456789") == strlen(s)) { /* unix seconds */
+        uint64_t secs;
+        int r = gbx_parse_u64(s, 0, GBX_TIME_MAX_SECS, &secs);
+        if (r < 0)
+            return r;
+        *out = (int64_t)secs * 1000000000;
+        return 0;
+    }
+    /* RFC 3339: 2026-12-03T19:00:00[.fraction](Z|+hh:mm|-hh:mm) */
+    int y, mo, d, h, mi, sec;
+    if (strlen(s) < 20 || digits(s, 4, &y) || s[4] != '-' || digits(s + 5, 2, &mo) || s[7] != '-' ||
+        digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || digits(s + 11, 2, &h) ||
+        s[13] != ':' || digits(s + 14, 2, &mi) || s[16] != ':' || digits(s + 17, 2, &sec))
+        return -EINVAL;
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h > 23 || mi > 59 ||
+        sec > 60)
+        return -EINVAL;
+    const char *p = s + 19;
+    int64_t frac = 0;
+    if (*p == '.') {
+        p++;
+        int n = 0;
+        for (; isdigit((unsigned char)*p); p++, n++)
+            if (n < 9)
+                frac = frac * 10 + (*p - '0');
+        if (n == 0)
+            return -EINVAL;
+        for (; n < 9; n++)
+            frac *= 10;
+    }
+    int off = 0;
+    if ((*p == 'Z' || *p == 'z') && p[1] == '\0') {
+        off = 0;
+    } else if ((*p == '+' || *p == '-') && strlen(p) == 6 && p[3] == ':') {
+        int oh, om;
+        if (digits(p + 1, 2, &oh) || digits(p + 4, 2, &om) || oh > 23 || om > 59)
+            return -EINVAL;
+        off = (*p == '-' ? -1 : 1) * (oh * 3600 + om * 60);
+    } else {
+        return -EINVAL;
+    }
+    struct tm tm = {.tm_year = y - 1900,
+                    .tm_mon = mo - 1,
+                    .tm_mday = d,
+                    .tm_hour = h,
+                    .tm_min = mi,
+                    .tm_sec = sec};
+    time_t t = timegm(&tm);
+    if (tm.tm_mday != d) /* 31 April, 29 February of a common year */
+        return -EINVAL;
+    t -= off;
+    if (t < 0 || (uint64_t)t > GBX_TIME_MAX_SECS)
+        return -ERANGE;
+    *out = (int64_t)t * 1000000000 + frac;
+    return 0;
 }

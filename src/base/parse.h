@@ -15,6 +15,12 @@ int gbx_parse_cpus(const char *s, uint32_t *out);
 int gbx_parse_duration_ms(const char *s, uint64_t *out);
 /* "123" -> unsigned integer within [min, max]. */
 int gbx_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+/* A point in time, as nanoseconds since the epoch: unix seconds ("1764788400", digits only)
+ * or RFC 3339 ("2026-12-03T19:00:00Z", "2026-12-03T20:00:00.5+01:00": a 'Z' or an offset is
+ * required, a fraction is optional). From 1970 to 2262-04-11 (nanoseconds in an int64_t);
+ * -ERANGE beyond. */
+#define GBX_TIME_MAX_SECS 9223372035ULL
+int gbx_parse_time_ns(const char *s, int64_t *out);
 /* A name for a sandbox, template or snapshot: 1-63 of [a-z0-9-], not starting with '-'
  * (usable as a hostname label, a cgroup and a directory name). 0 or -EINVAL. */
 int gbx_name_valid(const char *name);

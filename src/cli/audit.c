@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* glovebox audit verify: walk the hash-chained audit log and say whether it is intact. */
+/* glovebox audit verify: walk the hash-chained audit log and say whether it is intact.
+ * (glovebox audit log is the daemon's API, in glovebox itself: audit_log.c.) */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,10 +13,17 @@
 #include "store/store.h"
 
 static const char audit_usage[] =
-    "usage: glovebox audit verify [--state-dir DIR] [--json]\n"
+    "usage: glovebox audit log [--sandbox ID] [--session ID] [--key NAME] [--kind KIND]\n"
+    "                          [--since TIME] [--until TIME] [--limit N] [--json] [-f]\n"
+    "       glovebox audit verify [--state-dir DIR] [--json]\n"
     "\n"
-    "Check every record of the audit log against its hash and its predecessor. Exit status:\n"
-    "0 intact, 1 damaged (the first bad record is named), 2 the log could not be read.\n";
+    "log: print the audit log through the daemon (its admin socket), oldest first, filtered\n"
+    "by sandbox, session, actor (--key), kind (exact, or a prefix with a final '*') and time\n"
+    "(unix seconds or RFC 3339); -f follows it as it grows. See 'glovebox audit log --help'.\n"
+    "\n"
+    "verify: check every record of the audit log against its hash and its predecessor,\n"
+    "reading the database itself. Exit status: 0 intact, 1 damaged (the first bad record is\n"
+    "named), 2 the log could not be read.\n";
 
 int gbx_cmd_audit(int argc, char **argv)
 {

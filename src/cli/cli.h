@@ -4,7 +4,8 @@
 #define GBX_CLI_H
 
 int gbx_cmd_run(int argc, char **argv);
-int gbx_cmd_audit(int argc, char **argv); /* in glovebox-audit (audit_main.c) */
+int gbx_cmd_audit(int argc, char **argv);     /* in glovebox-audit (audit_main.c) */
+int gbx_cmd_audit_log(int argc, char **argv); /* audit_log.c, in glovebox */
 /* Run NAME, the program installed beside glovebox, with argv (argv[0] is replaced); returns
  * only on failure, with an exit status. */
 int gbx_cli_run_helper(const char *name, int argc, char **argv);

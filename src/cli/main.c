@@ -7,6 +7,9 @@
 
 static int run_audit(int argc, char **argv)
 {
+    /* log goes through the daemon (glovebox); verify reads the store (glovebox-audit) */
+    if (argc >= 2 && strcmp(argv[1], "log") == 0)
+        return gbx_cmd_audit_log(argc - 1, argv + 1);
     return gbx_cli_run_helper("glovebox-audit", argc, argv);
 }
 
@@ -40,7 +43,7 @@ static const struct {
     {"artifact", gbx_cmd_artifact, "publish, list, download and remove artifacts"},
     {"mcp", gbx_cmd_mcp, "serve a session's tools as an MCP server on stdio"},
     {"worker", gbx_cmd_worker, "run Claude Managed Agents tool calls (self-hosted worker)"},
-    {"audit", run_audit, "verify the daemon's hash-chained audit log"},
+    {"audit", run_audit, "read (log) and verify the daemon's hash-chained audit log"},
     {"version", gbx_cmd_version, "print the version"},
 };
 

@@ -179,16 +179,12 @@ static void on_complete(struct evhttp_request *req, void *arg)
     double secs = known ? (double)(gbx_monotonic_ns() - t->start_ns) / 1e9 : -1;
     if (known)
         observe(t, status, secs);
-    if (GBX_LOG_INFO >= gbx_log_min_level) {
-        char st[8], ms[32];
-        snprintf(st, sizeof(st), "%d", status);
-        snprintf(ms, sizeof(ms), "%.3f", secs * 1000);
-        const char *uri = evhttp_request_get_uri(req);
-        gbx_log_kv_write(GBX_LOG_INFO, "request", "method",
-                         methods[method_index(evhttp_request_get_command(req))], "path",
-                         uri ? uri : "", "status", st, "ms", known ? ms : "", "actor",
-                         known ? t->actor : "", (const char *)NULL);
-    }
+    const char *uri = evhttp_request_get_uri(req);
+    gbx_log_fields(GBX_LOG_INFO, "request",
+                   GBX_LOG_STR("method", methods[method_index(evhttp_request_get_command(req))]),
+                   GBX_LOG_STR("path", uri ? uri : ""), GBX_LOG_INT("status", status),
+                   known ? GBX_LOG_REAL("ms", secs * 1000, 3) : GBX_LOG_NONE("ms"),
+                   GBX_LOG_STR("actor", known ? t->actor : ""));
 }
 
 void gbx_reqmetrics_track(struct evhttp_request *req, const char *path, const char *actor)

@@ -910,6 +910,64 @@ out:
 
 /* ---- audit queries -------------------------------------------------------------------------- */
 
+int gbx_store_audit_find(struct gbx_store *s, const struct gbx_audit_filter *f,
+                         gbx_store_audit_fn fn, void *arg, struct gbx_err **err)
+{
+    if (f->limit <= 0)
+        return 0;
+        /* One statement for every filter: a NULL parameter does not narrow. The session is a
+         * member of the detail (session.create and session.delete carry it); a detail that is
+         * not JSON has none (CASE: json_extract is not reached for it, and would fail). */
+#define AUDIT_FIND_REST                                                                            \
+    "AND seq > ?1 AND (?3 IS NULL OR actor = ?3) "                                                 \
+    "AND (?4 IS NULL OR (?5 = 0 AND kind = ?4) "                                                   \
+    "     OR (?5 <> 0 AND substr(kind, 1, length(?4)) = ?4)) "                                     \
+    "AND (?6 = 0 OR ts_ns >= ?6) AND (?7 = 0 OR ts_ns < ?7) "                                      \
+    "AND (?8 IS NULL OR "                                                                          \
+    "     (CASE WHEN json_valid(detail) THEN json_extract(detail, '$.session') END) = ?8) "        \
+    "AND (?9 IS NULL OR actor = ?9 OR EXISTS (SELECT 1 FROM sandboxes sb "                         \
+    "     WHERE sb.id = audit.sandbox AND sb.owner = ?9 AND audit.ts_ns >= sb.created_ns)) "       \
+    "ORDER BY seq LIMIT ?10"
+    /* two fixed texts, so that a sandbox's records are read through its index
+     * (audit_sandbox) rather than by a walk of the whole log */
+    static const char by_sandbox[] = "SELECT seq, ts_ns, actor, kind, sandbox, detail, hash "
+                                     "FROM audit WHERE sandbox = ?2 " AUDIT_FIND_REST;
+    static const char by_seq[] = "SELECT seq, ts_ns, actor, kind, sandbox, detail, hash "
+                                 "FROM audit WHERE ?2 IS NULL " AUDIT_FIND_REST;
+#undef AUDIT_FIND_REST
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(s->db, f->sandbox ? by_sandbox : by_seq, -1, &st, NULL) != SQLITE_OK)
+        return gbx_store_db_err(s, err, "read audit log");
+    sqlite3_bind_int64(st, 1, f->after_seq);
+    sqlite3_bind_text(st, 2, f->sandbox, -1, SQLITE_STATIC); /* NULL binds NULL */
+    sqlite3_bind_text(st, 3, f->actor, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, f->kind, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 5, f->kind_prefix != 0);
+    sqlite3_bind_int64(st, 6, f->since_ns);
+    sqlite3_bind_int64(st, 7, f->until_ns);
+    sqlite3_bind_text(st, 8, f->session, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 9, f->visible_to, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 10, f->limit);
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct gbx_audit_row row = {
+            .seq = sqlite3_column_int64(st, 0),
+            .ts_ns = sqlite3_column_int64(st, 1),
+            .actor = (const char *)sqlite3_column_text(st, 2),
+            .kind = (const char *)sqlite3_column_text(st, 3),
+            .sandbox = (const char *)sqlite3_column_text(st, 4),
+            .detail = (const char *)sqlite3_column_text(st, 5),
+            .hash = (const char *)sqlite3_column_text(st, 6),
+        };
+        if (fn(arg, &row) != 0)
+            break;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        return gbx_store_db_err(s, err, "read audit log");
+    return 0;
+}
+
 int gbx_store_audit_query(struct gbx_store *s, const char *sandbox, const char *kind_prefix,
                           int64_t after_seq, int limit, gbx_store_audit_fn fn, void *arg,
                           struct gbx_err **err)

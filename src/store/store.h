@@ -119,8 +119,33 @@ int gbx_store_audit_verify(struct gbx_store *s, struct gbx_audit_report *report,
 struct gbx_audit_row {
     int64_t seq, ts_ns;
     const char *actor, *kind, *sandbox, *detail;
+    const char *hash; /* the record's link in the chain (hex sha256) */
 };
 typedef int (*gbx_store_audit_fn)(void *arg, const struct gbx_audit_row *r);
+
+/* What gbx_store_audit_find reads: every member narrows, and its zero value does not (an
+ * all-zero filter is every record, oldest first, up to limit). Values are bound to one fixed
+ * statement, never pasted into SQL. */
+struct gbx_audit_filter {
+    const char *sandbox; /* the record's sandbox, exactly */
+    const char *session; /* the "session" member of the record's detail, exactly */
+    const char *actor;   /* who asked ("admin", "system", an API key's name), exactly */
+    const char *kind;    /* the kind, exactly; or its start when kind_prefix is set */
+    int kind_prefix;
+    int64_t since_ns; /* ts_ns >= since_ns (0: no bound) */
+    int64_t until_ns; /* ts_ns < until_ns (0: no bound) */
+    int64_t after_seq;
+    int limit; /* at most this many (<= 0: none) */
+    /* Non-NULL: only what that API key may read: the records it is the actor of, and those
+     * about a sandbox it owns now (a row of the sandboxes table with that owner), from that
+     * sandbox's creation on, so a record about an earlier sandbox of the same id, another
+     * key's, is not one of them. Records by others about its sandboxes that are gone (the
+     * reaper's, the admin's) are not either: the store no longer knows who owned them. */
+    const char *visible_to;
+};
+/* Records matching f, oldest first. fn returns non-zero to stop. */
+int gbx_store_audit_find(struct gbx_store *s, const struct gbx_audit_filter *f,
+                         gbx_store_audit_fn fn, void *arg, struct gbx_err **err) GBX_WUR;
 /* Records of one sandbox whose kind starts with kind_prefix ("" for all), seq > after_seq,
  * oldest first, at most limit. fn returns non-zero to stop. */
 int gbx_store_audit_query(struct gbx_store *s, const char *sandbox, const char *kind_prefix,

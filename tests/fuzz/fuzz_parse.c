@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/parse.h"
 #include "base/retention.h"
@@ -95,6 +96,27 @@ static void check_all(const char *s)
             CHECK(ms == v * 1000);
     } else {
         CHECK(v == 0x5a5a);
+    }
+
+    /* a time is in its range, digits alone are unix seconds, and its RFC 3339 text in UTC
+     * parses back to it */
+    int64_t t = 0x5a5a;
+    r = gbx_parse_time_ns(s, &t);
+    CHECK(r == 0 || r == -EINVAL || r == -ERANGE);
+    if (r == 0) {
+        CHECK(t >= 0 && (uint64_t)t / 1000000000 <= GBX_TIME_MAX_SECS);
+        if (gbx_parse_u64(s, 0, UINT64_MAX, &v) == 0)
+            CHECK((uint64_t)t == v * 1000000000);
+        time_t secs = (time_t)(t / 1000000000);
+        struct tm tm;
+        CHECK(gmtime_r(&secs, &tm) != NULL);
+        char iso[64];
+        size_t n = strftime(iso, sizeof(iso), "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(iso + n, sizeof(iso) - n, ".%09lldZ", (long long)(t % 1000000000));
+        int64_t t2;
+        CHECK(gbx_parse_time_ns(iso, &t2) == 0 && t2 == t);
+    } else {
+        CHECK(t == 0x5a5a);
     }
 
     /* a retention rule formats to text that parses back to the same rule (in the buffer

@@ -24,6 +24,12 @@ log-format = "json"
 EOF
 start_daemon --config "$T/gloveboxd.conf" --pool 2
 check "the configuration file is read (JSON logs)" grep -q '^{"ts":' "$T/daemon.log"
+# a JSON request line's numbers are JSON numbers (issue 16 #8), its strings strings
+check "JSON request lines carry status and ms as numbers" python3 -c "
+import json, sys
+rs = [j for j in map(json.loads, open('$T/daemon.log')) if j.get('msg') == 'request']
+sys.exit(not (rs and all(type(j['status']) is int and type(j['ms']) in (int, float)
+                         and type(j['path']) is str and type(j['actor']) is str for j in rs)))"
 check "a flag beats the file (pool of 2, not 5)" grep -q 'keeping a warm pool of 2 sandboxes' "$T/daemon.log"
 for i in $(seq 100); do [ "$(metric 'glovebox_sandboxes{state="pooled"}')" = 2 ] && break; sleep 0.05; done
 check "the pool fills in the background" [ "$(metric 'glovebox_sandboxes{state="pooled"}')" = 2 ]
@@ -137,7 +143,7 @@ check "exec start latency is a histogram" \
     [ "$(awk '$1 == "glovebox_exec_start_seconds_count" {print $2}' "$T/body")" -ge 2 ]
 check "no raw sandbox id in a route label" [ -z "$(grep -o 'route="[^"]*a1[^"]*"' "$T/body")" ]
 check "one structured log line per request" \
-    grep -q '"msg":"request","method":"GET","path":"/v1/sandboxes?colour=red","status":"400"' "$T/daemon.log"
+    grep -q '"msg":"request","method":"GET","path":"/v1/sandboxes?colour=red","status":400,"ms":' "$T/daemon.log"
 
 # stopping destroys the pool's sandboxes (they are nobody's)
 kill -TERM "$DPID"; wait "$DPID"; DPID=

@@ -275,13 +275,57 @@ static void test_url_escape(void **state)
     free(c);
 }
 
+static void test_time(void **state)
+{
+    int64_t ns = 0;
+    assert_int_equal(gbx_parse_time_ns("0", &ns), 0);
+    assert_int_equal(ns, 0);
+    assert_int_equal(gbx_parse_time_ns("1764788400", &ns), 0);
+    assert_int_equal(ns, 1764788400LL * 1000000000);
+    assert_int_equal(gbx_parse_time_ns("2025-12-03T19:00:00Z", &ns), 0);
+    assert_int_equal(ns, 1764788400LL * 1000000000);
+    assert_int_equal(gbx_parse_time_ns("2025-12-03t20:30:00.25+01:30", &ns), 0);
+    assert_int_equal(ns, 1764788400LL * 1000000000 + 250000000);
+    assert_int_equal(gbx_parse_time_ns("2025-12-03T18:00:00.123456789123-01:00", &ns), 0);
+    assert_int_equal(ns, 1764788400LL * 1000000000 + 123456789);
+    static const char *const bad[] = {"",
+                                      "-1",
+                                      "1.5",
+                                      "12a",
+                                      "2025-12-03",
+                                      "2025-12-03T19:00:00",
+                                      "2025-12-03 19:00:00Z",
+                                      "2025-13-03T19:00:00Z",
+                                      "2025-04-31T19:00:00Z",
+                                      "2025-02-29T00:00:00Z",
+                                      "2025-12-03T24:00:00Z",
+                                      "2025-12-03T19:00:00.Z",
+                                      "2025-12-03T19:00:00+0100",
+                                      "2025-12-03T19:00:00Zjunk",
+                                      "1969-12-31T23:59:59Z",
+                                      "yesterday"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        print_message("'%s'\n", bad[i]);
+        assert_true(gbx_parse_time_ns(bad[i], &ns) < 0);
+    }
+    assert_int_equal(gbx_parse_time_ns("2024-02-29T00:00:00Z", &ns), 0);
+    assert_int_equal(gbx_parse_time_ns("99999999999999", &ns), -ERANGE);
+    /* nanoseconds fit an int64_t until 2262 */
+    assert_int_equal(gbx_parse_time_ns("9223372035", &ns), 0);
+    assert_int_equal(gbx_parse_time_ns("9223372036", &ns), -ERANGE);
+    assert_int_equal(gbx_parse_time_ns("18446741616", &ns), -ERANGE);
+    assert_int_equal(gbx_parse_time_ns("2262-04-11T23:47:15Z", &ns), 0);
+    assert_int_equal(gbx_parse_time_ns("2262-04-11T23:47:16Z", &ns), -ERANGE);
+    assert_int_equal(gbx_parse_time_ns("9999-12-31T23:59:59Z", &ns), -ERANGE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_size_valid), cmocka_unit_test(test_size_invalid),
         cmocka_unit_test(test_cpus),       cmocka_unit_test(test_duration),
         cmocka_unit_test(test_u64),        cmocka_unit_test(test_env_valid),
-        cmocka_unit_test(test_url_escape),
+        cmocka_unit_test(test_url_escape), cmocka_unit_test(test_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

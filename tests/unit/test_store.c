@@ -287,6 +287,111 @@ static void session_log_chains_and_detects(void **state)
     gbx_store_close(s2);
 }
 
+/* ---- gbx_store_audit_find: each filter, the owner's view, paging ---- */
+
+struct seqs {
+    char buf[128];
+};
+
+static int collect_seq(void *arg, const struct gbx_audit_row *r)
+{
+    struct seqs *c = arg;
+    size_t n = strlen(c->buf);
+    snprintf(c->buf + n, sizeof(c->buf) - n, "%s%lld", n ? "," : "", (long long)r->seq);
+    assert_non_null(r->hash);
+    assert_int_equal(strlen(r->hash), 64);
+    return 0;
+}
+
+/* The seqs f finds, as "2,4,5". */
+static const char *find(struct gbx_store *s, struct gbx_audit_filter f, struct seqs *c)
+{
+    c->buf[0] = '\0';
+    if (f.limit == 0)
+        f.limit = 100;
+    struct gbx_err *err = NULL;
+    if (gbx_store_audit_find(s, &f, collect_seq, c, &err) < 0) {
+        fprintf(stderr, "find: %s\n", err->msg);
+        gbx_err_free(err);
+        fail();
+    }
+    return c->buf;
+}
+
+static void audit_find_filters(void **state)
+{
+    struct gbx_store *s = open_fresh();
+    static const struct gbx_audit_entry recs[] = {
+        {"system", "sandbox.timeout", "sb-a", "{}"}, /* 1: an earlier sandbox named sb-a */
+        {"team-a", "sandbox.create", "sb-a", "{}"},  /* 2 */
+        {"team-b", "sandbox.create", "sb-b", "{}"},  /* 3 */
+        {"system", "sandbox.timeout", "sb-a", "{}"}, /* 4: about A's sb-a */
+        {"team-a", "exec.start", "sb-a", "{\"cmd\":\"x\"}"},
+        {"team-a", "session.create", "sb-s", "{\"session\":\"ses-1\"}"}, /* 6 */
+        {"admin", "egress.dns", "sb-b", "{}"},                           /* 7 */
+        {"admin", "sandbox.delete", "sb-x", NULL},                       /* 8: no detail */
+        {"team-a", "session.delete", NULL, "{\"session\":\"ses-1\",\"reason\":\"x\"}"},
+    };
+    for (size_t i = 0; i < sizeof(recs) / sizeof(recs[0]); i++)
+        assert_int_equal(gbx_store_audit_append(s, &recs[i], NULL, NULL), 0);
+    /* sb-a (A's, made after record 1) and sb-b (B's) exist; sb-s and sb-x are gone */
+    struct gbx_store_sandbox a = {.id = "sb-a",
+                                  .owner = "team-a",
+                                  .template_name = "host",
+                                  .state = "running",
+                                  .spec = "{}",
+                                  .created_ns = 1500};
+    struct gbx_store_sandbox b = a;
+    b.id = "sb-b", b.owner = "team-b", b.created_ns = 2500;
+    assert_int_equal(gbx_store_sandbox_put(s, &a, NULL), 0);
+    assert_int_equal(gbx_store_sandbox_put(s, &b, NULL), 0);
+    gbx_store_close(s);
+    /* times the test can name: record n at n microseconds */
+    tamper("UPDATE audit SET ts_ns = seq * 1000");
+    struct gbx_err *err = NULL;
+    assert_int_equal(gbx_store_open(path, &s, &err), 0);
+
+    struct seqs c;
+    assert_string_equal(find(s, (struct gbx_audit_filter){0}, &c), "1,2,3,4,5,6,7,8,9");
+    /* a key: its own records, and those about the sandboxes it has, from their creation */
+    assert_string_equal(find(s, (struct gbx_audit_filter){.visible_to = "team-a"}, &c),
+                        "2,4,5,6,9");
+    assert_string_equal(find(s, (struct gbx_audit_filter){.visible_to = "team-b"}, &c), "3,7");
+    assert_string_equal(find(s, (struct gbx_audit_filter){.visible_to = "team-c"}, &c), "");
+    assert_string_equal(find(s, (struct gbx_audit_filter){.sandbox = "sb-a"}, &c), "1,2,4,5");
+    assert_string_equal(
+        find(s, (struct gbx_audit_filter){.sandbox = "sb-a", .visible_to = "team-a"}, &c), "2,4,5");
+    assert_string_equal(
+        find(s, (struct gbx_audit_filter){.sandbox = "sb-a", .visible_to = "team-b"}, &c), "");
+    assert_string_equal(find(s, (struct gbx_audit_filter){.actor = "team-a"}, &c), "2,5,6,9");
+    assert_string_equal(find(s, (struct gbx_audit_filter){.kind = "sandbox.create"}, &c), "2,3");
+    assert_string_equal(find(s, (struct gbx_audit_filter){.kind = "sandbox."}, &c), "");
+    assert_string_equal(
+        find(s, (struct gbx_audit_filter){.kind = "sandbox.", .kind_prefix = 1}, &c), "1,2,3,4,8");
+    /* a prefix is text, not a LIKE pattern */
+    assert_string_equal(
+        find(s, (struct gbx_audit_filter){.kind = "sandbox.%", .kind_prefix = 1}, &c), "");
+    assert_string_equal(find(s, (struct gbx_audit_filter){.session = "ses-1"}, &c), "6,9");
+    assert_string_equal(find(s, (struct gbx_audit_filter){.session = "ses-2"}, &c), "");
+    assert_string_equal(find(s, (struct gbx_audit_filter){.since_ns = 4000, .until_ns = 7000}, &c),
+                        "4,5,6");
+    assert_string_equal(find(s, (struct gbx_audit_filter){.after_seq = 5, .limit = 2}, &c), "6,7");
+    assert_string_equal(find(s, (struct gbx_audit_filter){.limit = -1}, &c), "");
+    /* paging through a key's view finds each record once */
+    char all[256] = "";
+    int64_t after = 0;
+    for (int pages = 0; pages < 10; pages++) {
+        find(s, (struct gbx_audit_filter){.visible_to = "team-a", .after_seq = after, .limit = 2},
+             &c);
+        if (!c.buf[0])
+            break;
+        snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s", all[0] ? "," : "", c.buf);
+        after = atoll(strrchr(c.buf, ',') ? strrchr(c.buf, ',') + 1 : c.buf);
+    }
+    assert_string_equal(all, "2,4,5,6,9");
+    gbx_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +402,7 @@ int main(void)
         cmocka_unit_test(edited_record_is_found),
         cmocka_unit_test(replaced_hash_is_found),
         cmocka_unit_test(deleted_records_are_found),
+        cmocka_unit_test(audit_find_filters),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
