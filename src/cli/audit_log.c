@@ -149,7 +149,10 @@ int gbx_cmd_audit_log(int argc, char **argv)
         }
         json_t *records = json_object_get(reply, "records"), *rec;
         size_t i, n = json_array_size(records);
-        json_array_foreach(records, i, rec) print_record(rec, json);
+        json_array_foreach(records, i, rec)
+        {
+            print_record(rec, json);
+        }
         fflush(stdout);
         after = json_integer_value(json_object_get(reply, "next_after"));
         json_decref(reply);
