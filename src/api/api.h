@@ -24,6 +24,9 @@ struct gbx_sessions;
 void gbx_api_sessions(struct gbx_sessions *all, const struct gbx_actor *who,
                       struct evhttp_request *req, const char *path);
 /* audit_api.c: GET /v1/audit */
+/* GET /v1/daemon/config, POST /v1/daemon/reload (daemon_api.c). */
+void gbx_api_daemon(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req,
+                    const char *path);
 void gbx_api_audit(struct gbx_server *s, const struct gbx_actor *who, struct evhttp_request *req);
 /* apikeys_api.c: /v1/apikeys and /v1/apikeys/... (path: the whole request path) */
 void gbx_srv_handle_apikeys(struct gbx_server *s, const struct gbx_actor *who,

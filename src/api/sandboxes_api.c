@@ -465,6 +465,8 @@ void gbx_api_route(struct gbx_server *s, const struct gbx_actor *who, struct evh
         return gbx_api_gc(s->gc, who, req);
     if (strcmp(path, "/v1/audit") == 0)
         return gbx_api_audit(s, who, req);
+    if (strncmp(path, "/v1/daemon/", 11) == 0)
+        return gbx_api_daemon(s, who, req, path);
     if (strcmp(path, "/v1/snapshots") == 0 || strncmp(path, "/v1/snapshots/", 14) == 0)
         return gbx_api_snapshots(s, who, req, path);
     if (strcmp(path, "/v1/templates") == 0 || strncmp(path, "/v1/templates/", 14) == 0)

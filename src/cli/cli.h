@@ -34,6 +34,11 @@ int gbx_cmd_secret(int argc, char **argv);
 int gbx_cmd_artifact(int argc, char **argv);
 int gbx_cmd_mcp(int argc, char **argv);
 int gbx_cmd_worker(int argc, char **argv);
+int gbx_cmd_daemon(int argc, char **argv);
+/* daemon.c: the settings of GET /v1/daemon/config as a table (all: also those at their
+ * default), for `daemon config` and `status`. */
+struct json_t;
+void gbx_cli_print_settings(struct json_t *cfg, int all);
 
 /* A JSON argument: literal JSON, @FILE, or - (standard input). NULL after printing why. */
 struct json_t;

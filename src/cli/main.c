@@ -20,6 +20,7 @@ static const struct {
 } commands[] = {
     {"run", gbx_cmd_run, "run a command in a one-shot sandbox"},
     {"status", gbx_cmd_status, "is the daemon serving, and how many sandboxes"},
+    {"daemon", gbx_cmd_daemon, "reload the daemon's settings, or show them and their sources"},
     {"create", gbx_cmd_create, "create a sandbox in the daemon (prints its id)"},
     {"ls", gbx_cmd_ls, "list the daemon's sandboxes (--json)"},
     {"info", gbx_cmd_info, "show one sandbox of the daemon (JSON)"},

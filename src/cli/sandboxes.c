@@ -301,6 +301,27 @@ int gbx_cmd_status(int argc, char **argv)
         printf("  %-10s %s%s%s\n", k, json_string_value(json_object_get(v, "state")),
                why ? ": " : "", why ? why : "");
     }
+    /* the settings: the admin's (a key over TCP is not shown them) */
+    json_t *cfg = NULL;
+    if (gbx_cli_call("GET", "/v1/daemon/config", NULL, &cfg) == 200) {
+        json_t *listening = json_object_get(cfg, "listening");
+        printf("  %-10s %s", "listening", gbx_cli_socket());
+        size_t i;
+        json_array_foreach(listening, i, v)
+        {
+            printf(", %s", json_string_value(v));
+        }
+        printf("\nsettings from %s%s, read %s (%lld reloads); not at their defaults:\n",
+               json_string_value(json_object_get(cfg, "file")),
+               json_is_true(json_object_get(cfg, "file_found")) ? "" : " (not there) and flags",
+               json_string_value(json_object_get(cfg, "loaded_at")),
+               (long long)json_integer_value(json_object_get(cfg, "reloads")));
+        gbx_cli_print_settings(cfg, 0);
+        const char *lerr = json_string_value(json_object_get(cfg, "last_reload_error"));
+        if (lerr)
+            printf("the last reload failed (nothing changed): %s\n", lerr);
+    }
+    json_decref(cfg);
     json_decref(version);
     json_decref(list);
     json_decref(health);

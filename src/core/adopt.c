@@ -434,22 +434,7 @@ int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err)
     if (gbx_store_sandbox_each(s->store, adopt_one, ctx, err) < 0)
         return -1;
     /* a smaller pool than the last daemon's: destroy the extra pooled sandboxes */
-    if (s->pool_len > s->pool_target) {
-        struct pooled *keep = NULL, **kt = &keep;
-        size_t n = 0;
-        while (s->pool && n < s->pool_target) {
-            struct pooled *p = s->pool;
-            s->pool = p->next;
-            p->next = NULL;
-            *kt = p;
-            kt = &p->next;
-            n++;
-        }
-        s->pool_len -= n;
-        gbx_srv_pool_drain(s);
-        s->pool = keep;
-        s->pool_len = n;
-    }
+    gbx_srv_pool_trim(s);
     if (s->pool_len)
         gbx_log_info("adopted %zu pooled sandboxes", s->pool_len);
     /* (audit records are written after the walk: it holds a read statement) */

@@ -772,6 +772,9 @@ void gbx_srv_pool_push(struct gbx_server *s, struct gbx_sandbox *sb, struct gbx_
 struct pool_fill {
     struct gbx_server *s;
     char id[64];
+    struct gbx_cg_limits limits; /* the defaults when it was started (copied on the loop) */
+    uint64_t disk_bytes;
+    unsigned gen; /* s->pool_gen then: a reload that changed the defaults makes it stale */
     struct gbx_sandbox *sb;
     struct gbx_egress_sb *egress;
     struct gbx_err *err;
@@ -814,7 +817,7 @@ static void pool_work(void *arg)
     struct pool_fill *pf = arg;
     struct gbx_server *s = pf->s;
     struct gbx_sandbox_spec spec = {
-        .id = pf->id, .ctl_socket = 1, .limits = s->limits.dflt, .disk_bytes = s->limits.dflt_disk};
+        .id = pf->id, .ctl_socket = 1, .limits = pf->limits, .disk_bytes = pf->disk_bytes};
     (void)!spawn_gated(&s->rt, &spec, &pf->sb, &pf->err);
 }
 
@@ -828,6 +831,11 @@ static void pool_hello_done(void *arg, const struct gbx_err *herr)
     struct gbx_err *err = NULL;
     if (herr)
         return pool_fill_end(pf, herr);
+    if (pf->gen != s->pool_gen) { /* made with the defaults before a reload: not pooled */
+        pool_fill_end(pf, NULL);
+        gbx_srv_pool_kick(s);
+        return;
+    }
     if (gbx_egress_attach(s->egress, pf->sb->id, pf->sb->init_pid, NULL, &pf->egress, &err) < 0) {
         pool_fill_end(pf, err);
         gbx_err_free(err);
@@ -889,6 +897,9 @@ void gbx_srv_pool_fill_one(evutil_socket_t fd, short what, void *arg)
     pf->s = s;
     gbx_autofree char *id = gbx_sandbox_id_new();
     snprintf(pf->id, sizeof(pf->id), "%s", id);
+    pf->limits = s->limits.dflt;
+    pf->disk_bytes = s->limits.dflt_disk;
+    pf->gen = s->pool_gen;
     s->pool_inflight++;
     if (gbx_offload_submit(s->offload, pool_work, pool_spawned, pf) < 0) {
         s->pool_inflight--;
@@ -904,14 +915,16 @@ static void pool_row_done(void *arg, int status, const char *msg)
     struct gbx_server *s = pf->s;
     s->pool_inflight--;
     s->writes_pending--;
-    if (status < 0 || s->pool_ev == NULL) {
+    if (status < 0 || s->pool_ev == NULL || pf->gen != s->pool_gen) {
         if (status < 0)
             gbx_log_error("warm pool: cannot record sandbox '%s': %s", pf->sb->id, msg);
         gbx_autofree char *id = gbx_xstrdup(pf->sb->id);
         gbx_egress_detach(pf->egress);
         (void)!gbx_sandbox_destroy(pf->sb, NULL);
-        if (status == 0)
+        if (status == 0) {
             gbx_srv_store_delete(s, id);
+            gbx_srv_pool_kick(s); /* stale after a reload: made again with the new defaults */
+        }
     } else {
         gbx_srv_pool_push(s, pf->sb, pf->egress);
         gbx_srv_pool_kick(s);
@@ -927,6 +940,26 @@ void gbx_srv_pool_kick(struct gbx_server *s)
         return;
     struct timeval now = {0, 0};
     event_add(s->pool_ev, &now);
+}
+
+void gbx_srv_pool_trim(struct gbx_server *s)
+{
+    if (s->pool_len <= s->pool_target)
+        return;
+    struct pooled *keep = NULL, **kt = &keep;
+    size_t n = 0;
+    while (s->pool && n < s->pool_target) {
+        struct pooled *p = s->pool;
+        s->pool = p->next;
+        p->next = NULL;
+        *kt = p;
+        kt = &p->next;
+        n++;
+    }
+    s->pool_len -= n;
+    gbx_srv_pool_drain(s);
+    s->pool = keep;
+    s->pool_len = n;
 }
 
 void gbx_srv_pool_drain(struct gbx_server *s)

@@ -23,6 +23,7 @@
 struct gbx_gc {
     struct gbx_server *s;
     struct gbx_gc_policy pol;
+    struct event_base *base;
     struct event *timer;
     int64_t last_run_ns;
     json_t *last; /* the last pass's report */
@@ -188,29 +189,52 @@ static int any_rule(const struct gbx_gc_policy *p)
     return 0;
 }
 
+/* The timer runs while a rule is set, every interval. */
+static int arm(struct gbx_gc *gc)
+{
+    if (gc->pol.interval_ms == 0)
+        gc->pol.interval_ms = 60000;
+    if (!any_rule(&gc->pol)) {
+        if (gc->timer)
+            event_del(gc->timer);
+        return 0;
+    }
+    if (gc->timer == NULL) {
+        gc->timer = event_new(gc->base, -1, EV_PERSIST, on_timer, gc);
+        if (gc->timer == NULL)
+            return -ENOMEM;
+        /* background work: after whatever requests are ready */
+        if (event_base_get_npriorities(gc->base) > 2)
+            event_priority_set(gc->timer, 2);
+    }
+    struct timeval tv = {(time_t)(gc->pol.interval_ms / 1000),
+                         (suseconds_t)(gc->pol.interval_ms % 1000) * 1000};
+    event_add(gc->timer, &tv);
+    return 0;
+}
+
 int gbx_gc_new(struct gbx_server *s, struct event_base *base, const struct gbx_gc_policy *pol,
                struct gbx_gc **out)
 {
     struct gbx_gc *gc = gbx_xcalloc(1, sizeof(*gc));
     gc->s = s;
+    gc->base = base;
     gc->pol = *pol;
-    if (gc->pol.interval_ms == 0)
-        gc->pol.interval_ms = 60000;
-    if (any_rule(&gc->pol)) {
-        gc->timer = event_new(base, -1, EV_PERSIST, on_timer, gc);
-        if (gc->timer == NULL) {
-            free(gc);
-            return -ENOMEM;
-        }
-        /* background work: after whatever requests are ready */
-        if (event_base_get_npriorities(base) > 2)
-            event_priority_set(gc->timer, 2);
-        struct timeval tv = {(time_t)(gc->pol.interval_ms / 1000),
-                             (suseconds_t)(gc->pol.interval_ms % 1000) * 1000};
-        event_add(gc->timer, &tv);
+    if (arm(gc) < 0) {
+        free(gc);
+        return -ENOMEM;
     }
     *out = gc;
     return 0;
+}
+
+void gbx_gc_set_policy(struct gbx_gc *gc, const struct gbx_gc_policy *pol)
+{
+    if (gc == NULL || memcmp(&gc->pol, pol, sizeof(*pol)) == 0)
+        return;
+    gc->pol = *pol;
+    if (arm(gc) < 0)
+        gbx_log_warn("retention: cannot start the collector's timer");
 }
 
 void gbx_gc_free(struct gbx_gc *gc)

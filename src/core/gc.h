@@ -28,6 +28,8 @@ struct gbx_gc_policy {
 int gbx_gc_new(struct gbx_server *s, struct event_base *base, const struct gbx_gc_policy *pol,
                struct gbx_gc **out);
 void gbx_gc_free(struct gbx_gc *gc);
+/* A reload's new policies and interval (the timer re-armed; off without rules). */
+void gbx_gc_set_policy(struct gbx_gc *gc, const struct gbx_gc_policy *pol);
 /* One pass: the report {dry_run, removed: [{kind, id, rule, bytes, age_s}], bytes, failed, at}. */
 json_t *gbx_gc_run(struct gbx_gc *gc, int dry_run);
 /* GET /v1/gc's answer: the policy and the last pass's report (or null). New reference. */

@@ -116,6 +116,29 @@ static const char *kind_hint(enum kind k)
     return "";
 }
 
+/* The settings of struct gbx_limits that are one uint64_t each (the CPUs are not). */
+static const struct {
+    const char *key;
+    enum kind kind;
+    size_t off; /* of the field in struct gbx_limits */
+} fields[] = {
+    {"default-memory", SIZE, offsetof(struct gbx_limits, dflt.memory_bytes)},
+    {"default-pids", COUNT, offsetof(struct gbx_limits, dflt.pids)},
+    {"default-disk", SIZE, offsetof(struct gbx_limits, dflt_disk)},
+    {"max-memory", SIZE, offsetof(struct gbx_limits, max.memory_bytes)},
+    {"max-pids", COUNT, offsetof(struct gbx_limits, max.pids)},
+    {"max-disk", SIZE, offsetof(struct gbx_limits, max_disk)},
+    {"max-timeout", DURATION, offsetof(struct gbx_limits, max_timeout_ms)},
+    {"quota-sandboxes", COUNT, offsetof(struct gbx_limits, quota.sandboxes)},
+    {"quota-memory", SIZE, offsetof(struct gbx_limits, quota.memory)},
+    {"quota-disk", SIZE, offsetof(struct gbx_limits, quota.disk)},
+    {"quota-snapshots", COUNT, offsetof(struct gbx_limits, quota.snapshots)},
+    {"quota-sessions", COUNT, offsetof(struct gbx_limits, quota.sessions)},
+    {"quota-artifacts", COUNT, offsetof(struct gbx_limits, quota.artifacts)},
+    {"quota-artifact-bytes", SIZE, offsetof(struct gbx_limits, quota.artifact_bytes)},
+    {"quota-templates", COUNT, offsetof(struct gbx_limits, quota.templates)},
+};
+
 int gbx_limits_set(struct gbx_limits *lim, const char *key, const char *value, char *why,
                    size_t whysz)
 {
@@ -131,35 +154,41 @@ int gbx_limits_set(struct gbx_limits *lim, const char *key, const char *value, c
             lim->max.cpu_millis = (uint32_t)v;
         return 0;
     }
-    const struct {
-        const char *key;
-        enum kind kind;
-        size_t off; /* of the field in struct gbx_limits */
-    } tab[] = {
-        {"default-memory", SIZE, offsetof(struct gbx_limits, dflt.memory_bytes)},
-        {"default-pids", COUNT, offsetof(struct gbx_limits, dflt.pids)},
-        {"default-disk", SIZE, offsetof(struct gbx_limits, dflt_disk)},
-        {"max-memory", SIZE, offsetof(struct gbx_limits, max.memory_bytes)},
-        {"max-pids", COUNT, offsetof(struct gbx_limits, max.pids)},
-        {"max-disk", SIZE, offsetof(struct gbx_limits, max_disk)},
-        {"max-timeout", DURATION, offsetof(struct gbx_limits, max_timeout_ms)},
-        {"quota-sandboxes", COUNT, offsetof(struct gbx_limits, quota.sandboxes)},
-        {"quota-memory", SIZE, offsetof(struct gbx_limits, quota.memory)},
-        {"quota-disk", SIZE, offsetof(struct gbx_limits, quota.disk)},
-        {"quota-snapshots", COUNT, offsetof(struct gbx_limits, quota.snapshots)},
-        {"quota-sessions", COUNT, offsetof(struct gbx_limits, quota.sessions)},
-        {"quota-artifacts", COUNT, offsetof(struct gbx_limits, quota.artifacts)},
-        {"quota-artifact-bytes", SIZE, offsetof(struct gbx_limits, quota.artifact_bytes)},
-        {"quota-templates", COUNT, offsetof(struct gbx_limits, quota.templates)},
-    };
-    for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
-        if (strcmp(tab[i].key, key) != 0)
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        if (strcmp(fields[i].key, key) != 0)
             continue;
-        if (parse_value(tab[i].kind, value, &v) < 0) {
-            snprintf(why, whysz, "%s must be %s", key, kind_hint(tab[i].kind));
+        if (parse_value(fields[i].kind, value, &v) < 0) {
+            snprintf(why, whysz, "%s must be %s", key, kind_hint(fields[i].kind));
             return -1;
         }
-        *(uint64_t *)((char *)lim + tab[i].off) = v;
+        *(uint64_t *)((char *)lim + fields[i].off) = v;
+        return 0;
+    }
+    return 1;
+}
+
+int gbx_limits_get(const struct gbx_limits *lim, const char *key, char *buf, size_t bufsz)
+{
+    if (strcmp(key, "default-cpus") == 0 || strcmp(key, "max-cpus") == 0) {
+        uint32_t m = key[0] == 'd' ? lim->dflt.cpu_millis : lim->max.cpu_millis;
+        if (m == 0)
+            snprintf(buf, bufsz, "0");
+        else
+            fmt_cpus(m, buf, bufsz);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        if (strcmp(fields[i].key, key) != 0)
+            continue;
+        uint64_t v = *(const uint64_t *)((const char *)lim + fields[i].off);
+        if (v == 0)
+            snprintf(buf, bufsz, "0");
+        else if (fields[i].kind == SIZE)
+            gbx_limits_fmt_size(v, buf, bufsz);
+        else if (fields[i].kind == DURATION)
+            snprintf(buf, bufsz, "%" PRIu64 "s", v / 1000);
+        else
+            snprintf(buf, bufsz, "%" PRIu64, v);
         return 0;
     }
     return 1;

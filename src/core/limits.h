@@ -44,6 +44,9 @@ void gbx_limits_init(struct gbx_limits *lim, uint64_t ram_bytes, unsigned ncpus)
  * why. */
 int gbx_limits_set(struct gbx_limits *lim, const char *key, const char *value, char *why,
                    size_t whysz);
+/* The value in force of one such setting, as a person would write it ("512M", "0" for
+ * none) into buf: 0, or 1 for a key that is not one of limits'. */
+int gbx_limits_get(const struct gbx_limits *lim, const char *key, char *buf, size_t bufsz);
 /* After every setting: a default above its maximum is an error (-1, why says which). */
 int gbx_limits_check(const struct gbx_limits *lim, char *why, size_t whysz);
 /* Parse "sandboxes=10,memory=4G,..." (the names of struct gbx_quota; "artifact-bytes") over

@@ -613,6 +613,65 @@ static int lock_dirs(struct gbx_server *s, struct gbx_err **err)
     return 0;
 }
 
+static void pool_start(struct gbx_server *s)
+{
+    if (s->pool_target && s->pool_ev == NULL) {
+        s->pool_ev = event_new(s->base, -1, 0, gbx_srv_pool_fill_one, s);
+        /* background work: after whatever requests are ready (see gloveboxd.c) */
+        if (event_base_get_npriorities(s->base) > 2)
+            event_priority_set(s->pool_ev, 2);
+    }
+    gbx_srv_pool_kick(s);
+    if (s->pool_target)
+        gbx_log_info("keeping a warm pool of %zu sandboxes", s->pool_target);
+}
+
+static int same_defaults(const struct gbx_limits *a, const struct gbx_limits *b)
+{
+    return a->dflt.memory_bytes == b->dflt.memory_bytes && a->dflt.pids == b->dflt.pids &&
+           a->dflt.cpu_millis == b->dflt.cpu_millis && a->dflt_disk == b->dflt_disk;
+}
+
+void gbx_server_reconfigure(struct gbx_server *s, const struct gbx_server_config *cfg)
+{
+    s->rt.criu_timeout_ms = cfg->criu_timeout_ms;
+    s->rt.helper_timeout_ms = cfg->helper_timeout_ms;
+    s->hello_timeout_ms = cfg->hello_timeout_ms > 0 ? cfg->hello_timeout_ms : GBX_HELLO_TIMEOUT_MS;
+    enum gbx_egress_mode mode = GBX_EGRESS_POLICY;
+    if (cfg->egress_default)
+        (void)gbx_egress_mode_parse(cfg->egress_default, &mode);
+    /* pooled sandboxes were made with the old defaults (limits, egress policy): replaced */
+    int stale = mode != gbx_egress_default_mode(s->egress);
+    gbx_egress_set_default_mode(s->egress, mode);
+    if (cfg->limits) {
+        stale |= !same_defaults(&s->limits, cfg->limits);
+        s->limits = *cfg->limits;
+    }
+    if (stale) {
+        s->pool_gen++;
+        free(s->pool_spec);
+        s->pool_spec = gbx_srv_limits_spec(&s->limits.dflt, s->limits.dflt_disk);
+        if (s->pool_len)
+            gbx_log_info("warm pool: %zu sandboxes made with the old defaults are replaced",
+                         s->pool_len);
+        gbx_srv_pool_drain(s);
+    }
+    size_t was = s->pool_target;
+    s->pool_target = cfg->pool_size;
+    gbx_srv_pool_trim(s);
+    if (was != s->pool_target && s->pool_target == 0)
+        gbx_log_info("no warm pool");
+    if (was != s->pool_target || stale)
+        pool_start(s);
+    gbx_gc_set_policy(s->gc, &cfg->retention);
+}
+
+void gbx_server_set_daemon(struct gbx_server *s, const struct gbx_daemon_ops *ops, void *arg)
+{
+    s->daemon_ops = ops;
+    s->daemon_arg = arg;
+}
+
 int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
                    struct gbx_server **out, struct gbx_err **err)
 {
@@ -665,14 +724,7 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
     s->reaper = event_new(base, -1, EV_PERSIST, gbx_srv_reap_expired, s);
     struct timeval every = {0, 200000};
     event_add(s->reaper, &every);
-    if (s->pool_target) {
-        s->pool_ev = event_new(base, -1, 0, gbx_srv_pool_fill_one, s);
-        /* background work: after whatever requests are ready (see gloveboxd.c) */
-        if (event_base_get_npriorities(base) > 2)
-            event_priority_set(s->pool_ev, 2);
-        gbx_srv_pool_kick(s);
-        gbx_log_info("keeping a warm pool of %zu sandboxes", s->pool_target);
-    }
+    pool_start(s);
     *out = s;
     return 0;
 fail:

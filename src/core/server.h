@@ -40,6 +40,22 @@ struct gbx_server_config {
 
 int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
                    struct gbx_server **out, struct gbx_err **err) GBX_WUR;
+/* A reload: what a running daemon can change of cfg takes effect now (the warm pool's size,
+ * and its sandboxes replaced when the defaults they were made with changed; the egress
+ * default; defaults, maximums and quotas for what comes next; the helpers' deadlines; the
+ * retention policies). The rest of cfg is not read. */
+void gbx_server_reconfigure(struct gbx_server *s, const struct gbx_server_config *cfg);
+/* What the daemon (gloveboxd.c) answers about its settings: GET /v1/daemon/config and POST
+ * /v1/daemon/reload (the admin's). */
+struct json_t;
+struct gbx_actor;
+struct gbx_daemon_ops {
+    struct json_t *(*config)(void *arg);
+    /* 0 and the report, or -1 with *err (nothing changed) */
+    int (*reload)(void *arg, const struct gbx_actor *who, struct json_t **report,
+                  struct gbx_err **err);
+};
+void gbx_server_set_daemon(struct gbx_server *s, const struct gbx_daemon_ops *ops, void *arg);
 /* The daemon is stopping, its loop still turning: creates waiting for their sandbox's HELLO
  * end now (torn down; their callers hear that the daemon is stopping, while replies can still
  * go out). Returns how many. */

@@ -40,6 +40,7 @@ struct gbx_server {
     size_t pool_inflight;           /* created, row not yet durable */
     struct event *pool_ev;          /* refills the pool, one sandbox per turn of the loop */
     int pool_backoff;               /* the last refill failed: wait before the next */
+    unsigned pool_gen;              /* bumped when a reload changes what pooled ones are */
     struct pool_fill *pool_filling; /* made, waiting on the loop for init's HELLO */
     int64_t hello_timeout_ms;       /* how long that may take (--hello-timeout) */
     char *sock_path;                /* <runtime>/api.sock, where the listeners serve the admin */
@@ -57,6 +58,8 @@ struct gbx_server {
     struct gbx_egress *egress;     /* DNS, proxy, policy and credentials of every sandbox */
     struct gbx_sessions *sessions; /* the session engine, above the core */
     const struct gbx_session_ops *session_ops; /* what the core asks of it (NULL: none yet) */
+    const struct gbx_daemon_ops *daemon_ops;   /* the daemon's settings (NULL: a test's core) */
+    void *daemon_arg;
     struct gbx_snapshots *snapshots;
     struct gbx_gc *gc;           /* retention */
     struct gbx_offload *offload; /* blocking work (copies, hashing, checkpoints) */
@@ -91,6 +94,8 @@ void gbx_srv_env_add_trust(struct gbx_live *l);
 void gbx_srv_live_set_extras(struct gbx_live *l, const struct gbx_create_spec *c);
 void gbx_srv_new_token(char out[65]);
 void gbx_srv_pool_drain(struct gbx_server *s);
+/* Down to pool_target: the extra pooled sandboxes destroyed. */
+void gbx_srv_pool_trim(struct gbx_server *s);
 /* Pooled sandboxes whose init died: removed (and made again). */
 void gbx_srv_pool_reap(struct gbx_server *s);
 void gbx_srv_pool_push(struct gbx_server *s, struct gbx_sandbox *sb, struct gbx_egress_sb *egress);

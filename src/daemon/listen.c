@@ -39,6 +39,12 @@
 #define GBX_DEFAULT_MAX_UPLOAD (64u << 20)
 #define GBX_MAX_HEADERS (64u << 10)
 
+/* One TCP address served. */
+struct tcp_bound {
+    char *addr; /* "ADDR:PORT", as configured */
+    struct evhttp_bound_socket *b;
+};
+
 struct gbx_listeners {
     struct gbx_server *s;
     struct event_base *base;
@@ -46,8 +52,12 @@ struct gbx_listeners {
     struct evhttp *http;   /* the admin socket's server */
     struct evconnlistener *unix_listener;
     struct evhttp *http_tcp; /* --listen: every request needs an API key */
-    struct evhttp_bound_socket *unix_bound, *tcp_bound;
+    struct evhttp_bound_socket *unix_bound;
+    struct tcp_bound tcp[GBX_LISTEN_MAX];
+    size_t ntcp;
     struct gbx_gate *gate_admin, *gate_tcp; /* the HTTP front doors (gate.c) */
+    double rate_limit, rate_burst;          /* the rate limit in force (a reload compares) */
+    int rate_limit_set;
 };
 
 static void dispatch_admin(struct evhttp_request *req, void *arg)
@@ -186,32 +196,113 @@ static void gate_http(struct gbx_listeners *s, const struct gbx_listen_config *c
     gbx_gate_attach(*g, h);
 }
 
-static int listen_tcp(struct gbx_listeners *s, const struct gbx_listen_config *cfg,
-                      struct gbx_err **err)
+/* Split "ADDR:PORT[,ADDR:PORT...]" (commas or spaces) into out (at most GBX_LISTEN_MAX, each
+ * checked and not repeated). 0, or -1 with *err. */
+static int split_addrs(const char *list, char out[][80], size_t *n, struct gbx_err **err)
 {
-    gbx_autofree char *addr = gbx_xstrdup(cfg->listen_tcp);
+    *n = 0;
+    for (const char *p = list ? list : ""; *p;) {
+        size_t len = strcspn(p, ", \t");
+        if (len == 0) {
+            p++;
+            continue;
+        }
+        if (*n == GBX_LISTEN_MAX)
+            return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "listen: at most %d addresses",
+                               GBX_LISTEN_MAX);
+        if (len >= 80)
+            return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "listen: '%.*s' is too long", (int)len,
+                               p);
+        memcpy(out[*n], p, len);
+        out[*n][len] = '\0';
+        const char *colon = strrchr(out[*n], ':');
+        uint64_t port = 0;
+        if (colon == NULL || colon == out[*n] || gbx_parse_u64(colon + 1, 1, 65535, &port) < 0)
+            return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                               "listen '%s': use ADDR:PORT, e.g. 127.0.0.1:7070", out[*n]);
+        for (size_t i = 0; i < *n; i++)
+            if (strcmp(out[i], out[*n]) == 0)
+                return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "listen: '%s' is listed twice",
+                                   out[*n]);
+        (*n)++;
+        p += len;
+    }
+    return 0;
+}
+
+/* Serve TCP on addrport ("ADDR:PORT", checked): *out, or -1 with *err. */
+static int bind_tcp(struct gbx_listeners *s, const struct gbx_listen_config *cfg,
+                    const char *addrport, struct evhttp_bound_socket **out, struct gbx_err **err)
+{
+    gbx_autofree char *addr = gbx_xstrdup(addrport);
     char *colon = strrchr(addr, ':');
     uint64_t port = 0;
-    if (colon == NULL || colon == addr || gbx_parse_u64(colon + 1, 1, 65535, &port) < 0)
-        return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                           "--listen '%s': use ADDR:PORT, e.g. 127.0.0.1:7070", cfg->listen_tcp);
+    (void)gbx_parse_u64(colon + 1, 1, 65535, &port);
     *colon = '\0';
-    s->http_tcp = new_http(s, cfg, dispatch_tcp);
-    gate_http(s, cfg, s->http_tcp, 1);
-    if ((s->tcp_bound = evhttp_bind_socket_with_handle(s->http_tcp, addr, (uint16_t)port)) == NULL)
-        return gbx_err_sys(err, errno ? errno : EADDRINUSE, "cannot listen on '%s'",
-                           cfg->listen_tcp);
+    if (s->http_tcp == NULL) {
+        s->http_tcp = new_http(s, cfg, dispatch_tcp);
+        gate_http(s, cfg, s->http_tcp, 1);
+    }
+    errno = 0;
+    struct evhttp_bound_socket *b =
+        evhttp_bind_socket_with_handle(s->http_tcp, addr, (uint16_t)port);
+    if (b == NULL)
+        return gbx_err_sys(err, errno ? errno : EADDRINUSE, "cannot listen on '%s'", addrport);
     /* a burst of clients (a thousand creates at once) waits in the kernel's queue rather than
      * being refused: libevent listens with a backlog of 128 */
-    (void)listen(evhttp_bound_socket_get_fd(s->tcp_bound), SOMAXCONN);
+    (void)listen(evhttp_bound_socket_get_fd(b), SOMAXCONN);
     /* streams write small frames one after another (a Connect stream's end, then its
      * trailer): without TCP_NODELAY, Nagle holds the second until the client's delayed ACK,
      * up to 40 ms. Accepted sockets inherit it from the listening one. */
     int one = 1;
-    if (setsockopt(evhttp_bound_socket_get_fd(s->tcp_bound), IPPROTO_TCP, TCP_NODELAY, &one,
-                   sizeof(one)) < 0)
-        gbx_log_warn("cannot set TCP_NODELAY on '%s': %s", cfg->listen_tcp, strerror(errno));
-    gbx_log_info("serving API keys' requests on %s", cfg->listen_tcp);
+    if (setsockopt(evhttp_bound_socket_get_fd(b), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+        gbx_log_warn("cannot set TCP_NODELAY on '%s': %s", addrport, strerror(errno));
+    gbx_log_info("serving API keys' requests on %s", addrport);
+    *out = b;
+    return 0;
+}
+
+/* Serve exactly the addresses of list: those not served yet are bound first (if one fails,
+ * those just bound are let go and nothing changed), then the ones no longer listed stop
+ * accepting (their open connections go on). */
+static int serve_tcp(struct gbx_listeners *s, const struct gbx_listen_config *cfg,
+                     struct gbx_err **err)
+{
+    char want[GBX_LISTEN_MAX][80];
+    size_t nwant = 0;
+    if (split_addrs(cfg->listen_tcp, want, &nwant, err) < 0)
+        return -1;
+    struct tcp_bound next[GBX_LISTEN_MAX] = {{0}};
+    int fresh[GBX_LISTEN_MAX] = {0};
+    for (size_t i = 0; i < nwant; i++) {
+        for (size_t j = 0; j < s->ntcp; j++)
+            if (s->tcp[j].addr && strcmp(s->tcp[j].addr, want[i]) == 0)
+                next[i] = s->tcp[j];
+        if (next[i].b != NULL)
+            continue;
+        if (bind_tcp(s, cfg, want[i], &next[i].b, err) < 0) {
+            for (size_t k = 0; k < i; k++)
+                if (fresh[k]) {
+                    evhttp_del_accept_socket(s->http_tcp, next[k].b);
+                    free(next[k].addr);
+                }
+            return -1;
+        }
+        next[i].addr = gbx_xstrdup(want[i]);
+        fresh[i] = 1;
+    }
+    for (size_t j = 0; j < s->ntcp; j++) {
+        int kept = 0;
+        for (size_t i = 0; i < nwant; i++)
+            kept |= next[i].b == s->tcp[j].b;
+        if (kept)
+            continue;
+        gbx_log_info("no longer accepting on %s (its open connections go on)", s->tcp[j].addr);
+        evhttp_del_accept_socket(s->http_tcp, s->tcp[j].b);
+        free(s->tcp[j].addr);
+    }
+    memcpy(s->tcp, next, sizeof(next));
+    s->ntcp = nwant;
     return 0;
 }
 
@@ -224,11 +315,40 @@ int gbx_listen_start(struct gbx_server *s, const struct gbx_listen_config *cfg,
     n->sock_path = gbx_server_socket_path(s);
     *out = n;
     gbx_srv_rate_init(cfg->rate_limit, cfg->rate_burst, cfg->rate_limit_set);
+    n->rate_limit = cfg->rate_limit;
+    n->rate_burst = cfg->rate_burst;
+    n->rate_limit_set = cfg->rate_limit_set;
     n->http = new_http(n, cfg, dispatch_admin);
     gate_http(n, cfg, n->http, 0);
-    if (listen_unix(n, err) < 0 || (cfg->listen_tcp && listen_tcp(n, cfg, err) < 0))
+    if (listen_unix(n, err) < 0 || serve_tcp(n, cfg, err) < 0)
         return gbx_err_wrap(err, "start gloveboxd");
     return 0;
+}
+
+int gbx_listen_reconfigure(struct gbx_listeners *n, const struct gbx_listen_config *cfg,
+                           struct gbx_err **err)
+{
+    if (serve_tcp(n, cfg, err) < 0)
+        return -1;
+    gbx_gate_set_limits(n->gate_admin, &cfg->http);
+    gbx_gate_set_limits(n->gate_tcp, &cfg->http);
+    if (cfg->rate_limit != n->rate_limit || cfg->rate_burst != n->rate_burst ||
+        cfg->rate_limit_set != n->rate_limit_set) {
+        gbx_srv_rate_release();
+        gbx_srv_rate_init(cfg->rate_limit, cfg->rate_burst, cfg->rate_limit_set);
+        n->rate_limit = cfg->rate_limit;
+        n->rate_burst = cfg->rate_burst;
+        n->rate_limit_set = cfg->rate_limit_set;
+    }
+    return 0;
+}
+
+size_t gbx_listen_tcp_addrs(const struct gbx_listeners *n, const char **addrs, size_t max)
+{
+    size_t k = 0;
+    for (size_t i = 0; n && i < n->ntcp && k < max; i++)
+        addrs[k++] = n->tcp[i].addr;
+    return k;
 }
 
 int gbx_listen_drain(struct gbx_listeners *n)
@@ -240,9 +360,10 @@ int gbx_listen_drain(struct gbx_listeners *n)
         n->unix_bound = NULL;
         (void)unlink(n->sock_path);
     }
-    if (n->tcp_bound) {
-        evhttp_del_accept_socket(n->http_tcp, n->tcp_bound);
-        n->tcp_bound = NULL;
+    for (size_t i = 0; i < n->ntcp; i++) {
+        if (n->tcp[i].b)
+            evhttp_del_accept_socket(n->http_tcp, n->tcp[i].b);
+        n->tcp[i].b = NULL;
     }
     size_t k = gbx_exec_drain(why) + gbx_api_files_drain(why) + gbx_e2b_interp_shutdown() +
                gbx_e2b_fs_drain(why) + gbx_sessions_drain(gbx_server_sessions(n->s)) +
@@ -269,7 +390,9 @@ void gbx_listen_stop(struct gbx_listeners *n)
         evconnlistener_free(n->unix_listener);
         n->unix_listener = NULL;
     }
-    n->unix_bound = n->tcp_bound = NULL; /* freed with their servers */
+    n->unix_bound = NULL; /* freed with their servers */
+    for (size_t i = 0; i < n->ntcp; i++)
+        n->tcp[i].b = NULL;
     gbx_exec_shutdown(); /* streams kept only to enforce a timeout after their client left */
     gbx_e2b_interp_shutdown();
     (void)unlink(n->sock_path);
@@ -282,6 +405,8 @@ void gbx_listen_free(struct gbx_listeners *n)
     gbx_listen_stop(n);
     gbx_gate_free(n->gate_admin); /* after the evhttp servers */
     gbx_gate_free(n->gate_tcp);
+    for (size_t i = 0; i < n->ntcp; i++)
+        free(n->tcp[i].addr);
     gbx_srv_rate_release();
     gbx_reqmetrics_reset();
     free(n);

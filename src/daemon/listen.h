@@ -14,8 +14,10 @@
 struct gbx_server;
 struct gbx_listeners;
 
+#define GBX_LISTEN_MAX 8
+
 struct gbx_listen_config {
-    const char *listen_tcp;        /* "ADDR:PORT", or NULL for the unix socket only */
+    const char *listen_tcp;        /* "ADDR:PORT[,ADDR:PORT...]", or NULL: the unix socket only */
     size_t max_body;               /* largest JSON body, bytes; 0: 1 MiB */
     size_t max_upload;             /* largest upload body, bytes; 0: 64 MiB */
     struct gbx_gate_limits http;   /* timeouts and connection caps (0: off; see gate.h) */
@@ -26,6 +28,14 @@ struct gbx_listen_config {
 /* Serve s's API. On failure *out is still set (free it). */
 int gbx_listen_start(struct gbx_server *s, const struct gbx_listen_config *cfg,
                      struct gbx_listeners **out, struct gbx_err **err) GBX_WUR;
+/* A reload: serve TCP on exactly cfg's addresses (new ones bound first: if one cannot be,
+ * -1 with *err and nothing changed; addresses no longer listed stop accepting, their open
+ * connections go on), with cfg's connection limits and rate limit. Body limits are not
+ * changed. */
+int gbx_listen_reconfigure(struct gbx_listeners *n, const struct gbx_listen_config *cfg,
+                           struct gbx_err **err) GBX_WUR;
+/* The TCP addresses served now, at most max into addrs (valid until the next reload). */
+size_t gbx_listen_tcp_addrs(const struct gbx_listeners *n, const char **addrs, size_t max);
 /* The first step of a graceful stop: stop accepting, end every open stream with an event
  * saying why. 1 when streams were ended (give their last bytes a moment to go out by running
  * the loop a little longer), 0 otherwise. */

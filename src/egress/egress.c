@@ -462,6 +462,11 @@ enum gbx_egress_mode gbx_egress_default_mode(const struct gbx_egress *eg)
     return eg->default_mode;
 }
 
+void gbx_egress_set_default_mode(struct gbx_egress *eg, enum gbx_egress_mode mode)
+{
+    eg->default_mode = mode;
+}
+
 static void audit_emit(struct gbx_egress_sb *sb, const char *kind, json_t *detail)
 {
     if (sb->eg->audit)

@@ -56,6 +56,8 @@ const char *gbx_egress_trust_bundle(const struct gbx_egress *eg);
 extern const char *const gbx_egress_trust_env[]; /* NULL-terminated variable names */
 const char *gbx_egress_ca_pem(const struct gbx_egress *eg);
 enum gbx_egress_mode gbx_egress_default_mode(const struct gbx_egress *eg);
+/* A reload's: for sandboxes created from now on (a live sandbox keeps its policy). */
+void gbx_egress_set_default_mode(struct gbx_egress *eg, enum gbx_egress_mode mode);
 
 /* Plumb a sandbox (its init is pid) and start serving it under policy p (copied; NULL: the
  * default mode with no rules). */

@@ -548,6 +548,12 @@ struct gbx_gate *gbx_gate_new(struct event_base *base, const struct gbx_gate_lim
     return g;
 }
 
+void gbx_gate_set_limits(struct gbx_gate *g, const struct gbx_gate_limits *lim)
+{
+    if (g)
+        g->lim = *lim;
+}
+
 void gbx_gate_attach(struct gbx_gate *g, struct evhttp *http)
 {
     evhttp_set_bevcb(http, new_bev, g);

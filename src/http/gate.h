@@ -61,6 +61,9 @@ struct gbx_gate;
  * copied; name ("tcp", "admin") is for the log. */
 struct gbx_gate *gbx_gate_new(struct event_base *base, const struct gbx_gate_limits *lim,
                               int capped, const char *name, gbx_gate_allow_fn allow, void *arg);
+/* A reload's new limits: checked against from now on, by open connections too (a timer
+ * already running keeps its deadline). NULL-safe. */
+void gbx_gate_set_limits(struct gbx_gate *g, const struct gbx_gate_limits *lim);
 /* Route every connection http accepts from now on through g. */
 void gbx_gate_attach(struct gbx_gate *g, struct evhttp *http);
 /* After the evhttp servers are freed. Connections still being torn down by libevent finish
