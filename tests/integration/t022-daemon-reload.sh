@@ -25,12 +25,19 @@ wait_log() {
     for i in $(seq 200); do grep -q "$1" "$T/daemon.log" && return 0; sleep 0.05; done
     return 1
 }
-start_daemon --config "$CONF" --pool 0
+# metric NAME: a series of /metrics (e.g. 'glovebox_sandboxes{state="pooled"}')
+metric() { curl -s --unix-socket "$S" http://glovebox/metrics | awk -v n="$1" '$1 == n {print $2}'; }
+# pooled N: the warm pool holds N sandboxes within 30 s
+pooled() {
+    for i in $(seq 600); do [ "$(metric 'glovebox_sandboxes{state="pooled"}')" = "$1" ] && return 0; sleep 0.05; done
+    return 1
+}
+start_daemon --config "$CONF" --max-conns 500
 
 check "no TCP listener yet" [ "$(tcp "$P1")" = 000 ]
 check "status says where the settings came from" sh -c "'$GB' status | grep -q 'settings from $CONF'"
 check "a value from the file is marked so" [ "$(setting log-level source)" = file ]
-check "a flag is marked so" [ "$(setting pool source)" = flag ]
+check "a flag is marked so" [ "$(setting max-conns source)" = flag ]
 check "a default is marked so" [ "$(setting egress-default source)" = default ]
 check "and has its value" [ "$(setting egress-default value)" = policy ]
 
@@ -80,15 +87,24 @@ printf 'unknown-thing = 1\n' > "$CONF"
 check "an unknown setting is named" grep -q "unknown setting 'unknown-thing'" "$T/err"
 
 # a flag beats the file, after a reload too; pool, egress default and limits change
-printf 'listen = 127.0.0.1:%s\npool = 3\negress-default = none\ndefault-memory = 300M\nmax-pids = 300\n' "$P2" > "$CONF"
+printf 'listen = 127.0.0.1:%s\nmax-conns = 10\npool = 2\n' "$P2" > "$CONF"
 "$GB" daemon reload > /dev/null
-check "the flag's pool (0) beats the file's (3)" [ "$(setting pool value)" = 0 ]
+check "the flag's max-conns (500) beats the file's (10)" [ "$(setting max-conns value)" = 500 ]
+check "a pool of 2 is filled" pooled 2
+printf 'listen = 127.0.0.1:%s\npool = 2\negress-default = none\ndefault-memory = 300M\nmax-pids = 300\n' "$P2" > "$CONF"
+"$GB" daemon reload > /dev/null
+check "the pool is made again with the new defaults" pooled 2
+hits=$(metric 'glovebox_pool_takes_total{result="hit"}')
 id=$("$GB" create)
+check "a create is served from it" [ "$(metric 'glovebox_pool_takes_total{result="hit"}')" = $((hits + 1)) ]
 check "a new sandbox gets the new default memory" sh -c "'$GB' info '$id' | python3 -c 'import json, sys; assert json.load(sys.stdin)[\"limits\"][\"memory\"] == 300 << 20'"
 check "and the new egress default" [ "$(curl -s --unix-socket "$S" "http://glovebox/v1/sandboxes/$id/network" | python3 -c 'import json, sys; print(json.load(sys.stdin)["network"]["mode"])')" = none ]
 "$GB" create --pids 400 > /dev/null 2> "$T/err"
 check "the new maximum holds" grep -q "pids" "$T/err"
 "$GB" kill "$id" > /dev/null
+printf 'listen = 127.0.0.1:%s\n' "$P2" > "$CONF"
+"$GB" daemon reload > /dev/null
+check "pool 0: the pooled sandboxes go" pooled 0
 
 # a setting only a restart changes: reported, not applied, shown as pending
 printf 'listen = 127.0.0.1:%s\nmax-body = 2M\n' "$P2" > "$CONF"
