@@ -483,9 +483,9 @@ json_t *gbx_settings_describe(const struct gbx_settings *st)
         } else if (value == NULL) {
             value = d->dflt;
         }
-        if (src == GBX_SRC_DEFAULT && strcmp(d->name, "rate-limit") == 0 &&
-            getenv("GLOVEBOX_E2B_RATE") && getenv("GLOVEBOX_E2B_RATE")[0]) {
-            value = getenv("GLOVEBOX_E2B_RATE");
+        const char *rate = getenv("GLOVEBOX_E2B_RATE");
+        if (src == GBX_SRC_DEFAULT && strcmp(d->name, "rate-limit") == 0 && rate && rate[0]) {
+            value = rate;
             src = GBX_SRC_ENV;
         }
         json_t *o = json_pack("{s:s?,s:s}", "value", value, "source", src_names[src]);
