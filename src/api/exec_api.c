@@ -211,6 +211,13 @@ static int parse_exec(struct evhttp_request *req, json_t *body, struct exec_opts
             return -1;
         }
     }
+    if (o->kill_on_disconnect && o->wait) {
+        /* a waiting request has no reply started: the server does not watch its connection */
+        gbx_http_reply_error(req, GBX_ERR_INVALID,
+                             "'kill_on_disconnect' applies only to a stream, not with \"wait\": "
+                             "true");
+        return -1;
+    }
     if (max_output) {
         if (!o->wait) {
             gbx_http_reply_error(req, GBX_ERR_INVALID,
