@@ -3,7 +3,7 @@
  *
  *   {"cmd": ["ls", "-l"] | "shell": "ls -l | wc -l", "env": {"K": "V"}, "cwd": "/tmp",
  *    "user": "user", "stdin": true, "pty": {"rows": 24, "cols": 80}, "timeout": "30s",
- *    "wait": true, "max_output": 1048576}
+ *    "wait": true, "max_output": 1048576, "kill_on_disconnect": true}
  *
  * parsed and checked here, then handed to the exec streams (http/exec.c), which the E2B front
  * end shares. */
@@ -35,7 +35,7 @@
 struct exec_opts {
     json_t *cmd, *shell, *env, *cwd, *user; /* borrowed from the body */
     json_t *sandbox_env;                    /* borrowed: the sandbox's env, set at create */
-    int pty, stdin_open, wait;
+    int pty, stdin_open, wait, kill_on_disconnect;
     uint32_t rows, cols;
     uint64_t timeout_ms;
     size_t max_output;
@@ -127,6 +127,9 @@ static int parse_exec(struct evhttp_request *req, json_t *body, struct exec_opts
         } else if (strcmp(key, "wait") == 0) {
             if (parse_flag(req, v, "wait", &o->wait) < 0)
                 return -1;
+        } else if (strcmp(key, "kill_on_disconnect") == 0) {
+            if (parse_flag(req, v, "kill_on_disconnect", &o->kill_on_disconnect) < 0)
+                return -1;
         } else if (strcmp(key, "pty") == 0) {
             if (parse_pty(req, v, o) < 0)
                 return -1;
@@ -142,7 +145,8 @@ static int parse_exec(struct evhttp_request *req, json_t *body, struct exec_opts
         } else {
             gbx_http_reply_error(req, GBX_ERR_INVALID,
                                  "unknown field '%s' (expected cmd or shell, env, cwd, user, "
-                                 "stdin, pty, timeout, wait, max_output)",
+                                 "stdin, pty, timeout, wait, max_output, "
+                                 "kill_on_disconnect)",
                                  key);
             return -1;
         }
@@ -206,6 +210,13 @@ static int parse_exec(struct evhttp_request *req, json_t *body, struct exec_opts
             gbx_http_reply_error(req, GBX_ERR_INVALID, "'%s' must be a non-empty string", names[f]);
             return -1;
         }
+    }
+    if (o->kill_on_disconnect && o->wait) {
+        /* a waiting request has no reply started: the server does not watch its connection */
+        gbx_http_reply_error(req, GBX_ERR_INVALID,
+                             "'kill_on_disconnect' applies only to a stream, not with \"wait\": "
+                             "true");
+        return -1;
     }
     if (max_output) {
         if (!o->wait) {
@@ -288,6 +299,8 @@ static json_t *audit_what(const struct exec_opts *o)
         json_object_set_new(what, "wait", json_true());
     if (o->timeout_ms)
         json_object_set_new(what, "timeout_ms", json_integer((json_int_t)o->timeout_ms));
+    if (o->kill_on_disconnect)
+        json_object_set_new(what, "kill_on_disconnect", json_true());
     return what;
 }
 
@@ -311,6 +324,7 @@ void gbx_api_exec(struct gbx_server *srv, const struct gbx_actor *who, struct ev
     struct gbx_exec_native_opts no = {.wait = o.wait,
                                       .timeout_ms = o.timeout_ms,
                                       .max_output = o.max_output,
+                                      .kill_on_disconnect = o.kill_on_disconnect,
                                       .what = audit_what(&o)};
     gbx_exec_native(srv, who, base, req, sb, &no, build, &o);
     json_decref(body);

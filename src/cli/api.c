@@ -46,17 +46,29 @@ struct call {
     void *arg;
     long status;
     CURL *curl;
+    int stop; /* gbx_cli_stream_stop: end the stream after this line */
 };
+
+/* the stream whose lines are being delivered on this thread */
+static __thread struct call *delivering;
+
+void gbx_cli_stream_stop(void)
+{
+    if (delivering)
+        delivering->stop = 1;
+}
 
 static void deliver_lines(struct call *c)
 {
     size_t start = 0;
-    for (size_t i = 0; i < c->len; i++) {
+    delivering = c;
+    for (size_t i = 0; i < c->len && !c->stop; i++) {
         if (c->buf[i] != '\n')
             continue;
         c->on_line(c->arg, c->buf + start, i - start);
         start = i + 1;
     }
+    delivering = NULL;
     memmove(c->buf, c->buf + start, c->len - start);
     c->len -= start;
 }
@@ -78,7 +90,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
         if (c->status / 100 == 2)
             deliver_lines(c);
     }
-    return len;
+    return c->stop ? 0 : len; /* 0 aborts the transfer */
 }
 
 static int do_call(const char *method, const char *path, json_t *body, gbx_line_fn on_line,
@@ -114,7 +126,9 @@ static int do_call(const char *method, const char *path, json_t *body, gbx_line_
     }
     CURLcode rc = C->easy_perform(curl);
     long status = -1;
-    if (rc != CURLE_OK) {
+    if (rc == CURLE_WRITE_ERROR && c.stop) {
+        status = c.status; /* stopped by the line callback */
+    } else if (rc != CURLE_OK) {
         gbx_cli_error("cannot reach gloveboxd at '%s': %s (is it running? start it with "
                       "'gloveboxd', or set GLOVEBOX_RUNTIME_DIR)",
                       sock, C->easy_strerror(rc));

@@ -24,6 +24,9 @@ int gbx_cli_call_raw(const char *method, const char *path, const void *data, siz
 typedef void (*gbx_line_fn)(void *arg, const char *line, size_t len);
 int gbx_cli_stream(const char *method, const char *path, json_t *body, gbx_line_fn on_line,
                    void *arg, json_t **reply);
+/* From on_line: end the stream after this line (the connection is closed; gbx_cli_stream
+ * returns the status it had). */
+void gbx_cli_stream_stop(void);
 
 /* The exit status of a call that should have answered ok: 0, or 3 for "not found", 1 for
  * other failures (with the daemon's message printed). */

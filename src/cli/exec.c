@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* glovebox exec SANDBOX [-i|--stdin] [-t|--tty] [--timeout D] [--user U] [--cwd DIR]
- *                       [--env K=V]... -- CMD [ARG...]
+/* glovebox exec SANDBOX [-i|--stdin] [-t|--tty] [-d|--detach [--json]] [--timeout D]
+ *                       [--user U] [--cwd DIR] [--env K=V]... -- CMD [ARG...]
  * Runs CMD in a sandbox of the daemon, streams its output here and exits with its status
  * (128+N when signal N killed it, 124 when its timeout killed it).
+ *
+ * SIGINT, SIGTERM and SIGHUP sent to us go to the process's group (POST .../processes/{proc}/
+ * signal; caught with a signalfd read by the second thread), and we go on streaming until it
+ * exits: its status is ours. One that comes before the process started ends us as usual. If
+ * we go away anyway (SIGKILL, a crash), the daemon kills the process ("kill_on_disconnect").
+ * With -d, nothing of this: the process is started, its handle printed, and left running.
  *
  * With -i, local stdin goes to the process (POST .../processes/{proc}/stdin, one request per
  * chunk, from a second thread while the main one reads the stream), and end of file closes
@@ -10,6 +16,7 @@
  * SIGWINCH; with both and a local terminal, that terminal is in raw mode meanwhile (so ^C,
  * ^D, ^Z go to the process), restored on every way out. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <pthread.h>
@@ -35,9 +42,10 @@ struct exec_state {
     const char *id;
     int forward_stdin; /* -i: send local stdin */
     int tty;           /* -t: resize on SIGWINCH */
+    int detach;        /* -d: leave once it started */
     long proc;         /* from the start event; 0 before */
-    int sigfd;         /* SIGWINCH, or -1 */
-    int wake[2];       /* the stream ended: stop forwarding */
+    int sigfd;         /* SIGINT, SIGTERM, SIGHUP (and SIGWINCH with -t), or -1 */
+    int wake[2];       /* 's': the process started; 'x': the stream ended */
     pthread_t thread;
     int thread_started;
 };
@@ -89,7 +97,7 @@ static void term_size(unsigned *rows, unsigned *cols)
         *cols = 1000;
 }
 
-/* ---- the second thread: stdin and resizes ------------------------------------------- */
+/* ---- the second thread: stdin, resizes and signals ---------------------------------- */
 
 static void proc_path(const struct exec_state *st, const char *what, char *buf, size_t n)
 {
@@ -122,13 +130,52 @@ static int send_stdin(struct exec_state *st, const void *data, size_t len)
     return status == 204 ? 0 : -1;
 }
 
+static void send_signal(struct exec_state *st, const char *name)
+{
+    char path[512];
+    json_t *reply = NULL;
+    proc_path(st, "signal", path, sizeof(path));
+    json_t *body = json_pack("{s:s}", "signal", name);
+    int status = gbx_cli_call("POST", path, body, &reply);
+    /* 404: it has just exited (its exit event is on its way) */
+    if (status != 204 && status != 404 && status >= 0) {
+        const char *msg =
+            json_string_value(json_object_get(json_object_get(reply, "error"), "message"));
+        gbx_cli_error("cannot pass SIG%s on to process %ld: %s", name, st->proc,
+                      msg ? msg : "the daemon refused");
+    }
+    json_decref(body);
+    json_decref(reply);
+}
+
+/* A signal for us: the process's, once it has started; before, nothing runs yet, and it
+ * ends us as it would have without the signalfd. */
+static void on_signal(struct exec_state *st, int sig, int started)
+{
+    const char *name = sig == SIGINT ? "INT" : sig == SIGTERM ? "TERM" : "HUP";
+    if (sig == SIGWINCH) {
+        if (started)
+            send_resize(st);
+        return;
+    }
+    if (started) {
+        send_signal(st, name);
+        return;
+    }
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, sig);
+    tty_restore();
+    signal(sig, SIG_DFL);
+    pthread_sigmask(SIG_UNBLOCK, &mask, NULL);
+    raise(sig);
+}
+
 static void *forward(void *arg)
 {
     struct exec_state *st = arg;
     static uint8_t buf[EXEC_STDIN_CHUNK];
-    int in_open = st->forward_stdin;
-    if (st->sigfd >= 0)
-        send_resize(st); /* the size may have changed since the request */
+    int in_open = 0, started = 0;
     for (;;) {
         struct pollfd fds[3] = {
             {.fd = st->wake[0], .events = POLLIN},
@@ -140,12 +187,20 @@ static void *forward(void *arg)
                 continue;
             break;
         }
-        if (fds[0].revents)
-            break;
+        if (fds[0].revents) {
+            char what = 'x';
+            if (read(st->wake[0], &what, 1) != 1 || what != 's')
+                break;
+            started = 1;
+            in_open = st->forward_stdin;
+            if (st->tty)
+                send_resize(st); /* the size may have changed since the request */
+            continue;
+        }
         if (fds[2].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(st->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-                send_resize(st);
+                on_signal(st, (int)si.ssi_signo, started);
         }
         if (fds[1].revents) {
             ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
@@ -168,21 +223,21 @@ static void *forward(void *arg)
     return NULL;
 }
 
-static void start_forwarding(struct exec_state *st)
+/* Start the second thread (it waits for the process to start); -1 if it cannot be. */
+static int start_forwarding(struct exec_state *st)
 {
-    if (!st->forward_stdin && st->sigfd < 0)
-        return;
-    if (pipe(st->wake) < 0) {
-        gbx_cli_error("cannot forward stdin: %s", strerror(errno));
-        return;
+    if (pipe2(st->wake, O_CLOEXEC) < 0) {
+        gbx_cli_error("cannot forward stdin and signals: %s", strerror(errno));
+        return -1;
     }
     if (pthread_create(&st->thread, NULL, forward, st) != 0) {
-        gbx_cli_error("cannot forward stdin: cannot start a thread");
+        gbx_cli_error("cannot forward stdin and signals: cannot start a thread");
         close(st->wake[0]);
         close(st->wake[1]);
-        return;
+        return -1;
     }
     st->thread_started = 1;
+    return 0;
 }
 
 static void stop_forwarding(struct exec_state *st)
@@ -217,7 +272,10 @@ static void on_line(void *arg, const char *line, size_t len)
         free(out);
     } else if (strcmp(type, "start") == 0) {
         st->proc = (long)json_integer_value(json_object_get(ev, "process"));
-        start_forwarding(st);
+        if (st->detach)
+            gbx_cli_stream_stop();
+        else if (st->thread_started)
+            (void)!write(st->wake[1], "s", 1); /* st->proc is the thread's from here on */
     } else if (strcmp(type, "exit") == 0) {
         json_t *sig = json_object_get(ev, "signal");
         st->status = json_is_true(json_object_get(ev, "timed_out")) ? 124
@@ -233,23 +291,60 @@ static const char exec_usage[] =
     "usage: glovebox exec SANDBOX [options] -- CMD [ARG...]\n"
     "  -i, --stdin          send stdin to the command (end of file closes its stdin)\n"
     "  -t, --tty            run it on a terminal (raw mode here with -i on a terminal)\n"
+    "  -d, --detach         start it, print its process handle and leave it running\n"
+    "      --json           with -d: print {\"sandbox\":ID,\"proc\":N}\n"
     "      --timeout D      kill it after D (\"30s\", \"5m\"); exit status 124\n"
     "  -u, --user U         a user name, uid or uid:gid (default root)\n"
     "  -w, --cwd DIR        working directory (default the user's home)\n"
-    "  -e, --env K=V        environment (repeatable; replaces the default one)\n";
+    "  -e, --env K=V        environment (repeatable; replaces the default one)\n"
+    "^C (SIGINT), SIGTERM and SIGHUP are passed on to the command, which keeps its output\n"
+    "coming here; the exit status is then its own (130, 143, 129 when it dies of them). If\n"
+    "this client goes away before the command ends, the daemon kills it (not with -d).\n";
 
-static int run_exec(struct exec_state *st, json_t *body)
+/* -d: the process started (or not); say its handle */
+static int detached(const struct exec_state *st, int json)
+{
+    if (st->proc <= 0) {
+        gbx_cli_error("the stream ended before the process started");
+        return 125;
+    }
+    if (json) {
+        json_t *o = json_pack("{s:s,s:i}", "sandbox", st->id, "proc", (json_int_t)st->proc);
+        char *t = json_dumps(o, JSON_COMPACT);
+        puts(t);
+        free(t);
+        json_decref(o);
+    } else {
+        printf("%ld\n", st->proc);
+    }
+    return fflush(stdout) == 0 ? 0 : 125;
+}
+
+static int run_exec(struct exec_state *st, json_t *body, int json)
 {
     char path[256];
     snprintf(path, sizeof(path), "/v1/sandboxes/%s/exec", st->id);
     st->sigfd = -1;
-    if (st->tty) {
+    if (!st->detach) {
         sigset_t mask;
         sigemptyset(&mask);
-        sigaddset(&mask, SIGWINCH);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGHUP);
+        if (st->tty)
+            sigaddset(&mask, SIGWINCH);
         /* blocked here, before the second thread exists, so that it inherits the mask */
         pthread_sigmask(SIG_BLOCK, &mask, NULL);
         st->sigfd = signalfd(-1, &mask, SFD_CLOEXEC);
+        if (st->sigfd < 0)
+            gbx_cli_error("cannot catch signals: %s", strerror(errno));
+        if (start_forwarding(st) < 0 || st->sigfd < 0) {
+            pthread_sigmask(SIG_UNBLOCK, &mask, NULL); /* they end us, as before */
+            if (st->sigfd >= 0)
+                close(st->sigfd);
+            st->sigfd = -1;
+        }
+        json_object_set_new(body, "kill_on_disconnect", json_true());
     }
     if (st->tty && st->forward_stdin && isatty(STDIN_FILENO))
         tty_raw();
@@ -266,6 +361,8 @@ static int run_exec(struct exec_state *st, json_t *body)
         return status == 404 ? 125 : status == 400 ? 127 : 125;
     }
     json_decref(reply);
+    if (st->detach)
+        return detached(st, json);
     if (st->status < 0) {
         gbx_cli_error("the stream ended before the process did");
         return 125;
@@ -279,11 +376,12 @@ int gbx_cmd_exec(int argc, char **argv)
         {"user", required_argument, NULL, 'u'}, {"cwd", required_argument, NULL, 'w'},
         {"env", required_argument, NULL, 'e'},  {"stdin", no_argument, NULL, 'i'},
         {"tty", no_argument, NULL, 't'},        {"timeout", required_argument, NULL, 'T'},
+        {"detach", no_argument, NULL, 'd'},     {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0},
     };
     json_t *body = json_object(), *env = json_object();
     struct exec_state st = {.status = -1, .sigfd = -1};
-    int c, rc = 125;
+    int c, rc = 125, json = 0;
     /* glovebox exec ID [options] -- CMD, or glovebox exec [options] ID -- CMD */
     if (argc > 1 && argv[1][0] != '-') {
         st.id = argv[1];
@@ -291,7 +389,7 @@ int gbx_cmd_exec(int argc, char **argv)
         argv++;
     }
     optind = 0;
-    while ((c = getopt_long(argc, argv, "+u:w:e:ith", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+u:w:e:itdh", longopts, NULL)) != -1) {
         switch (c) {
         case 'u':
             json_object_set_new(body, "user", json_string(optarg));
@@ -304,6 +402,12 @@ int gbx_cmd_exec(int argc, char **argv)
             break;
         case 't':
             st.tty = 1;
+            break;
+        case 'd':
+            st.detach = 1;
+            break;
+        case 'j':
+            json = 1;
             break;
         case 'T': {
             uint64_t ms;
@@ -342,6 +446,14 @@ int gbx_cmd_exec(int argc, char **argv)
         fputs(exec_usage, stderr);
         goto out;
     }
+    if (st.detach && st.forward_stdin) {
+        gbx_cli_error("-i and --detach do not go together: nothing would be here to send stdin");
+        goto out;
+    }
+    if (json && !st.detach) {
+        gbx_cli_error("--json applies only with --detach");
+        goto out;
+    }
     json_t *cmd = json_array();
     for (int i = optind; i < argc; i++)
         json_array_append_new(cmd, json_string(argv[i]));
@@ -361,7 +473,7 @@ int gbx_cmd_exec(int argc, char **argv)
         json_object_set_new(body, "stdin", json_true());
     if (json_object_size(env))
         json_object_set(body, "env", env);
-    rc = run_exec(&st, body);
+    rc = run_exec(&st, body, json);
 out:
     json_decref(body);
     json_decref(env);

@@ -4,7 +4,7 @@
  *   POST /v1/sandboxes/{id}/exec
  *   {"cmd": ["ls", "-l"] | "shell": "ls -l | wc -l", "env": {"K": "V"}, "cwd": "/tmp",
  *    "user": "user", "stdin": true, "pty": {"rows": 24, "cols": 80}, "timeout": "30s",
- *    "wait": true, "max_output": 1048576}
+ *    "wait": true, "max_output": 1048576, "kill_on_disconnect": true}
  *
  * The reply is 200 with application/x-ndjson (or text/event-stream when the client asks for
  * it with Accept), one event per line, ending with exit:
@@ -22,8 +22,10 @@
  * connection to the sandbox's agent (aconn.h): backpressure is per stream (when the HTTP
  * client reads slower than the process writes, we stop reading the agent, the agent stops
  * reading the process, and the process blocks), and a client that goes away leaves the
- * process running. The same stream code serves GET .../processes/{proc}/stream (attach),
- * which takes the process's output over from whichever connection had it.
+ * process running, unless the request said "kill_on_disconnect": then its process group is
+ * killed (audited as exec.kill) and the stream reads on until the exit (exec.end). The same stream
+ * code serves GET .../processes/{proc}/stream (attach), which takes the process's output over from
+ * whichever connection had it.
  *
  * Another front end (E2B's process.Process, e2b/process.c) uses the same streams with its
  * own event form (struct gbx_exec_ops); its streams keep reading after their client left,
@@ -107,10 +109,11 @@ struct stream {
     int paused; /* not reading the agent until the client drains */
     int timed_out;
     int pty;
-    int keep_reading;     /* after the client left, read and drop the output (ops streams) */
-    struct exec_rec *rec; /* from the start (a reference) */
-    int ending;           /* exited; the reply waits for its exec.end record */
-    json_t *how;          /* while ending: how it ended */
+    int keep_reading;       /* after the client left, read and drop the output (ops streams) */
+    int kill_on_disconnect; /* kill the process group when the client leaves (native) */
+    struct exec_rec *rec;   /* from the start (a reference) */
+    int ending;             /* exited; the reply waits for its exec.end record */
+    json_t *how;            /* while ending: how it ended */
     /* An ops stream may follow a process that another ops stream reads (its source) instead
      * of taking it over: the source sends it the events too. A subscriber has no agent. */
     struct stream *source;
@@ -292,6 +295,47 @@ static void resume_readers(struct stream *src)
     gbx_aconn_pause(src->agent, 0);
 }
 
+/* The agent answered the kill of an orphaned process: record it, unless the process had
+ * exited already (then its exit event tells; nothing was signalled). */
+static void on_kill_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
+{
+    struct stream *st = arg;
+    if (!final || h == NULL)
+        return;
+    if (h->type != GBX_MSG_OK) {
+        char msg[256];
+        (void)gbx_aconn_error_text(p, h->len, msg, sizeof(msg));
+        gbx_log_debug("sandbox '%s': process %u not killed: %s", st->sandbox, st->proc, msg);
+        return;
+    }
+    gbx_log_info("sandbox '%s': the client of process %u went away; killed it", st->sandbox,
+                 st->proc);
+    gbx_server_audit_as(st->srv, st->actor, "exec.kill", st->sandbox,
+                        json_pack("{s:i,s:i,s:i,s:b,s:s}", "process", (json_int_t)st->proc, "pid",
+                                  (json_int_t)st->pid, "signal", SIGKILL, "group", 1, "reason",
+                                  "the client went away (kill_on_disconnect)"));
+}
+
+/* The client of a kill_on_disconnect stream is gone: SIGKILL the process's group, then read
+ * on (dropping the output) until its exit, which is recorded as exec.end and ends st. Before
+ * the spawn's reply, that reply does this once it knows the process. */
+static void kill_orphan(struct stream *st)
+{
+    st->keep_reading = 1;
+    if (!st->started)
+        return;
+    st->kill_on_disconnect = 0;
+    struct gbx_msg *m = gbx_aconn_begin(st->agent, GBX_MSG_SIGNAL);
+    gbx_msg_put_u32(m, GBX_A_PROC, st->proc);
+    gbx_msg_put_u32(m, GBX_A_SIGNO, SIGKILL);
+    gbx_msg_put_u32(m, GBX_A_GROUP, 1);
+    if (gbx_aconn_send(st->agent, on_kill_reply, st) < 0) {
+        stream_free(st); /* the sandbox is gone, or this connection: nothing to read */
+        return;
+    }
+    let_go(st); /* may deliver frames, and end st */
+}
+
 static void on_client_close(struct evhttp_connection *conn, void *arg)
 {
     struct stream *st = arg;
@@ -302,6 +346,10 @@ static void on_client_close(struct evhttp_connection *conn, void *arg)
     st->req = NULL;
     if (st->ending)
         return; /* it exited: its exec.end record's completion ends it */
+    if (st->kill_on_disconnect) {
+        kill_orphan(st);
+        return;
+    }
     if (st->started)
         audit_end(st, "exec.detach", json_pack("{s:s}", "reason", "the client went away"));
     struct stream *src = st->paused ? st->source : NULL;
@@ -765,6 +813,10 @@ static void on_spawn_reply(void *arg, const struct gbx_frame_hdr *h, const uint8
                           st->rec);
     gbx_server_exec_started(st->srv, (double)(gbx_monotonic_ns() - st->mono_ns) / 1e9);
     start_timer(st);
+    if (st->req == NULL && st->kill_on_disconnect) {
+        kill_orphan(st); /* its client left before it started */
+        return;
+    }
     if (st->req == NULL || st->mode == MODE_WAIT)
         return;
     start_reply(st);
@@ -946,6 +998,7 @@ void gbx_exec_native(struct gbx_server *srv, const struct gbx_actor *who, struct
         stream_new(srv, who, base, req, sb, o->wait ? MODE_WAIT : MODE_STREAM, o->what);
     st->timeout_ms = o->timeout_ms;
     st->max_output = o->max_output;
+    st->kill_on_disconnect = o->kill_on_disconnect;
     if (stream_connect(st, base, sb) < 0)
         return;
     build(gbx_aconn_begin(st->agent, GBX_MSG_SPAWN), arg);

@@ -21,12 +21,15 @@ struct gbx_server;
 
 /* The native API's exec stream (api/exec_api.c parsed and checked the request): NDJSON, or
  * SSE when the client asks with Accept; with wait, one JSON object once the process has
- * exited, its output captured up to max_output bytes per stream. build fills the SPAWN
- * request; what (stolen) is the exec.start record's detail. */
+ * exited, its output captured up to max_output bytes per stream. With kill_on_disconnect,
+ * a client that leaves before the exit has the process group killed (audited as exec.kill;
+ * not after another client attached to the process). build fills the SPAWN request; what
+ * (stolen) is the exec.start record's detail. */
 struct gbx_exec_native_opts {
     int wait;
-    uint64_t timeout_ms; /* 0: none */
-    size_t max_output;   /* wait: bytes kept per stream */
+    uint64_t timeout_ms;    /* 0: none */
+    size_t max_output;      /* wait: bytes kept per stream */
+    int kill_on_disconnect; /* the client leaves before the exit: SIGKILL the process group */
     json_t *what;
 };
 void gbx_exec_native(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
