@@ -65,7 +65,7 @@ cleanup() {
         for _ in $(seq 600); do kill -0 "$dp" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$dp" 2>/dev/null
     fi
-    [ -n "$DNSPID" ] && kill $DNSPID 2>/dev/null
+    [ -n "$DNSPID" ] && kill "$DNSPID" 2>/dev/null
     umount /run/glovebox /var/lib/glovebox 2>/dev/null
     rm -rf "$T"
 }

@@ -26,7 +26,8 @@ __gbx_check() {
     miss=
     for n in "$@"; do grep -qF -- "$n" "$out" || miss="$miss \"$n\""; done
     if [ "$rc" -eq "$want" ] && [ -z "$miss" ]; then
-        __ok "$loc: $text"
+        if [ "$want" -ne 0 ]; then __ok "$loc: $text (exit $rc, as the README says)"
+        else __ok "$loc: $text"; fi
         __show "$out" 5
     else
         __no "$loc: $text (exit $rc, the README says $want${miss:+; output lacks$miss})"
