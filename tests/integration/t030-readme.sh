@@ -153,11 +153,11 @@ python3 "$REPO/tests/lib/readme.py" "$REPO/README.md" "$T/specials" "$T/out" > "
 cat > "$T/prelude.sh" <<'EOF'
 make() { echo "make: (the test runs on the build already made: $BUILD)"; }
 EOF
-__SOCK=/run/glovebox/api.sock __O="$T/out" timeout -s KILL 240 \
+__SOCK=/run/glovebox/api.sock __O="$T/out" timeout -s KILL 200 \
     bash -c '. "$1"; . "$2"; . "$3"' sh "$REPO/tests/lib/readme.sh" "$T/prelude.sh" "$T/script.sh"
 rc=$?
 if [ $rc -eq 137 ]; then
-    echo "not ok - the README's commands did not finish within 240 s; the last one started: $(cat "$T/out/current")"
+    echo "not ok - the README's commands did not finish within 200 s; the last one started: $(cat "$T/out/current")"
     echo "0 passed, 1 failed"
 fi
 exit $rc
