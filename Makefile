@@ -59,7 +59,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o $(BUIL
 LIB := $(BUILD)/libglovebox.a
 
 DAEMON_SRCS := $(filter-out $(LIB_SRCS),$(wildcard src/core/*.c src/session/*.c src/api/*.c src/e2b/*.c \
-                                                  src/http/*.c src/daemon/*.c))
+                                                  src/http/*.c src/ingress/*.c src/daemon/*.c))
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/e2b/interp_blob.o
 DAEMON_LIBS := $(shell pkg-config --libs libevent jansson zlib)
 CLI_LIBS := $(shell pkg-config --libs jansson)

@@ -473,6 +473,21 @@ void gbx_sandboxes_each(struct gbx_server *s, const struct gbx_actor *who,
     free(v);
 }
 
+/* the daemon has one server: E2B's replies read its ingress domain from here */
+static const char *ingress_domain_now;
+
+const char *gbx_server_ingress_domain_now(void)
+{
+    return ingress_domain_now;
+}
+
+static void set_ingress_domain(struct gbx_server *s, const char *d)
+{
+    free(s->ingress_domain);
+    s->ingress_domain = d && d[0] ? gbx_xstrdup(d) : NULL;
+    ingress_domain_now = s->ingress_domain;
+}
+
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
 static void egress_audit(void *arg, const char *kind, const char *sandbox, json_t *detail)
@@ -650,6 +665,9 @@ void gbx_server_reconfigure(struct gbx_server *s, const struct gbx_server_config
     if (stale) {
         s->pool_gen++;
         free(s->pool_spec);
+        if (ingress_domain_now == s->ingress_domain)
+            ingress_domain_now = NULL;
+        free(s->ingress_domain);
         s->pool_spec = gbx_srv_limits_spec(&s->limits.dflt, s->limits.dflt_disk);
         if (s->pool_len)
             gbx_log_info("warm pool: %zu sandboxes made with the old defaults are replaced",
@@ -664,6 +682,7 @@ void gbx_server_reconfigure(struct gbx_server *s, const struct gbx_server_config
     if (was != s->pool_target || stale)
         pool_start(s);
     gbx_gc_set_policy(s->gc, &cfg->retention);
+    set_ingress_domain(s, cfg->ingress_domain);
 }
 
 void gbx_server_set_daemon(struct gbx_server *s, const struct gbx_daemon_ops *ops, void *arg)
@@ -703,6 +722,7 @@ int gbx_server_new(struct event_base *base, const struct gbx_server_config *cfg,
         goto fail;
     }
     s->pool_target = cfg->pool_size;
+    set_ingress_domain(s, cfg->ingress_domain);
     s->max_upload = cfg->max_upload ? cfg->max_upload : GBX_DEFAULT_MAX_UPLOAD;
     if (cfg->limits)
         s->limits = *cfg->limits;

@@ -22,6 +22,7 @@ struct gbx_server_config {
     size_t max_upload;           /* largest file upload body (held in memory), bytes; 0: 64 MiB */
     size_t pool_size;            /* fresh sandboxes of the default template kept ready; 0: none */
     const char *egress_default;  /* "policy" (NULL), "none" or "open" */
+    const char *ingress_domain;  /* "<port>-<id>.<this>" reaches a sandbox's port; NULL: off */
     const char *egress_hosts;    /* "name=IPv4 ..." upstream overrides, or NULL */
     const char *egress_resolver; /* "IPv4[:PORT]": nameserver for upstream names, or NULL */
     const char *egress_extra_ca; /* PEM file of extra upstream trust anchors, or NULL */
@@ -56,6 +57,8 @@ struct gbx_daemon_ops {
                   struct gbx_err **err);
 };
 void gbx_server_set_daemon(struct gbx_server *s, const struct gbx_daemon_ops *ops, void *arg);
+/* The ingress domain in force (E2B's "domain"), or NULL: the daemon's one server's. */
+const char *gbx_server_ingress_domain_now(void);
 /* The daemon is stopping, its loop still turning: creates waiting for their sandbox's HELLO
  * end now (torn down; their callers hear that the daemon is stopping, while replies can still
  * go out). Returns how many. */

@@ -24,6 +24,7 @@
 #include "core/actor.h"
 #include "daemon/listen.h"
 #include "daemon/settings.h"
+#include "ingress/ingress.h"
 #include "session/sessions.h"
 #include "sandbox/backend.h"
 #include "base/log.h"
@@ -161,6 +162,7 @@ struct daemon {
     struct gbx_server *srv;
     struct gbx_listeners *net;
     struct gbx_settings *st;
+    struct gbx_ingress *ingress;
     struct old_settings {
         struct old_settings *next;
         struct gbx_settings *st;
@@ -222,6 +224,7 @@ static int daemon_reload(void *arg, const struct gbx_actor *who, json_t **report
     if (net && gbx_listen_reconfigure(d->net, &nw->lcfg, err) < 0)
         goto fail;
     gbx_server_reconfigure(d->srv, &nw->cfg);
+    gbx_ingress_set_domain(d->ingress, nw->cfg.ingress_domain);
     gbx_log_set_level((enum gbx_log_level)nw->log_level);
     gbx_log_set_json(nw->log_json);
     struct old_settings *o = gbx_xcalloc(1, sizeof(*o));
@@ -319,12 +322,17 @@ int main(int argc, char **argv)
               gbx_sessions_new(srv, base, gbx_server_runtime(srv)->state_dir, &sessions, &err) < 0;
     if (!bad) {
         gbx_server_set_sessions(srv, sessions, &gbx_sessions_ops);
+        /* TCP connections to "<port>-<id>.<ingress domain>" are ingress's, not the API's */
+        d.ingress = gbx_ingress_new(srv, cfg.ingress_domain);
+        lcfg.takeover = &gbx_ingress_takeover;
+        lcfg.takeover_arg = d.ingress;
         bad = gbx_listen_start(srv, &lcfg, &net, &err) < 0;
     }
     if (bad) {
         gbx_log_error("%s", err->msg);
         gbx_err_free(err);
         gbx_listen_free(net);
+        gbx_ingress_free(d.ingress);
         gbx_server_free(srv);
         event_base_free(base);
         daemon_release(&d);
@@ -368,6 +376,8 @@ int main(int argc, char **argv)
     gbx_log_info("serving on '%s'", gbx_server_socket_path(srv));
     event_base_dispatch(base);
     gbx_listen_stop(net);
+    gbx_ingress_free(d.ingress); /* its connections end with the listeners' */
+    d.ingress = NULL;
     gbx_server_shutdown(srv, d.st->kill_on_exit);
     gbx_server_free(srv); /* the store writer's thread ends with it */
     gbx_listen_free(net); /* the front doors, after the servers that used them */

@@ -190,9 +190,12 @@ static void gate_http(struct gbx_listeners *s, const struct gbx_listen_config *c
                       struct evhttp *h, int tcp)
 {
     struct gbx_gate **g = tcp ? &s->gate_tcp : &s->gate_admin;
-    if (*g == NULL)
+    if (*g == NULL) {
         *g = gbx_gate_new(s->base, &cfg->http, tcp, tcp ? "tcp" : "admin",
                           tcp ? gbx_srv_gate_allow : NULL, s->s);
+        if (tcp && cfg->takeover)
+            gbx_gate_set_takeover(*g, cfg->takeover, cfg->takeover_arg);
+    }
     gbx_gate_attach(*g, h);
 }
 

@@ -23,6 +23,9 @@ struct gbx_listen_config {
     struct gbx_gate_limits http;   /* timeouts and connection caps (0: off; see gate.h) */
     double rate_limit, rate_burst; /* requests/s per API key, and the burst (0: twice) */
     int rate_limit_set;            /* else GLOVEBOX_E2B_RATE, or 100/s burst 200 */
+    /* TCP connections whose first request another front end claims (ingress), or NULL */
+    const struct gbx_gate_takeover *takeover;
+    void *takeover_arg;
 };
 
 /* Serve s's API. On failure *out is still set (free it). */

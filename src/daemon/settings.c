@@ -3,6 +3,7 @@
  * the flags, and what a reload changes. */
 #include "daemon/settings.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@ static const struct def {
     {"max-body", 0, "1M"},
     {"max-upload", 0, "64M"},
     {"egress-default", RELOAD, "policy"},
+    {"ingress-domain", RELOAD, NULL},
     {"egress-hosts", 0, NULL},
     {"egress-resolver", 0, NULL},
     {"egress-extra-ca", 0, NULL},
@@ -176,6 +178,14 @@ static int apply(struct gbx_settings *st, const char *key, const char *value, ch
             strcmp(value, "open") != 0)
             return bad(err, errsz, "%s must be policy, none or open", key);
         st->cfg.egress_default = value;
+    } else if (strcmp(key, "ingress-domain") == 0) {
+        for (const char *p = value; *p; p++)
+            if (!(isalnum((unsigned char)*p) || *p == '.' || *p == '-' || *p == ':'))
+                return bad(err, errsz,
+                           "%s must be a domain name, with a port if clients need one (e.g. "
+                           "sandbox.example.com, localhost:7070)",
+                           key);
+        st->cfg.ingress_domain = v;
     } else if (strcmp(key, "egress-hosts") == 0) {
         st->cfg.egress_hosts = v;
     } else if (strcmp(key, "egress-resolver") == 0) {

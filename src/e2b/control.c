@@ -257,10 +257,12 @@ static void remember_template(struct gbx_server *s, const struct gbx_actor *who,
 /* Sandbox: what create and connect return. */
 static json_t *sandbox_obj(const struct gbx_live *l)
 {
-    /* the traffic token is the same secret: the code interpreter sends only it on /contexts */
-    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:n}", "sandboxID", l->sb->id, "templateID",
+    /* the traffic token is the same secret: the code interpreter sends only it on /contexts,
+     * and ingress takes it (E2B-Traffic-Access-Token); the domain is ingress's, for getHost */
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s?}", "sandboxID", l->sb->id, "templateID",
                      client_template(l), "clientID", CLIENT_ID, "envdVersion", GBX_E2B_ENVD_VERSION,
-                     "envdAccessToken", l->token, "trafficAccessToken", l->token, "domain");
+                     "envdAccessToken", l->token, "trafficAccessToken", l->token, "domain",
+                     gbx_server_ingress_domain_now());
 }
 
 /* ListedSandbox. */

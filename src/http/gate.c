@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -30,6 +31,8 @@ struct gbx_gate {
     char name[16];
     gbx_gate_allow_fn allow;
     void *arg;
+    const struct gbx_gate_takeover *takeover; /* ingress: connections handed over whole */
+    void *takeover_arg;
     struct gate_conn *conns; /* every connection not yet torn down */
     unsigned nconns;         /* of them, those counted against the caps */
     unsigned open;           /* of them, those set up (the /metrics gauge) */
@@ -53,6 +56,9 @@ struct gate_conn {
     int fd;                           /* -1 until set up */
     int counted;                      /* against the caps */
     int stopped;                      /* head-only forwarded, or malformed: input is dropped */
+    int taken;                        /* handed over (takeover): nothing more is written */
+    void *ticket;                     /* the takeover's claim on the first request */
+    struct evbuffer *raw;             /* the bytes of the first head, as received */
     int closing;
     unsigned inflight; /* heads given to evhttp whose reply is not complete */
     uint64_t requests;
@@ -345,6 +351,13 @@ static int on_head(void *arg, const struct gbx_http_req_info *req,
 {
     static const struct gbx_http_header close_hdr[] = {{"Connection", "close"}};
     struct gate_conn *c = arg;
+    /* the first request of a connection may claim the whole connection (ingress): nothing
+     * of it goes to evhttp */
+    if (c->requests == 0 && c->g && c->g->takeover &&
+        c->g->takeover->claim(c->g->takeover_arg, req, &c->ticket) == 1) {
+        c->requests++;
+        return -1;
+    }
     c->inflight++;
     c->requests++;
     int upgrade = strcmp(req->method, "CONNECT") == 0;
@@ -361,6 +374,48 @@ static int on_head(void *arg, const struct gbx_http_req_info *req,
     *hdrs = close_hdr;
     *nhdrs = 1;
     return 1;
+}
+
+/* The first request was claimed: the socket (a duplicate) and every byte received so far go
+ * to the takeover; evhttp's side of the connection is closed and writes nothing more. */
+static void take_over(struct gate_conn *c, struct evbuffer *src)
+{
+    void *ticket = c->ticket;
+    c->ticket = NULL;
+    c->stopped = c->taken = 1;
+    struct evbuffer *pending = c->raw ? c->raw : evbuffer_new();
+    c->raw = NULL;
+    evbuffer_remove_buffer(src, pending, evbuffer_get_length(src));
+    /* the socket itself moves to a descriptor of the takeover's, and evhttp's number for it
+     * gets a socket of its own that leads nowhere: freeing evhttp's connection shuts that one
+     * down (evhttp does), not the client's. Its events are dropped first, while the number
+     * still names the client's socket (epoll would keep watching it otherwise). */
+    int fd = -1;
+    if (c->fd >= 0) {
+        struct bufferevent *under = bufferevent_get_underlying(c->filter);
+        if (under)
+            bufferevent_disable(under, EV_READ | EV_WRITE);
+        if (c->wev) {
+            event_free(c->wev);
+            c->wev = NULL;
+        }
+        fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
+        int nowhere = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || nowhere < 0 || dup3(nowhere, c->fd, O_CLOEXEC) < 0) {
+            if (fd >= 0)
+                close(fd);
+            fd = -1;
+        }
+        if (nowhere >= 0)
+            close(nowhere);
+    }
+    if (fd < 0) {
+        c->g->takeover->drop(c->g->takeover_arg, ticket);
+        evbuffer_free(pending);
+    } else {
+        c->g->takeover->take(c->g->takeover_arg, ticket, fd, pending);
+    }
+    conn_close(c, "handed over");
 }
 
 static enum bufferevent_filter_result in_filter(struct evbuffer *src, struct evbuffer *dst,
@@ -383,8 +438,21 @@ static enum bufferevent_filter_result in_filter(struct evbuffer *src, struct evb
         if (lim > 0 && n > (size_t)lim && lim >= 4096)
             n = (size_t)lim;
         int in_body = gbx_http_relay_phase(c->relay) == GBX_HTTP_RELAY_IN_BODY;
+        if (c->requests == 0 && c->g && c->g->takeover) {
+            if (c->raw == NULL)
+                c->raw = evbuffer_new();
+            evbuffer_add(c->raw, v.iov_base, n); /* the relay bounds a head at 16 KiB */
+        }
         int r = gbx_http_relay_feed(c->relay, v.iov_base, n, dst);
         evbuffer_drain(src, n);
+        if (r == GBX_HTTP_RELAY_DENIED && c->ticket) {
+            take_over(c, src);
+            break;
+        }
+        if (c->requests > 0 && c->raw) {
+            evbuffer_free(c->raw);
+            c->raw = NULL;
+        }
         if (in_body || gbx_http_relay_phase(c->relay) == GBX_HTTP_RELAY_IN_BODY) {
             c->body_bytes += n;
             c->last_byte_ns = now;
@@ -427,6 +495,8 @@ static enum bufferevent_filter_result out_filter(struct evbuffer *src, struct ev
 {
     struct gate_conn *c = arg;
     conn_setup(c);
+    if (c->taken) /* the socket is the takeover's now */
+        evbuffer_drain(src, evbuffer_get_length(src));
     if (evbuffer_get_length(src) == 0)
         return BEV_NEED_MORE;
     if (c->fd < 0 || c->wev == NULL) { /* cannot be: evhttp sets the socket before it writes */
@@ -498,6 +568,10 @@ static void conn_free(void *arg)
     if (c->out_cb) /* the filter is being destroyed, not yet gone */
         evbuffer_remove_cb_entry(bufferevent_get_output(c->filter), c->out_cb);
     gbx_http_relay_free(c->relay);
+    if (c->ticket && g && g->takeover)
+        g->takeover->drop(g->takeover_arg, c->ticket);
+    if (c->raw)
+        evbuffer_free(c->raw);
     free(c);
 }
 
@@ -552,6 +626,12 @@ void gbx_gate_set_limits(struct gbx_gate *g, const struct gbx_gate_limits *lim)
 {
     if (g)
         g->lim = *lim;
+}
+
+void gbx_gate_set_takeover(struct gbx_gate *g, const struct gbx_gate_takeover *t, void *arg)
+{
+    g->takeover = t;
+    g->takeover_arg = arg;
 }
 
 void gbx_gate_attach(struct gbx_gate *g, struct evhttp *http)

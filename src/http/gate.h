@@ -29,6 +29,7 @@
 #include "egress/sniff.h"
 
 struct event_base;
+struct evbuffer;
 struct evhttp;
 struct evhttp_request;
 
@@ -64,6 +65,18 @@ struct gbx_gate *gbx_gate_new(struct event_base *base, const struct gbx_gate_lim
 /* A reload's new limits: checked against from now on, by open connections too (a timer
  * already running keeps its deadline). NULL-safe. */
 void gbx_gate_set_limits(struct gbx_gate *g, const struct gbx_gate_limits *lim);
+/* A takeover (the daemon's ingress): the first request head of each connection is offered to
+ * claim (req valid during the call); 1 claims the whole connection (*ticket: the claimant's
+ * note, given back to take or drop). Then nothing of it goes to evhttp: take gets a duplicate
+ * of the socket (its own to close) and every byte received so far (the head as received and
+ * whatever followed, its own to free), and evhttp's side of the connection is closed without
+ * another byte written. drop: a claimed connection that went away before it could be taken. */
+struct gbx_gate_takeover {
+    int (*claim)(void *arg, const struct gbx_http_req_info *req, void **ticket);
+    void (*take)(void *arg, void *ticket, int fd, struct evbuffer *pending);
+    void (*drop)(void *arg, void *ticket);
+};
+void gbx_gate_set_takeover(struct gbx_gate *g, const struct gbx_gate_takeover *t, void *arg);
 /* Route every connection http accepts from now on through g. */
 void gbx_gate_attach(struct gbx_gate *g, struct evhttp *http);
 /* After the evhttp servers are freed. Connections still being torn down by libevent finish
