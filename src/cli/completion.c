@@ -51,6 +51,27 @@ static void print_flags(FILE *f, const struct gbx_cli_command *c)
         fputs("--help", f);
 }
 
+/* One case a command: "NAME) subs=OPEN...CLOSE flags=OPEN...CLOSE ;;" (bash: quotes; zsh:
+ * an array). help's subcommands are the commands. */
+static void print_cases(FILE *f, const char *open, const char *close)
+{
+    for (size_t i = 0; i < gbx_cli_ncommands; i++) {
+        const struct gbx_cli_command *c = &gbx_cli_commands[i];
+        fprintf(f, "    %s)\n", c->name);
+        if (c->fn == gbx_cmd_help) {
+            fprintf(f, "        subs=%s", open);
+            for (size_t j = 0; j < gbx_cli_ncommands; j++)
+                fprintf(f, "%s%s", j ? " " : "", gbx_cli_commands[j].name);
+            fprintf(f, "%s\n", close);
+        } else if (c->subcommands) {
+            fprintf(f, "        subs=%s%s%s\n", open, c->subcommands, close);
+        }
+        fprintf(f, "        flags=%s", open);
+        print_flags(f, c);
+        fprintf(f, "%s ;;\n", close);
+    }
+}
+
 static void print_bash(FILE *f)
 {
     fputs("# bash completion for glovebox: source <(glovebox completion bash)\n"
@@ -66,21 +87,7 @@ static void print_bash(FILE *f)
           "    fi\n"
           "    case ${COMP_WORDS[1]} in\n",
           f);
-    for (size_t i = 0; i < gbx_cli_ncommands; i++) {
-        const struct gbx_cli_command *c = &gbx_cli_commands[i];
-        fprintf(f, "    %s)\n", c->name);
-        if (c->fn == gbx_cmd_help) {
-            fputs("        subs='", f);
-            for (size_t j = 0; j < gbx_cli_ncommands; j++)
-                fprintf(f, "%s%s", j ? " " : "", gbx_cli_commands[j].name);
-            fputs("'\n", f);
-        } else if (c->subcommands) {
-            fprintf(f, "        subs='%s'\n", c->subcommands);
-        }
-        fputs("        flags='", f);
-        print_flags(f, c);
-        fputs("' ;;\n", f);
-    }
+    print_cases(f, "'", "'");
     fputs("    esac\n"
           "    if [ \"$COMP_CWORD\" -eq 2 ] && [ -n \"$subs\" ] && [ \"${cur#-}\" = \"$cur\" ]; "
           "then\n"
@@ -131,18 +138,7 @@ static void print_zsh(FILE *f)
           "    fi\n"
           "    case ${words[2]} in\n",
           f);
-    for (size_t i = 0; i < gbx_cli_ncommands; i++) {
-        const struct gbx_cli_command *c = &gbx_cli_commands[i];
-        fprintf(f, "    %s)\n", c->name);
-        if (c->fn == gbx_cmd_help) {
-            fputs("        subs=(${cmds%%%%:*})\n", f);
-        } else if (c->subcommands) {
-            fprintf(f, "        subs=(%s)\n", c->subcommands);
-        }
-        fputs("        flags=(", f);
-        print_flags(f, c);
-        fputs(") ;;\n", f);
-    }
+    print_cases(f, "(", ")");
     fputs("    esac\n"
           "    if (( CURRENT == 3 && $#subs )) && [[ $PREFIX != -* ]]; then\n"
           "        compadd -a subs\n"
