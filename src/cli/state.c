@@ -20,11 +20,14 @@ static const char rollback_usage[] = "usage: glovebox rollback SANDBOX SNAPSHOT 
 static const char fork_usage[] = "usage: glovebox fork SANDBOX [-n COUNT] [--json]\n";
 static const char clone_usage[] = "usage: glovebox clone SNAPSHOT [-n COUNT] [--json]\n";
 static const char gc_usage[] = "usage: glovebox gc [--dry-run|-n] [--json]\n";
-const char *const gbx_usage_pause = pause_usage, *const gbx_usage_resume = resume_usage,
-                  *const gbx_usage_snapshot = snapshot_usage,
-                  *const gbx_usage_snapshots = snapshots_usage,
-                  *const gbx_usage_rollback = rollback_usage, *const gbx_usage_fork = fork_usage,
-                  *const gbx_usage_clone = clone_usage, *const gbx_usage_gc = gc_usage;
+const char *const gbx_usage_pause = pause_usage;
+const char *const gbx_usage_resume = resume_usage;
+const char *const gbx_usage_snapshot = snapshot_usage;
+const char *const gbx_usage_snapshots = snapshots_usage;
+const char *const gbx_usage_rollback = rollback_usage;
+const char *const gbx_usage_fork = fork_usage;
+const char *const gbx_usage_clone = clone_usage;
+const char *const gbx_usage_gc = gc_usage;
 
 /* POST path; on ok print the reply's print_field (or, json, the whole reply as one line) */
 static int simple_post(const char *path, json_t *body, int ok, const char *print_field, int json)
