@@ -29,7 +29,7 @@ struct gbx_cli_command {
     int (*fn)(int argc, char **argv);
     const char *summary;      /* one line for `glovebox --help` */
     const char *const *usage; /* the text of `glovebox NAME --help` */
-    const char *subcommands;  /* space-separated, aliases included; NULL: none */
+    const char *subcommands;  /* space-separated, aliases included: main() refuses others */
     unsigned flags;           /* GBX_CMD_* */
 };
 /* -h/--help is the command's only as its first argument: after that it may belong to the

@@ -22,6 +22,19 @@ static int wants_help(const struct gbx_cli_command *c, int argc, char **argv)
     return 0;
 }
 
+/* Is arg one of c's subcommands (the table's list, aliases included)? */
+static int is_subcommand(const struct gbx_cli_command *c, const char *arg)
+{
+    size_t n = strlen(arg);
+    for (const char *p = c->subcommands; *p; p += strspn(p, " ")) {
+        size_t m = strcspn(p, " ");
+        if (m == n && strncmp(p, arg, n) == 0)
+            return 1;
+        p += m;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -41,5 +54,10 @@ int main(int argc, char **argv)
     }
     if (wants_help(c, argc - 1, argv + 1))
         return gbx_cli_help(*c->usage);
+    if (c->subcommands && argc > 2 && argv[2][0] != '-' && !is_subcommand(c, argv[2])) {
+        gbx_cli_error("unknown subcommand '%s %s' (see 'glovebox %s --help')", argv[1], argv[2],
+                      argv[1]);
+        return GBX_EXIT_USAGE;
+    }
     return c->fn(argc - 1, argv + 1);
 }

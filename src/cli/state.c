@@ -159,10 +159,8 @@ int gbx_cmd_snapshots(int argc, char **argv)
         json_decref(body);
         return r;
     }
-    if (!gbx_cli_is(sub, "ls")) {
-        gbx_cli_error("unknown subcommand 'snapshots %s'", sub);
+    if (!gbx_cli_is(sub, "ls"))
         return gbx_cli_usage(snapshots_usage);
-    }
     const char *sandbox = NULL;
     for (; a < argc; a++) {
         if (strcmp(argv[a], "--sandbox") == 0 && a + 1 < argc)
