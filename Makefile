@@ -68,7 +68,8 @@ CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
 CLI_LIB_OBJS := $(filter-out %/main.o,$(CLI_OBJS))
 # glovebox-audit: the one command that reads the store, so glovebox itself links neither
 # SQLite nor libcrypto (--as-needed drops them)
-AUDIT_OBJS := $(BUILD)/src/cli/audit.o $(BUILD)/src/cli/audit_main.o $(BUILD)/src/cli/util.o
+AUDIT_OBJS := $(BUILD)/src/cli/audit.o $(BUILD)/src/cli/audit_main.o $(BUILD)/src/cli/util.o \
+              $(BUILD)/src/cli/audit_usage.o
 
 # glovebox-init: static, no library dependencies, never sanitized (it runs inside sandboxes).
 INIT_SRCS := $(wildcard src/init/*.c) src/agent/frame.c src/base/path.c

@@ -100,7 +100,7 @@ static int do_call(const char *method, const char *path, json_t *body, gbx_line_
         *reply = NULL;
     const char *sock = gbx_cli_socket();
     if (curl_load() < 0)
-        return -1;
+        return GBX_CLI_LOCAL_FAILURE;
     CURL *curl = C->easy_init();
     GBX_BUG_ON(curl == NULL);
     struct call c = {.on_line = on_line, .arg = arg, .curl = curl};
@@ -125,7 +125,7 @@ static int do_call(const char *method, const char *path, json_t *body, gbx_line_
         C->easy_setopt(curl, CURLOPT_POSTFIELDS, raw);
     }
     CURLcode rc = C->easy_perform(curl);
-    long status = -1;
+    long status = GBX_CLI_NO_DAEMON;
     if (rc == CURLE_WRITE_ERROR && c.stop) {
         status = c.status; /* stopped by the line callback */
     } else if (rc != CURLE_OK) {
@@ -176,10 +176,12 @@ void gbx_cli_print_error(int status, json_t *reply)
 int gbx_cli_result(int status, json_t *reply, int ok)
 {
     if (status == ok)
-        return 0;
+        return GBX_EXIT_OK;
     if (status >= 0)
         gbx_cli_print_error(status, reply);
-    return status == 404 ? 3 : 1;
+    return status == 404                 ? GBX_EXIT_NOT_FOUND
+           : status == GBX_CLI_NO_DAEMON ? GBX_EXIT_NO_DAEMON
+                                         : GBX_EXIT_FAILED;
 }
 
 /* ---- bodies streamed from and to file descriptors (glovebox cp) -------------------------- */
@@ -221,7 +223,7 @@ int gbx_cli_transfer(const char *method, const char *path, int in_fd, long long 
         *reply = NULL;
     const char *sock = gbx_cli_socket();
     if (curl_load() < 0)
-        return -1;
+        return GBX_CLI_LOCAL_FAILURE;
     CURL *curl = C->easy_init();
     GBX_BUG_ON(curl == NULL);
     struct xfer x = {.c = {.curl = curl}, .in_fd = in_fd, .out_fd = out_fd};
@@ -242,9 +244,10 @@ int gbx_cli_transfer(const char *method, const char *path, int in_fd, long long 
     }
     C->easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
     CURLcode rc = C->easy_perform(curl);
-    long status = -1;
+    long status = GBX_CLI_NO_DAEMON;
     if (x.write_failed) {
         gbx_cli_error("cannot write the download: %s", strerror(errno));
+        status = GBX_CLI_LOCAL_FAILURE;
     } else if (rc != CURLE_OK) {
         gbx_cli_error("cannot reach gloveboxd at '%s': %s (is it running? start it with "
                       "'gloveboxd', or set GLOVEBOX_RUNTIME_DIR)",
@@ -269,7 +272,7 @@ int gbx_cli_download(const char *path, const char *target, json_t **reply)
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
         gbx_cli_error("cannot create '%s': %s", tmp, strerror(errno));
-        return -1;
+        return GBX_CLI_LOCAL_FAILURE;
     }
     int status = gbx_cli_transfer("GET", path, -1, -1, fd, reply);
     mode_t um = umask(0);
@@ -278,14 +281,14 @@ int gbx_cli_download(const char *path, const char *target, json_t **reply)
     if (close(fd) < 0 && ok) {
         gbx_cli_error("cannot write '%s': %s", tmp, strerror(errno));
         ok = 0;
-        status = -1;
+        status = GBX_CLI_LOCAL_FAILURE;
     }
     if (ok && rename(tmp, target) < 0) {
         gbx_cli_error("cannot rename '%s' to '%s': %s", tmp, target, strerror(errno));
         ok = 0;
-        status = -1;
+        status = GBX_CLI_LOCAL_FAILURE;
     }
     if (!ok)
         (void)unlink(tmp);
-    return ok ? 200 : status == 200 ? -1 : status;
+    return ok ? 200 : status == 200 ? GBX_CLI_LOCAL_FAILURE : status;
 }

@@ -6,6 +6,12 @@
 #include <jansson.h>
 #include <stddef.h>
 
+/* The negative statuses of the calls below: the daemon cannot be reached; or something here
+ * failed (libcurl cannot be loaded, a download cannot be written). A message has been
+ * printed. */
+#define GBX_CLI_NO_DAEMON (-1)
+#define GBX_CLI_LOCAL_FAILURE (-2)
+
 /* The admin socket: $GLOVEBOX_RUNTIME_DIR/api.sock or /run/glovebox/api.sock. */
 const char *gbx_cli_socket(void);
 
@@ -28,8 +34,8 @@ int gbx_cli_stream(const char *method, const char *path, json_t *body, gbx_line_
  * returns the status it had). */
 void gbx_cli_stream_stop(void);
 
-/* The exit status of a call that should have answered ok: 0, or 3 for "not found", 1 for
- * other failures (with the daemon's message printed). */
+/* The exit status of a call that should have answered ok: GBX_EXIT_OK, GBX_EXIT_NOT_FOUND
+ * (404), GBX_EXIT_NO_DAEMON, or GBX_EXIT_FAILED (with the daemon's message printed). */
 int gbx_cli_result(int status, json_t *reply, int ok);
 
 /* Print an error reply {"error":{"kind","message"}} (or the status) as "glovebox: ...". */

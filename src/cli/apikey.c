@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* glovebox apikey create NAME [--quota Q] [--json] | list [--json] | revoke NAME
+/* glovebox apikey create NAME [--quota Q] [--json] | ls [--json] | revoke NAME
  *                | quota NAME [Q | --clear] [--json]
  * API keys let clients use the daemon's TCP listener (gloveboxd --listen); each key sees only
  * its own sandboxes. The key is shown once, at creation; the daemon keeps only its hash. A
@@ -13,7 +13,7 @@
 
 static const char apikey_usage[] =
     "usage: glovebox apikey create NAME [--quota Q] [--json]\n"
-    "       glovebox apikey list [--json]\n"
+    "       glovebox apikey ls [--json]                  (alias: list)\n"
     "       glovebox apikey revoke NAME\n"
     "       glovebox apikey quota NAME [Q | --clear] [--json]\n"
     "  Q: sandboxes=N,memory=SIZE,disk=SIZE,snapshots=N,sessions=N,artifacts=N,\n"
@@ -50,21 +50,11 @@ static void print_quota(json_t *reply)
     printf("(own: %s)\n", own ? own : "none: the daemon's quotas");
 }
 
-static int has_json(int argc, char **argv)
-{
-    for (int i = 0; i < argc; i++)
-        if (strcmp(argv[i], "--json") == 0)
-            return 1;
-    return 0;
-}
-
 int gbx_cmd_apikey(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-        fputs(apikey_usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
-    int json = has_json(argc, argv);
+    int json = gbx_cli_take_flag(&argc, argv, "--json");
+    if (argc < 2)
+        return gbx_cli_usage(apikey_usage);
     json_t *reply = NULL;
     int r;
     if (strcmp(argv[1], "create") == 0 && argc >= 3 && argv[2][0] != '-') {
@@ -78,9 +68,7 @@ int gbx_cmd_apikey(int argc, char **argv)
             const char *key = json_string_value(json_object_get(reply, "key"));
             if (json) {
                 json_t *o = json_pack("{s:s,s:s}", "name", argv[2], "key", key);
-                char *t = json_dumps(o, JSON_COMPACT);
-                puts(t);
-                free(t);
+                gbx_cli_print_json(o);
                 json_decref(o);
             } else {
                 printf("%s\n", key);
@@ -88,14 +76,12 @@ int gbx_cmd_apikey(int argc, char **argv)
             }
         }
         r = gbx_cli_result(status, reply, 201);
-    } else if (strcmp(argv[1], "list") == 0) {
+    } else if (gbx_cli_is(argv[1], "ls") && argc == 2) {
         int status = gbx_cli_call("GET", "/v1/apikeys", NULL, &reply);
         if (status == 200) {
             json_t *keys = json_object_get(reply, "apikeys");
             if (json) {
-                char *t = json_dumps(keys, JSON_COMPACT);
-                puts(t);
-                free(t);
+                gbx_cli_print_json(keys);
             } else {
                 printf("%-32s %s\n", "NAME", "STATE");
                 size_t i;
@@ -131,23 +117,21 @@ int gbx_cmd_apikey(int argc, char **argv)
         }
         if (status == 200) {
             if (json) {
-                char *t = json_dumps(reply, JSON_COMPACT);
-                puts(t);
-                free(t);
+                gbx_cli_print_json(reply);
             } else {
                 print_quota(reply);
             }
         }
         r = gbx_cli_result(status, reply, 200);
-    } else if (strcmp(argv[1], "revoke") == 0 && argc >= 3) {
+    } else if (strcmp(argv[1], "revoke") == 0 && argc == 3) {
         char path[256];
         snprintf(path, sizeof(path), "/v1/apikeys/%s", argv[2]);
         int status = gbx_cli_call("DELETE", path, NULL, &reply);
         r = gbx_cli_result(status, reply, 204);
     } else {
-        fputs(apikey_usage, stderr);
-        r = 2;
+        r = gbx_cli_usage(apikey_usage);
     }
     json_decref(reply);
     return r;
 }
+const char *const gbx_usage_apikey = apikey_usage;

@@ -25,8 +25,9 @@ static const char artifact_usage[] =
     "usage: glovebox artifact publish SANDBOX PATH [--name NAME] [--session SESSION]\n"
     "                                 [--meta KEY=VALUE]... [--max-bytes N] [--json]\n"
     "       glovebox artifact ls [--session SESSION] [--sandbox ID] [--name NAME] [--json]\n"
+    "                                               (alias: list)\n"
     "       glovebox artifact get ID [-o FILE]      (standard output by default)\n"
-    "       glovebox artifact rm ID\n"
+    "       glovebox artifact rm ID                 (alias: delete)\n"
     "A directory is published as a tar of its tree (symlinks kept as symlinks).\n";
 
 /* An id for a URL path: letters, digits, '-' and '_' only. */
@@ -36,14 +37,6 @@ static int id_ok(const char *id)
     return n > 0 && n < 64 &&
            strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                       "0123456789-_") == n;
-}
-
-static void print_json(json_t *j)
-{
-    char *t = json_dumps(j, JSON_COMPACT);
-    if (t)
-        puts(t);
-    free(t);
 }
 
 static int publish(int argc, char **argv)
@@ -98,7 +91,7 @@ static int publish(int argc, char **argv)
     json_decref(body);
     if (status == 201) {
         if (json)
-            print_json(reply);
+            gbx_cli_print_json(reply);
         else
             printf("%s %s %lld\n", json_string_value(json_object_get(reply, "id")),
                    json_string_value(json_object_get(reply, "sha256")),
@@ -111,7 +104,7 @@ usage:
     json_decref(body);
     json_decref(meta);
     fputs(artifact_usage, stderr);
-    return 2;
+    return GBX_EXIT_USAGE;
 }
 
 static int list(int argc, char **argv)
@@ -137,12 +130,12 @@ static int list(int argc, char **argv)
             json = 1;
         else {
             fputs(artifact_usage, stderr);
-            return 2;
+            return GBX_EXIT_USAGE;
         }
     }
     if (optind != argc) {
         fputs(artifact_usage, stderr);
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     gbx_autofree char *qs = session ? gbx_url_escape(session, NULL) : NULL;
     gbx_autofree char *qb = sandbox ? gbx_url_escape(sandbox, NULL) : NULL;
@@ -174,7 +167,7 @@ static int list(int argc, char **argv)
     free(after);
     if (r == 0) {
         if (json) {
-            print_json(all);
+            gbx_cli_print_json(all);
         } else {
             printf("%-20s %-12s %-5s %12s %-20s %s\n", "ID", "SHA256", "KIND", "SIZE", "SANDBOX",
                    "NAME");
@@ -206,34 +199,32 @@ static int get(int argc, char **argv)
             out = optarg;
         } else {
             fputs(artifact_usage, stderr);
-            return 2;
+            return GBX_EXIT_USAGE;
         }
     }
     if (optind + 1 != argc || !id_ok(argv[optind])) {
         fputs(artifact_usage, stderr);
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     gbx_autofree char *url = gbx_asprintf("/v1/artifacts/%s/content", argv[optind]);
     json_t *reply = NULL;
     int status = gbx_cli_download(url, out ? out : "-", &reply);
-    int r = status == 200 ? 0 : status < 0 ? 1 : gbx_cli_result(status, reply, 200);
+    int r = gbx_cli_result(status, reply, 200);
     json_decref(reply);
     return r;
 }
 
 int gbx_cmd_artifact(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(artifact_usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
+    if (argc < 2)
+        return gbx_cli_usage(artifact_usage);
     if (strcmp(argv[1], "publish") == 0)
         return publish(argc - 1, argv + 1);
-    if (strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0)
+    if (gbx_cli_is(argv[1], "ls"))
         return list(argc - 1, argv + 1);
     if (strcmp(argv[1], "get") == 0)
         return get(argc - 1, argv + 1);
-    if (strcmp(argv[1], "rm") == 0 && argc == 3 && id_ok(argv[2])) {
+    if (gbx_cli_is(argv[1], "rm") && argc == 3 && id_ok(argv[2])) {
         gbx_autofree char *url = gbx_asprintf("/v1/artifacts/%s", argv[2]);
         json_t *reply = NULL;
         int status = gbx_cli_call("DELETE", url, NULL, &reply);
@@ -242,5 +233,6 @@ int gbx_cmd_artifact(int argc, char **argv)
         return r;
     }
     fputs(artifact_usage, stderr);
-    return 2;
+    return GBX_EXIT_USAGE;
 }
+const char *const gbx_usage_artifact = artifact_usage;

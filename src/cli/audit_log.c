@@ -100,7 +100,7 @@ int gbx_cmd_audit_log(int argc, char **argv)
         case 'n':
             if (gbx_parse_u64(optarg, 1, 1000, &limit) < 0) {
                 gbx_cli_error("--limit: expected 1 to 1000, not '%s'", optarg);
-                return 2;
+                return GBX_EXIT_USAGE;
             }
             break;
         case 'j':
@@ -114,13 +114,13 @@ int gbx_cmd_audit_log(int argc, char **argv)
             return 0;
         default:
             fputs(log_usage, stderr);
-            return 2;
+            return GBX_EXIT_USAGE;
         }
     }
     if (optind < argc) {
         gbx_cli_error("audit log: unexpected argument '%s'", argv[optind]);
         fputs(log_usage, stderr);
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     char *filters = gbx_xstrdup("");
     for (size_t i = 0; i < GBX_ARRAY_SIZE(names); i++)

@@ -4,8 +4,8 @@
  * Copies one file between here and a sandbox of the daemon: `glovebox cp LOCAL ID:/path`
  * uploads (atomically: the sandbox sees the old file or the new one), `glovebox cp ID:/path
  * LOCAL` downloads. LOCAL may be `-` for stdin or stdout; a DST that is a directory gets
- * the source's base name. Exit status: 0, 1 on failure, 2 on bad usage, 3 when the sandbox
- * or the remote file does not exist. */
+ * the source's base name. Exit status: the table in cli.h (3 when the sandbox or the remote
+ * file does not exist). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -66,7 +66,9 @@ static int failed(int status, json_t *reply)
               "(gloveboxd --max-upload)\n",
               stderr);
     json_decref(reply);
-    return status == 404 ? 3 : 1;
+    return status == 404                 ? GBX_EXIT_NOT_FOUND
+           : status == GBX_CLI_NO_DAEMON ? GBX_EXIT_NO_DAEMON
+                                         : GBX_EXIT_FAILED;
 }
 
 /* Is the remote path an existing directory? */
@@ -136,7 +138,7 @@ static int download(const char *id, const char *rpath, const char *user_q, const
             : gbx_xstrdup(local);
     int status = gbx_cli_download(url, target, &reply);
     if (status != 200)
-        return status < 0 ? (json_decref(reply), 1) : failed(status, reply);
+        return failed(status, reply);
     json_decref(reply);
     return 0;
 }
@@ -162,22 +164,20 @@ int gbx_cmd_cp(int argc, char **argv)
             mode = optarg;
             if (strspn(mode, "01234567") != strlen(mode) || strlen(mode) == 0 || strlen(mode) > 5) {
                 gbx_cli_error("invalid --mode '%s': use octal permission bits, like 0644", mode);
-                return 2;
+                return GBX_EXIT_USAGE;
             }
             break;
         case 'p':
             parents = 1;
             break;
         case 'h':
-            puts(USAGE);
-            return 0;
+            return gbx_cli_help(USAGE "\n");
         default:
-            return 2;
+            return GBX_EXIT_USAGE;
         }
     }
     if (argc - optind != 2) {
-        gbx_cli_error("%s", &USAGE[strlen("usage: ")]);
-        return 2;
+        return gbx_cli_usage(USAGE "\n");
     }
     const char *src = argv[optind], *dst = argv[optind + 1];
     char sid[64], did[64];
@@ -187,7 +187,7 @@ int gbx_cmd_cp(int argc, char **argv)
     if (sremote == dremote) {
         gbx_cli_error("exactly one of SRC and DST must be SANDBOX:/PATH (the other a local "
                       "path, or - for stdin/stdout)");
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     gbx_autofree char *uq = NULL;
     if (user) {
@@ -200,7 +200,8 @@ int gbx_cmd_cp(int argc, char **argv)
         return upload(src, did, dpath, uq, mode, parents);
     if (mode || parents) {
         gbx_cli_error("--mode and --parents apply to uploads");
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     return download(sid, spath, uq, dst);
 }
+const char *const gbx_usage_cp = USAGE "\n";

@@ -4,7 +4,6 @@
  * applies what a running daemon can change; config: the settings in force, where each came
  * from, and which ones wait for a restart. The admin's (the unix socket). */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli/api.h"
@@ -13,6 +12,8 @@
 static const char daemon_usage[] =
     "usage: glovebox daemon reload [--json]   re-read the configuration file and flags now\n"
     "       glovebox daemon config [--json]   the settings in force and where each came from\n";
+
+const char *const gbx_usage_daemon = daemon_usage;
 
 static void print_names(const char *what, json_t *names)
 {
@@ -54,9 +55,7 @@ static int cmd_config(int json)
     if (status != 200)
         return gbx_cli_result(status, reply, 200);
     if (json) {
-        char *t = json_dumps(reply, JSON_INDENT(2) | JSON_SORT_KEYS);
-        puts(t);
-        free(t);
+        gbx_cli_print_json(reply);
     } else {
         printf("configuration file: %s%s (read %s)\n",
                json_string_value(json_object_get(reply, "file")),
@@ -75,9 +74,7 @@ static int cmd_reload(int json)
     if (status != 200)
         return gbx_cli_result(status, reply, 200);
     if (json) {
-        char *t = json_dumps(reply, JSON_INDENT(2) | JSON_SORT_KEYS);
-        puts(t);
-        free(t);
+        gbx_cli_print_json(reply);
     } else {
         json_t *changed = json_object_get(reply, "changed");
         printf("reloaded %s%s: %s\n", json_string_value(json_object_get(reply, "file")),
@@ -97,23 +94,16 @@ int gbx_cmd_daemon(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             json = 1;
-        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            fputs(daemon_usage, stdout);
-            return 0;
-        } else if (sub == NULL && argv[i][0] != '-')
+        else if (sub == NULL && argv[i][0] != '-')
             sub = argv[i];
         else {
             gbx_cli_error("daemon: unexpected argument '%s'", argv[i]);
-            fputs(daemon_usage, stderr);
-            return 2;
+            return gbx_cli_usage(daemon_usage);
         }
     }
     if (sub && strcmp(sub, "reload") == 0)
         return cmd_reload(json);
     if (sub && strcmp(sub, "config") == 0)
         return cmd_config(json);
-    if (sub)
-        gbx_cli_error("daemon: unknown subcommand '%s'", sub);
-    fputs(daemon_usage, stderr);
-    return 2;
+    return gbx_cli_usage(daemon_usage);
 }

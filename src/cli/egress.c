@@ -12,11 +12,13 @@
 #include "cli/cli.h"
 
 static const char egress_usage[] =
-    "usage: glovebox egress status\n"
-    "       glovebox egress block | unblock      cut every sandbox's egress now / lift it\n"
-    "       glovebox egress ca                   the CA certificate sandboxes trust (PEM)\n"
-    "       glovebox egress policy ID [POLICY]   show, or replace live (JSON, @FILE or -)\n"
-    "       glovebox egress log ID [-f] [--json] DNS answers, connections and requests\n";
+    "usage: glovebox egress status [--json]\n"
+    "       glovebox egress block | unblock [--json]  cut every sandbox's egress now / lift it\n"
+    "       glovebox egress ca [--json]               the CA certificate sandboxes trust (PEM)\n"
+    "       glovebox egress policy ID [POLICY] [--json]\n"
+    "                                show, or replace live (JSON, @FILE or -)\n"
+    "       glovebox egress log ID [-f|--follow] [--json]\n"
+    "                                DNS answers, connections and requests (--json: NDJSON)\n";
 
 json_t *gbx_cli_json_arg(const char *what, const char *arg)
 {
@@ -33,8 +35,12 @@ json_t *gbx_cli_json_arg(const char *what, const char *arg)
     return j;
 }
 
-static void print_json(json_t *j)
+static void print_json(json_t *j, int compact)
 {
+    if (compact) {
+        gbx_cli_print_json(j);
+        return;
+    }
     char *t = json_dumps(j, JSON_INDENT(2));
     if (t)
         puts(t);
@@ -96,13 +102,10 @@ static int egress_log(const char *id, int follow, int json)
         json_t *e;
         json_array_foreach(events, i, e)
         {
-            if (json) {
-                char *t = json_dumps(e, JSON_COMPACT);
-                puts(t);
-                free(t);
-            } else {
+            if (json)
+                gbx_cli_print_json(e);
+            else
                 print_event(e);
-            }
         }
         fflush(stdout);
         after = json_integer_value(json_object_get(reply, "next_after"));
@@ -118,26 +121,33 @@ static int egress_log(const char *id, int follow, int json)
 
 int gbx_cmd_egress(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(egress_usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
+    int json = gbx_cli_take_flag(&argc, argv, "--json");
+    if (argc < 2)
+        return gbx_cli_usage(egress_usage);
     const char *sub = argv[1];
     json_t *reply = NULL;
     int r;
-    if (strcmp(sub, "status") == 0 || strcmp(sub, "ca") == 0) {
+    if ((strcmp(sub, "status") == 0 || strcmp(sub, "ca") == 0) && argc == 2) {
         int status = gbx_cli_call("GET", "/v1/egress", NULL, &reply);
-        if (status == 200 && sub[0] == 'c')
+        if (status == 200 && json && sub[0] == 'c') { /* {"ca_certificate"} alone */
+            json_object_del(reply, "blocked");
+            json_object_del(reply, "default_mode");
+        }
+        if (status == 200 && json)
+            gbx_cli_print_json(reply);
+        else if (status == 200 && sub[0] == 'c')
             fputs(json_string_value(json_object_get(reply, "ca_certificate")), stdout);
         else if (status == 200)
             printf("egress: %s\ndefault mode for new sandboxes: %s\n",
                    json_is_true(json_object_get(reply, "blocked")) ? "BLOCKED" : "flowing",
                    json_string_value(json_object_get(reply, "default_mode")));
         r = gbx_cli_result(status, reply, 200);
-    } else if (strcmp(sub, "block") == 0 || strcmp(sub, "unblock") == 0) {
+    } else if ((strcmp(sub, "block") == 0 || strcmp(sub, "unblock") == 0) && argc == 2) {
         int status =
             gbx_cli_call(sub[0] == 'b' ? "POST" : "DELETE", "/v1/egress/block", NULL, &reply);
-        if (status == 200)
+        if (status == 200 && json)
+            gbx_cli_print_json(reply);
+        else if (status == 200)
             printf("egress %s\n",
                    sub[0] == 'b' ? "blocked: every connection was cut" : "unblocked");
         r = gbx_cli_result(status, reply, 200);
@@ -146,36 +156,30 @@ int gbx_cmd_egress(int argc, char **argv)
         snprintf(path, sizeof(path), "/v1/sandboxes/%s/network", argv[2]);
         json_t *body = NULL;
         if (argc == 4 && (body = gbx_cli_json_arg("policy", argv[3])) == NULL)
-            return 2;
+            return GBX_EXIT_USAGE;
         int status = gbx_cli_call(body ? "PUT" : "GET", path, body, &reply);
         json_decref(body);
         if (status == 200)
-            print_json(json_object_get(reply, "network"));
+            print_json(json_object_get(reply, "network"), json);
         r = gbx_cli_result(status, reply, 200);
     } else if (strcmp(sub, "log") == 0 && argc >= 3) {
-        int follow = 0, json = 0;
+        int follow = 0;
         const char *id = NULL;
         for (int i = 2; i < argc; i++) {
             if (strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--follow") == 0)
                 follow = 1;
-            else if (strcmp(argv[i], "--json") == 0)
-                json = 1;
             else if (id == NULL && argv[i][0] != '-')
                 id = argv[i];
-            else {
-                fputs(egress_usage, stderr);
-                return 2;
-            }
+            else
+                return gbx_cli_usage(egress_usage);
         }
-        if (id == NULL) {
-            fputs(egress_usage, stderr);
-            return 2;
-        }
+        if (id == NULL)
+            return gbx_cli_usage(egress_usage);
         return egress_log(id, follow, json);
     } else {
-        fputs(egress_usage, stderr);
-        return 2;
+        return gbx_cli_usage(egress_usage);
     }
     json_decref(reply);
     return r;
 }
+const char *const gbx_usage_egress = egress_usage;

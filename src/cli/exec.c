@@ -278,8 +278,8 @@ static void on_line(void *arg, const char *line, size_t len)
             (void)!write(st->wake[1], "s", 1); /* st->proc is the thread's from here on */
     } else if (strcmp(type, "exit") == 0) {
         json_t *sig = json_object_get(ev, "signal");
-        st->status = json_is_true(json_object_get(ev, "timed_out")) ? 124
-                     : sig ? 128 + (int)json_integer_value(sig)
+        st->status = json_is_true(json_object_get(ev, "timed_out")) ? GBX_EXIT_TIMEOUT
+                     : sig ? GBX_EXIT_SIGNAL + (int)json_integer_value(sig)
                            : (int)json_integer_value(json_object_get(ev, "exit_code"));
     } else if (strcmp(type, "error") == 0 || strcmp(type, "detached") == 0) {
         gbx_cli_error("%s", json_string_value(json_object_get(ev, "message")));
@@ -357,15 +357,18 @@ static int run_exec(struct exec_state *st, json_t *body, int json)
     if (status != 200) {
         if (status >= 0)
             gbx_cli_print_error(status, reply);
+        const char *msg =
+            json_string_value(json_object_get(json_object_get(reply, "error"), "message"));
+        int r = status == 400 ? gbx_cli_cannot_run(msg) : GBX_EXIT_GLOVEBOX;
         json_decref(reply);
-        return status == 404 ? 125 : status == 400 ? 127 : 125;
+        return r;
     }
     json_decref(reply);
     if (st->detach)
         return detached(st, json);
     if (st->status < 0) {
         gbx_cli_error("the stream ended before the process did");
-        return 125;
+        return GBX_EXIT_GLOVEBOX;
     }
     return st->status;
 }
@@ -381,7 +384,7 @@ int gbx_cmd_exec(int argc, char **argv)
     };
     json_t *body = json_object(), *env = json_object();
     struct exec_state st = {.status = -1, .sigfd = -1};
-    int c, rc = 125, json = 0;
+    int c, rc = GBX_EXIT_GLOVEBOX, json = 0;
     /* glovebox exec ID [options] -- CMD, or glovebox exec [options] ID -- CMD */
     if (argc > 1 && argv[1][0] != '-') {
         st.id = argv[1];
@@ -479,3 +482,4 @@ out:
     json_decref(env);
     return rc;
 }
+const char *const gbx_usage_exec = exec_usage;

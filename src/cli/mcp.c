@@ -170,16 +170,16 @@ int gbx_cmd_mcp(int argc, char **argv)
             return 0;
         default:
             fputs(mcp_usage, stderr);
-            return 2;
+            return GBX_EXIT_USAGE;
         }
     }
     if (optind < argc) {
         fputs(mcp_usage, stderr);
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     if (session && !id_valid(session)) {
         gbx_cli_error("invalid session id '%s'", session);
-        return 2;
+        return GBX_EXIT_USAGE;
     }
 
     json_t *reply = NULL;
@@ -190,7 +190,7 @@ int gbx_cmd_mcp(int argc, char **argv)
         if (status == 404) {
             gbx_cli_error("no session '%s'", session);
             json_decref(reply);
-            return 3;
+            return GBX_EXIT_NOT_FOUND;
         }
         if (status != 200) {
             int r = gbx_cli_result(status, reply, 200);
@@ -230,3 +230,4 @@ int gbx_cmd_mcp(int argc, char **argv)
     gbx_mcp_release(&m);
     return rc;
 }
+const char *const gbx_usage_mcp = mcp_usage;

@@ -23,12 +23,12 @@ int gbx_cmd_ps(int argc, char **argv)
             id = argv[i];
         } else {
             fputs(ps_usage, stderr);
-            return 2;
+            return GBX_EXIT_USAGE;
         }
     }
     if (id == NULL) {
         fputs(ps_usage, stderr);
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     char path[256];
     snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes", id);
@@ -64,3 +64,4 @@ int gbx_cmd_ps(int argc, char **argv)
     json_decref(reply);
     return r;
 }
+const char *const gbx_usage_ps = ps_usage;

@@ -170,7 +170,7 @@ static int handle_event(struct relay *rl, struct gbx_event *ev)
     case GBX_EVENT_EXIT:
         if (ev->id == rl->proc) {
             rl->done = 1;
-            rl->status = ev->exit_signal ? 128 + ev->exit_signal : ev->exit_code;
+            rl->status = ev->exit_signal ? GBX_EXIT_SIGNAL + ev->exit_signal : ev->exit_code;
         }
         break;
     default:
@@ -313,7 +313,7 @@ int gbx_cmd_run(int argc, char **argv)
     gbx_autoerr struct gbx_err *err = NULL;
     if (gbx_run_parse(argc, argv, &o, &err) < 0) {
         gbx_cli_error("%s", err->msg);
-        return 125;
+        return GBX_EXIT_GLOVEBOX;
     }
     if (o.help) {
         fputs(run_usage, stdout);
@@ -325,7 +325,7 @@ int gbx_cmd_run(int argc, char **argv)
     struct gbx_runtime rt;
     if (gbx_runtime_init(&rt, NULL, &err) < 0) {
         gbx_cli_error("%s", err->msg);
-        return 125;
+        return GBX_EXIT_GLOVEBOX;
     }
     timing("runtime");
     gbx_autofree char *rnd = gbx_sandbox_id_new();
@@ -339,7 +339,7 @@ int gbx_cmd_run(int argc, char **argv)
     };
     struct gbx_sandbox *sb = NULL;
     struct gbx_agent *agent = NULL;
-    int status = 125;
+    int status = GBX_EXIT_GLOVEBOX;
     gbx_autofree char *term = NULL;
     if (gbx_sandbox_create(&rt, &spec, &sb, &err) < 0)
         goto out;
@@ -378,7 +378,7 @@ int gbx_cmd_run(int argc, char **argv)
     struct relay rl = {.agent = agent, .stdin_open = 1};
     pid_t pid;
     if (gbx_agent_spawn(agent, &so, &rl.proc, &pid, &err) < 0) {
-        status = 127;
+        status = gbx_cli_cannot_run(err->msg);
         goto out;
     }
     timing("spawn");
@@ -387,7 +387,7 @@ int gbx_cmd_run(int argc, char **argv)
     int r = relay_loop(&rl, &o, tty, &err);
     tty_restore();
     if (r == 0)
-        status = rl.timed_out ? 124 : rl.status;
+        status = rl.timed_out ? GBX_EXIT_TIMEOUT : rl.status;
     timing("run");
 out:
     if (err)
@@ -397,7 +397,7 @@ out:
     if (sb && gbx_sandbox_destroy(sb, &derr) < 0) {
         gbx_cli_error("%s", derr->msg);
         if (status == 0)
-            status = 125;
+            status = GBX_EXIT_GLOVEBOX;
     }
     /* a `glovebox run` killed with SIGKILL cannot remove its sandbox's cgroups; whoever runs
      * next does, once they are old and empty */
@@ -406,3 +406,4 @@ out:
     gbx_runtime_release(&rt);
     return status;
 }
+const char *const gbx_usage_run = run_usage;

@@ -9,6 +9,26 @@
 #include "cli/api.h"
 #include "cli/cli.h"
 
+static const char create_usage[] =
+    "usage: glovebox create [--id ID] [--template NAME] [--memory SIZE] [--pids N]\n"
+    "                       [--cpus N] [--disk SIZE] [--timeout DURATION]\n"
+    "                       [--env K=V]... [--label K=V]... [--meta K=V]...\n"
+    "                       [--idempotency-key KEY] [--allow HOST]...\n"
+    "                       [--network POLICY-JSON|@FILE] [--json]\n";
+const char *const gbx_usage_create = create_usage;
+static const char ls_usage[] =
+    "usage: glovebox ls [--label K=V]... [--template NAME] [--json]   (alias: list)\n";
+const char *const gbx_usage_ls = ls_usage;
+static const char kill_usage[] = "usage: glovebox kill SANDBOX...\n";
+const char *const gbx_usage_kill = kill_usage;
+static const char status_usage[] = "usage: glovebox status [--json]\n";
+const char *const gbx_usage_status = status_usage;
+static const char info_usage[] = "usage: glovebox info SANDBOX [--json]\n";
+const char *const gbx_usage_info = info_usage;
+static const char timeout_usage[] =
+    "usage: glovebox timeout SANDBOX DURATION [--json]   (e.g. 30m; 0 removes it)\n";
+const char *const gbx_usage_timeout = timeout_usage;
+
 int gbx_cmd_create(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -46,7 +66,7 @@ int gbx_cmd_create(int argc, char **argv)
                                          : "meta",
                               optarg);
                 json_decref(body);
-                return 2;
+                return GBX_EXIT_USAGE;
             }
             json_t *map = json_object_get(body, field);
             if (map == NULL) {
@@ -65,7 +85,7 @@ int gbx_cmd_create(int argc, char **argv)
             json_t *net = gbx_cli_json_arg("--network", optarg);
             if (net == NULL) {
                 json_decref(body);
-                return 2;
+                return GBX_EXIT_USAGE;
             }
             json_object_set_new(body, "network", net);
             break;
@@ -105,7 +125,7 @@ int gbx_cmd_create(int argc, char **argv)
             if (*end) {
                 gbx_cli_error("invalid --pids '%s': use a number", optarg);
                 json_decref(body);
-                return 2;
+                return GBX_EXIT_USAGE;
             }
             json_object_set_new(body, "pids", json_integer(v));
             break;
@@ -116,7 +136,7 @@ int gbx_cmd_create(int argc, char **argv)
             if (*end) {
                 gbx_cli_error("invalid --cpus '%s': use a number of CPUs", optarg);
                 json_decref(body);
-                return 2;
+                return GBX_EXIT_USAGE;
             }
             json_object_set_new(body, "cpus", json_real(v));
             break;
@@ -125,29 +145,21 @@ int gbx_cmd_create(int argc, char **argv)
             json = 1;
             break;
         case 'h':
-            puts("usage: glovebox create [--id ID] [--template NAME] [--memory SIZE] [--pids N]\n"
-                 "                       [--cpus N] [--disk SIZE] [--timeout DURATION]\n"
-                 "                       [--env K=V]... [--label K=V]... [--meta K=V]...\n"
-                 "                       [--idempotency-key KEY] [--allow HOST]...\n"
-                 "                       [--network POLICY-JSON|@FILE] [--json]");
             json_decref(body);
-            return 0;
+            return gbx_cli_help(create_usage);
         default:
             json_decref(body);
-            return 2;
+            return GBX_EXIT_USAGE;
         }
     }
     json_t *reply = NULL;
     int status = gbx_cli_call("POST", "/v1/sandboxes", body, &reply);
     json_decref(body);
     if (status == 201 || status == 200) { /* 200: a retried create (idempotency key) */
-        if (json) {
-            char *t = json_dumps(reply, JSON_COMPACT);
-            puts(t);
-            free(t);
-        } else {
+        if (json)
+            gbx_cli_print_json(reply);
+        else
             puts(json_string_value(json_object_get(reply, "id")));
-        }
     }
     int r = gbx_cli_result(status, reply, status == 200 ? 200 : 201);
     json_decref(reply);
@@ -194,10 +206,9 @@ int gbx_cmd_ls(int argc, char **argv)
             query_add(filter, sizeof(filter), "template", optarg);
             break;
         case 'h':
-            puts("usage: glovebox ls [--label K=V]... [--template NAME] [--json]");
-            return 0;
+            return gbx_cli_help(ls_usage);
         default:
-            return 2;
+            return GBX_EXIT_USAGE;
         }
     }
     /* every page, following next_cursor */
@@ -226,9 +237,7 @@ int gbx_cmd_ls(int argc, char **argv)
     }
     if (status == 200) {
         if (json) {
-            char *t = json_dumps(all, JSON_COMPACT);
-            puts(t);
-            free(t);
+            gbx_cli_print_json(all);
         } else {
             printf("%-24s %-10s %-26s %-26s %s\n", "ID", "TEMPLATE", "CREATED", "EXPIRES",
                    "LABELS");
@@ -261,10 +270,8 @@ int gbx_cmd_ls(int argc, char **argv)
 
 int gbx_cmd_kill(int argc, char **argv)
 {
-    if (argc < 2) {
-        gbx_cli_error("usage: glovebox kill SANDBOX...");
-        return 2;
-    }
+    if (argc < 2 || argv[1][0] == '-')
+        return gbx_cli_usage(kill_usage);
     int worst = 0;
     for (int i = 1; i < argc; i++) {
         char path[256];
@@ -281,6 +288,9 @@ int gbx_cmd_kill(int argc, char **argv)
 
 int gbx_cmd_status(int argc, char **argv)
 {
+    int json = gbx_cli_take_flag(&argc, argv, "--json");
+    if (argc > 1)
+        return gbx_cli_usage(status_usage);
     json_t *version = NULL, *list = NULL;
     int s1 = gbx_cli_call("GET", "/version", NULL, &version);
     if (s1 != 200) {
@@ -290,6 +300,28 @@ int gbx_cmd_status(int argc, char **argv)
     int s2 = gbx_cli_call("GET", "/v1/sandboxes", NULL, &list);
     json_t *health = NULL;
     int s3 = gbx_cli_call("GET", "/healthz", NULL, &health);
+    int r = s2 == 200 && s3 == 200 ? GBX_EXIT_OK : GBX_EXIT_FAILED;
+    /* the settings: the admin's (a key over TCP is not shown them) */
+    json_t *cfg = NULL;
+    if (gbx_cli_call("GET", "/v1/daemon/config", NULL, &cfg) != 200) {
+        json_decref(cfg);
+        cfg = NULL;
+    }
+    if (json) {
+        json_t *caps = json_object_get(health, "capabilities");
+        json_t *o = json_pack("{s:O?,s:s,s:I,s:O?,s:O?}", "version",
+                              json_object_get(version, "version"), "socket", gbx_cli_socket(),
+                              "sandboxes",
+                              (json_int_t)json_array_size(json_object_get(list, "sandboxes")),
+                              "capabilities", caps, "config", cfg);
+        gbx_cli_print_json(o);
+        json_decref(o);
+        json_decref(cfg);
+        json_decref(version);
+        json_decref(list);
+        json_decref(health);
+        return r;
+    }
     printf("gloveboxd %s on %s: serving, %zu sandboxes\n",
            json_string_value(json_object_get(version, "version")), gbx_cli_socket(),
            json_array_size(json_object_get(list, "sandboxes")));
@@ -301,9 +333,7 @@ int gbx_cmd_status(int argc, char **argv)
         printf("  %-10s %s%s%s\n", k, json_string_value(json_object_get(v, "state")),
                why ? ": " : "", why ? why : "");
     }
-    /* the settings: the admin's (a key over TCP is not shown them) */
-    json_t *cfg = NULL;
-    if (gbx_cli_call("GET", "/v1/daemon/config", NULL, &cfg) == 200) {
+    if (cfg) {
         json_t *listening = json_object_get(cfg, "listening");
         printf("  %-10s %s", "listening", gbx_cli_socket());
         size_t i;
@@ -325,20 +355,21 @@ int gbx_cmd_status(int argc, char **argv)
     json_decref(version);
     json_decref(list);
     json_decref(health);
-    return s2 == 200 && s3 == 200 ? 0 : 1;
+    return r;
 }
 
 int gbx_cmd_info(int argc, char **argv)
 {
-    if (argc < 2) {
-        gbx_cli_error("usage: glovebox info SANDBOX");
-        return 2;
-    }
+    int json = gbx_cli_take_flag(&argc, argv, "--json"); /* one line instead of indented */
+    if (argc != 2 || argv[1][0] == '-')
+        return gbx_cli_usage(info_usage);
     char path[256];
     snprintf(path, sizeof(path), "/v1/sandboxes/%s", argv[1]);
     json_t *reply = NULL;
     int status = gbx_cli_call("GET", path, NULL, &reply);
-    if (status == 200) {
+    if (status == 200 && json) {
+        gbx_cli_print_json(reply);
+    } else if (status == 200) {
         char *t = json_dumps(reply, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         puts(t);
         free(t);
@@ -350,17 +381,18 @@ int gbx_cmd_info(int argc, char **argv)
 
 int gbx_cmd_timeout(int argc, char **argv)
 {
-    if (argc < 3) {
-        gbx_cli_error("usage: glovebox timeout SANDBOX DURATION   (e.g. 30m; 0 removes it)");
-        return 2;
-    }
+    int json = gbx_cli_take_flag(&argc, argv, "--json");
+    if (argc != 3 || argv[1][0] == '-')
+        return gbx_cli_usage(timeout_usage);
     char path[256];
     snprintf(path, sizeof(path), "/v1/sandboxes/%s/timeout", argv[1]);
     json_t *body = json_pack("{s:s}", "timeout", argv[2]);
     json_t *reply = NULL;
     int status = gbx_cli_call("POST", path, body, &reply);
     json_decref(body);
-    if (status == 200) {
+    if (status == 200 && json) {
+        gbx_cli_print_json(reply);
+    } else if (status == 200) {
         const char *exp = json_string_value(json_object_get(reply, "expires_at"));
         printf("%s\n", exp ? exp : "no timeout");
     }

@@ -17,9 +17,10 @@
 static const char secret_usage[] =
     "usage: glovebox secret add NAME --host HOST... --header 'NAME: ...${secret}...'\n"
     "                           [--value-file FILE]   (else the value is read from stdin)\n"
-    "       glovebox secret rotate NAME [--value-file FILE]\n"
-    "       glovebox secret ls [--json]\n"
-    "       glovebox secret rm NAME\n"
+    "                           [--json]\n"
+    "       glovebox secret rotate NAME [--value-file FILE] [--json]\n"
+    "       glovebox secret ls [--json]                 (alias: list)\n"
+    "       glovebox secret rm NAME                     (alias: delete, revoke)\n"
     "Attach one to a sandbox by name: its network policy's \"secrets\" list.\n";
 
 /* The value: the file's content or standard input's, without one final newline. */
@@ -59,7 +60,7 @@ static void wipe_free(char *v)
     free(v);
 }
 
-static int secret_add(int argc, char **argv, int rotate)
+static int secret_add(int argc, char **argv, int rotate, int json)
 {
     static const struct option longopts[] = {
         {"host", required_argument, NULL, 'H'},
@@ -80,13 +81,12 @@ static int secret_add(int argc, char **argv, int rotate)
             file = optarg;
         else {
             json_decref(hosts);
-            return 2;
+            return GBX_EXIT_USAGE;
         }
     }
     if (optind + 1 != argc || (!rotate && (json_array_size(hosts) == 0 || header == NULL))) {
         json_decref(hosts);
-        fputs(secret_usage, stderr);
-        return 2;
+        return gbx_cli_usage(secret_usage);
     }
     const char *name = argv[optind];
     char path[256];
@@ -109,7 +109,7 @@ static int secret_add(int argc, char **argv, int rotate)
     if (value == NULL) {
         json_decref(hosts);
         json_decref(reply);
-        return 1;
+        return GBX_EXIT_FAILED;
     }
     json_t *body = json_pack("{s:s,s:s,s:O,s:s}", "name", name, "value", value, "hosts", hosts,
                              "header", header);
@@ -122,7 +122,9 @@ static int secret_add(int argc, char **argv, int rotate)
     if (v)
         json_string_set(v, ""); /* no copy of the value outlives the call */
     json_decref(body);
-    if (status == 200 || status == 201)
+    if ((status == 200 || status == 201) && json)
+        gbx_cli_print_json(reply);
+    else if (status == 200 || status == 201)
         printf("secret '%s' %s\n", name, rotate ? "rotated" : "stored");
     int r = gbx_cli_result(status, reply, rotate ? 200 : 201);
     json_decref(reply);
@@ -131,23 +133,19 @@ static int secret_add(int argc, char **argv, int rotate)
 
 int gbx_cmd_secret(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(secret_usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
+    int json = gbx_cli_take_flag(&argc, argv, "--json");
+    if (argc < 2)
+        return gbx_cli_usage(secret_usage);
     json_t *reply = NULL;
     int r;
     if (strcmp(argv[1], "add") == 0 || strcmp(argv[1], "rotate") == 0)
-        return secret_add(argc - 1, argv + 1, argv[1][0] == 'r');
-    if (strcmp(argv[1], "ls") == 0 || strcmp(argv[1], "list") == 0) {
-        int json = argc > 2 && strcmp(argv[2], "--json") == 0;
+        return secret_add(argc - 1, argv + 1, argv[1][0] == 'r', json);
+    if (gbx_cli_is(argv[1], "ls") && argc == 2) {
         int status = gbx_cli_call("GET", "/v1/secrets", NULL, &reply);
         if (status == 200) {
             json_t *list = json_object_get(reply, "secrets");
             if (json) {
-                char *t = json_dumps(list, JSON_COMPACT);
-                puts(t);
-                free(t);
+                gbx_cli_print_json(list);
             } else {
                 printf("%-24s %-40s %s\n", "NAME", "HOSTS", "HEADER");
                 size_t i;
@@ -162,15 +160,15 @@ int gbx_cmd_secret(int argc, char **argv)
             }
         }
         r = gbx_cli_result(status, reply, 200);
-    } else if ((strcmp(argv[1], "rm") == 0 || strcmp(argv[1], "revoke") == 0) && argc == 3) {
+    } else if ((gbx_cli_is(argv[1], "rm") || strcmp(argv[1], "revoke") == 0) && argc == 3) {
         char path[256];
         snprintf(path, sizeof(path), "/v1/secrets/%s", argv[2]);
         int status = gbx_cli_call("DELETE", path, NULL, &reply);
         r = gbx_cli_result(status, reply, 204);
     } else {
-        fputs(secret_usage, stderr);
-        r = 2;
+        r = gbx_cli_usage(secret_usage);
     }
     json_decref(reply);
     return r;
 }
+const char *const gbx_usage_secret = secret_usage;

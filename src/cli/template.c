@@ -22,13 +22,14 @@
 #include "cli/cli.h"
 
 static const char template_usage[] =
-    "usage: glovebox template ls [--json]\n"
-    "       glovebox template show NAME\n"
-    "       glovebox template rm NAME\n"
+    "usage: glovebox template ls [--json]                  (alias: list)\n"
+    "       glovebox template show NAME [--json]           (alias: inspect)\n"
+    "       glovebox template rm NAME                      (alias: delete)\n"
     "       glovebox template import FILE --name NAME [--upload] [COMMON]\n"
     "       glovebox template build-debian --name NAME [--suite bookworm] [--mirror URL]\n"
     "                                      [--variant minbase] [--include PKG,PKG] [COMMON]\n"
-    "COMMON: [--description TEXT] [--start CMD] [--ready CMD] [--no-wait]\n"
+    "COMMON: [--description TEXT] [--start CMD] [--ready CMD] [--no-wait] [--json]\n"
+    "  --json        the build's events as NDJSON (with --no-wait: the template, JSON)\n"
     "  --start CMD   a shell command started in the background when a sandbox of it starts\n"
     "  --ready CMD   a shell command that must exit 0 before such a sandbox is ready\n"
     "FILE is an image archive: `docker save` output or a tarball of an OCI image layout.\n";
@@ -51,17 +52,14 @@ static void human(unsigned long long n, char *out, size_t sz)
     snprintf(out, sz, i ? "%.1f%s" : "%.0f%s", v, u[i]);
 }
 
-static int cmd_ls(int argc, char **argv)
+static int cmd_ls(int json)
 {
-    int json = argc > 1 && strcmp(argv[1], "--json") == 0;
     json_t *reply = NULL;
     int status = gbx_cli_call("GET", "/v1/templates", NULL, &reply);
     if (status == 200) {
         json_t *list = json_object_get(reply, "templates");
         if (json) {
-            char *t = json_dumps(list, JSON_COMPACT);
-            puts(t ? t : "[]");
-            free(t);
+            gbx_cli_print_json(list);
         } else {
             printf("%-24s %-9s %-8s %-30s %s\n", "NAME", "STATE", "SIZE", "SOURCE", "CREATED");
             size_t i;
@@ -82,13 +80,15 @@ static int cmd_ls(int argc, char **argv)
     return r;
 }
 
-static int cmd_show(const char *name)
+static int cmd_show(const char *name, int json)
 {
     char path[256];
     snprintf(path, sizeof(path), "/v1/templates/%s", name);
     json_t *reply = NULL;
     int status = gbx_cli_call("GET", path, NULL, &reply);
-    if (status == 200) {
+    if (status == 200 && json) {
+        gbx_cli_print_json(reply);
+    } else if (status == 200) {
         char *t = json_dumps(reply, JSON_INDENT(2) | JSON_SORT_KEYS);
         puts(t ? t : "{}");
         free(t);
@@ -99,7 +99,7 @@ static int cmd_show(const char *name)
 }
 
 struct follow {
-    int failed, done;
+    int failed, done, json;
     char last_phase[32];
 };
 
@@ -111,7 +111,15 @@ static void on_event(void *arg, const char *line, size_t len)
     if (ev == NULL)
         return;
     const char *type = str(ev, "type");
-    if (strcmp(type, "progress") == 0 && strcmp(str(ev, "phase"), "done") != 0) {
+    if (f->json) { /* NDJSON: each event as it came (an error's message on stderr too) */
+        printf("%.*s\n", (int)len, line);
+        fflush(stdout);
+        f->done |= strcmp(type, "done") == 0;
+        if (strcmp(type, "error") == 0) {
+            f->failed = 1;
+            gbx_cli_error("%s", str(ev, "message"));
+        }
+    } else if (strcmp(type, "progress") == 0 && strcmp(str(ev, "phase"), "done") != 0) {
         const char *phase = str(ev, "phase");
         long long step = json_integer_value(json_object_get(ev, "step"));
         long long total = json_integer_value(json_object_get(ev, "total"));
@@ -137,11 +145,11 @@ static void on_event(void *arg, const char *line, size_t len)
 }
 
 /* Follow the build of name to its end: 0 when it is ready. */
-static int follow(const char *name)
+static int follow(const char *name, int json)
 {
     char path[256];
     snprintf(path, sizeof(path), "/v1/templates/%s/events", name);
-    struct follow f = {0};
+    struct follow f = {.json = json};
     json_t *reply = NULL;
     int status = gbx_cli_stream("GET", path, NULL, on_event, &f, &reply);
     if (status != 200) {
@@ -151,30 +159,30 @@ static int follow(const char *name)
     }
     json_decref(reply);
     if (f.failed)
-        return 1;
+        return GBX_EXIT_FAILED;
     if (!f.done) {
         gbx_cli_error("the event stream ended before the build did ('glovebox template show "
                       "%s')",
                       name);
-        return 1;
+        return GBX_EXIT_FAILED;
     }
-    return 0;
+    return GBX_EXIT_OK;
 }
 
 /* The 202 of a build request; then follow it unless no_wait. */
-static int started(int status, json_t *reply, const char *name, int no_wait)
+static int started(int status, json_t *reply, const char *name, int no_wait, int json)
 {
     if (status != 202) {
         int r = gbx_cli_result(status, reply, 202);
         json_decref(reply);
         return r;
     }
-    json_decref(reply);
-    if (no_wait) {
+    if (no_wait && json)
+        gbx_cli_print_json(reply);
+    else if (no_wait)
         printf("template '%s' is building ('glovebox template show %s')\n", name, name);
-        return 0;
-    }
-    return follow(name);
+    json_decref(reply);
+    return no_wait ? GBX_EXIT_OK : follow(name, json);
 }
 
 /* --description, --start, --ready: into body (JSON) or a query string (upload). */
@@ -227,7 +235,7 @@ static char *query_add(char *q, const char *key, const char *v)
     return out;
 }
 
-static int cmd_import(int argc, char **argv)
+static int cmd_import(int argc, char **argv, int json)
 {
     static const struct option longopts[] = {
         {"name", required_argument, NULL, 'n'},
@@ -248,12 +256,10 @@ static int cmd_import(int argc, char **argv)
         else if (c == 'u')
             upload = 1;
         else if (!common_opt(c, &co))
-            return 2;
+            return GBX_EXIT_USAGE;
     }
-    if (optind + 1 != argc || name == NULL) {
-        fputs(template_usage, stderr);
-        return 2;
-    }
+    if (optind + 1 != argc || name == NULL)
+        return gbx_cli_usage(template_usage);
     const char *file = argv[optind];
     json_t *reply = NULL;
     int status;
@@ -264,7 +270,7 @@ static int cmd_import(int argc, char **argv)
             gbx_cli_error("cannot read '%s'", file);
             if (fd >= 0)
                 close(fd);
-            return 1;
+            return GBX_EXIT_FAILED;
         }
         char *q = strdup("");
         if (q == NULL)
@@ -284,19 +290,17 @@ static int cmd_import(int argc, char **argv)
         char abs[PATH_MAX];
         if (realpath(file, abs) == NULL) {
             gbx_cli_error("cannot find '%s'", file);
-            return 1;
+            return GBX_EXIT_FAILED;
         }
         json_t *body = json_pack("{s:s,s:{s:{s:s}}}", "name", name, "from", "oci", "path", abs);
         common_json(&co, body);
         status = gbx_cli_call("POST", "/v1/templates", body, &reply);
         json_decref(body);
     }
-    if (status < 0)
-        return 1;
-    return started(status, reply, name, co.no_wait);
+    return started(status, reply, name, co.no_wait, json);
 }
 
-static int cmd_build_debian(int argc, char **argv)
+static int cmd_build_debian(int argc, char **argv, int json)
 {
     static const struct option longopts[] = {
         {"name", required_argument, NULL, 'n'},    {"suite", required_argument, NULL, 's'},
@@ -337,14 +341,13 @@ static int cmd_build_debian(int argc, char **argv)
                 break;
             json_decref(deb);
             json_decref(inc);
-            return 2;
+            return GBX_EXIT_USAGE;
         }
     }
     if (optind != argc || name == NULL) {
         json_decref(deb);
         json_decref(inc);
-        fputs(template_usage, stderr);
-        return 2;
+        return gbx_cli_usage(template_usage);
     }
     json_object_set_new(deb, "include", inc);
     json_t *body = json_pack("{s:s,s:{s:o}}", "name", name, "from", "debian", deb);
@@ -352,23 +355,20 @@ static int cmd_build_debian(int argc, char **argv)
     json_t *reply = NULL;
     int status = gbx_cli_call("POST", "/v1/templates", body, &reply);
     json_decref(body);
-    if (status < 0)
-        return 1;
-    return started(status, reply, name, co.no_wait);
+    return started(status, reply, name, co.no_wait, json);
 }
 
 int gbx_cmd_template(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fputs(template_usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
-    }
+    int json = gbx_cli_take_flag(&argc, argv, "--json");
+    if (argc < 2)
+        return gbx_cli_usage(template_usage);
     const char *sub = argv[1];
-    if (strcmp(sub, "ls") == 0 || strcmp(sub, "list") == 0)
-        return cmd_ls(argc - 1, argv + 1);
+    if (gbx_cli_is(sub, "ls") && argc == 2)
+        return cmd_ls(json);
     if ((strcmp(sub, "show") == 0 || strcmp(sub, "inspect") == 0) && argc == 3)
-        return cmd_show(argv[2]);
-    if (strcmp(sub, "rm") == 0 && argc == 3) {
+        return cmd_show(argv[2], json);
+    if (gbx_cli_is(sub, "rm") && argc == 3) {
         char path[256];
         snprintf(path, sizeof(path), "/v1/templates/%s", argv[2]);
         json_t *reply = NULL;
@@ -378,9 +378,9 @@ int gbx_cmd_template(int argc, char **argv)
         return r;
     }
     if (strcmp(sub, "import") == 0)
-        return cmd_import(argc - 1, argv + 1);
+        return cmd_import(argc - 1, argv + 1, json);
     if (strcmp(sub, "build-debian") == 0)
-        return cmd_build_debian(argc - 1, argv + 1);
-    fputs(template_usage, stderr);
-    return 2;
+        return cmd_build_debian(argc - 1, argv + 1, json);
+    return gbx_cli_usage(template_usage);
 }
+const char *const gbx_usage_template = template_usage;

@@ -1074,7 +1074,7 @@ static int hook_loop(struct worker *w, const char *spec)
     struct sockaddr_in sa;
     if (parse_listen(spec, &sa) < 0) {
         gbx_cli_error("worker: invalid --webhook '%s' (ADDR:PORT, an IPv4 address)", spec);
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
@@ -1190,7 +1190,7 @@ int gbx_cmd_worker(int argc, char **argv)
             long v = strtol(optarg, &end, 10);
             if (errno || *end || v < 0 || v > 86400000L) {
                 gbx_cli_error("invalid --max-idle-ms '%s'", optarg);
-                return 2;
+                return GBX_EXIT_USAGE;
             }
             w.max_idle_ms = v;
             break;
@@ -1206,34 +1206,34 @@ int gbx_cmd_worker(int argc, char **argv)
             return 0;
         default:
             fputs(worker_usage, stderr);
-            return 2;
+            return GBX_EXIT_USAGE;
         }
     }
     if (optind < argc || env == NULL) {
         fputs(worker_usage, stderr);
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     if (!gbx_worker_id_valid(env)) {
         gbx_cli_error("invalid environment id '%s'", env);
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     gbx_autofree char *key = read_key(key_file);
     if (key == NULL) {
         gbx_cli_error("worker: no environment key (set ANTHROPIC_ENVIRONMENT_KEY or use "
                       "--key-file)");
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     if (strpbrk(key, " \t\r\n")) {
         gbx_cli_error("worker: the environment key has white space in it");
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     if (hook_file && !hook) {
         gbx_cli_error("worker: --webhook-secret-file needs --webhook");
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     if (hook && w.once) {
         gbx_cli_error("worker: --once and --webhook do not go together");
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     if (hook) {
         gbx_autofree char *secret = NULL;
@@ -1246,11 +1246,11 @@ int gbx_cmd_worker(int argc, char **argv)
         if (secret == NULL) {
             gbx_cli_error("worker: no webhook signing secret (set ANTHROPIC_WEBHOOK_SECRET or "
                           "use --webhook-secret-file)");
-            return 2;
+            return GBX_EXIT_USAGE;
         }
         if (gbx_worker_hook_key(secret, &w.hook_key, &w.hook_klen) < 0) {
             gbx_cli_error("worker: the webhook signing secret is not whsec_<base64>");
-            return 2;
+            return GBX_EXIT_USAGE;
         }
         gbx_autoerr struct gbx_err *cerr = NULL;
         if (gbx_worker_crypto_load(&w.crypto, &cerr) < 0) {
@@ -1264,7 +1264,7 @@ int gbx_cmd_worker(int argc, char **argv)
         base = "https://api.anthropic.com";
     if (strncmp(base, "https://", 8) != 0 && strncmp(base, "http://", 7) != 0) {
         gbx_cli_error("worker: ANTHROPIC_BASE_URL must be an http(s) URL");
-        return 2;
+        return GBX_EXIT_USAGE;
     }
     const char *ver = getenv("ANTHROPIC_VERSION");
     gbx_autoerr struct gbx_err *err = NULL;
@@ -1308,3 +1308,4 @@ int gbx_cmd_worker(int argc, char **argv)
     free(w.worker_id);
     return rc;
 }
+const char *const gbx_usage_worker = worker_usage;

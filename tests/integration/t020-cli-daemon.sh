@@ -7,7 +7,7 @@ GB="$BUILD/glovebox"
 export GLOVEBOX_RUNTIME_DIR="$RUN"
 
 "$GB" status > "$T/out" 2>&1
-check "status without a daemon fails" [ $? -ne 0 ]
+check "status without a daemon exits 4" [ $? -eq 4 ]
 check "and says how to start one" grep -q "start it with 'gloveboxd'" "$T/out"
 
 start_daemon

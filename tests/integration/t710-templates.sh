@@ -141,5 +141,26 @@ check "a body that is no archive fails with a clear error" eval "[ \"\$(field \"
 req POST /v1/templates/img-oci/oci 'x'
 check "an upload over an existing name: 409" [ "$code" = 409 ]
 
+# ---- the CLI's --json (docs/cli.md) ---------------------------------------------------------
+"$GB" template import "$T/docker.tar" --name img-json --json > "$T/out" 2> "$T/err"
+rc=$?
+check "template import --json: NDJSON build events to done" eval "[ $rc -eq 0 ] && python3 -c \"
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+assert ev and all('type' in e for e in ev) and ev[-1]['type'] == 'done', ev
+\" '$T/out'"
+"$GB" template import "$T/docker.tar" --name img-json2 --json --no-wait > "$T/out" 2> "$T/err"
+rc=$?
+check "with --no-wait: the template as one JSON document" eval "[ $rc -eq 0 ] && python3 -c \"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j['name'] == 'img-json2' and 'state' in j, j
+\" '$T/out'"
+wait_ready img-json2
+"$GB" template import "$T/evil.tar" --name evil2 --json > "$T/out" 2> "$T/err"
+rc=$?
+check "a failed build with --json: 1, its error event on stdout, the message on stderr" eval \
+    "[ $rc -eq 1 ] && tail -n 1 '$T/out' | grep -q '\"type\":\"error\"' && grep -q 'hostile entry' '$T/err'"
+
 spec_check
 summary
