@@ -383,6 +383,11 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
     }
     char name[GBX_ACTOR_MAX] = "";
     int by_key = key_owner(ig, t->key, name, sizeof(name));
+    if (t->key[0] && !by_key && t->token[0] == '\0') {
+        ig->refused++;
+        reply_error(c, 401, "Unauthorized", "permission", "this API key is not valid (revoked?)");
+        goto out;
+    }
     struct gbx_live *l = gbx_sandboxes_find(ig->s, &gbx_actor_system, t->id);
     int ok = 0;
     if (l && by_key)

@@ -1,0 +1,148 @@
+#!/bin/sh
+# test-timeout: 240
+# Ingress: "<port>-<id>.<ingress domain>" on the TCP listener reaches a server inside the
+# sandbox, on its own loopback: keep-alive, a large download intact and with backpressure (a
+# slow client does not grow the daemon), a WebSocket upgrade passed through; the owner's key or
+# the sandbox's traffic token only (no key 401, an invalid key 401, another key's sandbox 404
+# like one that does not exist); 400 for a malformed port, 403 for the daemon's own ports in
+# the sandbox, 409 while paused, 502 when nobody listens; audited, counted; E2B's create says
+# the domain; a reload changes it.
+NAME=ingress
+. "$(dirname "$0")/../lib/daemon.sh"
+GB="$BUILD/glovebox"
+export GLOVEBOX_RUNTIME_DIR="$RUN"
+PORT=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+DOMAIN="sbx.test:$PORT"
+printf 'ingress-domain = %s\n' "$DOMAIN" > "$T/conf"
+start_daemon --config "$T/conf" --listen "127.0.0.1:$PORT"
+A=$("$GB" apikey create team-a 2>/dev/null); B=$("$GB" apikey create team-b 2>/dev/null)
+R=$("$GB" apikey create gone 2>/dev/null); "$GB" apikey revoke gone > /dev/null
+
+# a sandbox of A's, through E2B's create: its token and the domain come back
+curl -s -X POST -H "X-API-KEY: $A" -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v2/sandboxes" \
+    -d '{"templateID":"base","timeout":600}' > "$T/e2b.json"
+id=$(python3 -c "import json; print(json.load(open('$T/e2b.json'))['sandboxID'])")
+tok=$(python3 -c "import json; print(json.load(open('$T/e2b.json'))['trafficAccessToken'])")
+check "E2B's create names the ingress domain" [ "$(python3 -c "import json; print(json.load(open('$T/e2b.json'))['domain'])")" = "$DOMAIN" ]
+H="8000-$id.sbx.test:$PORT"
+
+# get HOST [CURL ARGS...]: through ingress; sets $code, body in $T/body
+get() {
+    h=$1; shift
+    code=$(curl -s --max-time 30 -o "$T/body" -w '%{http_code}' -H "Host: $h" "$@" "http://127.0.0.1:$PORT/x.txt")
+}
+# an HTTP/1.1 server (keep-alive) in the sandbox, on its loopback
+"$GB" exec "$id" -- sh -c 'mkdir -p /tmp/www && echo hello-ingress > /tmp/www/x.txt &&
+    head -c 67108864 /dev/urandom > /tmp/www/big && sha256sum /tmp/www/big | cut -d" " -f1 > /tmp/www/big.sum'
+"$GB" exec -d "$id" -- python3 -c 'import functools, http.server as h
+h.SimpleHTTPRequestHandler.protocol_version = "HTTP/1.1"
+h.ThreadingHTTPServer(("127.0.0.1", 8000), functools.partial(h.SimpleHTTPRequestHandler, directory="/tmp/www")).serve_forever()' > /dev/null
+for i in $(seq 100); do get "$H" -H "Authorization: Bearer $A"; [ "$code" = 200 ] && break; sleep 0.1; done
+check "the owner's key reaches the server inside" eval '[ "$code" = 200 ] && [ "$(cat "$T/body")" = hello-ingress ]'
+get "$H" -H "X-API-Key: $A"
+check "X-API-Key too" [ "$code" = 200 ]
+get "$H" -H "E2B-Traffic-Access-Token: $tok"
+check "the sandbox's traffic token too" [ "$code" = 200 ]
+curl -s -v -H "Host: $H" -H "Authorization: Bearer $A" "http://127.0.0.1:$PORT/x.txt" "http://127.0.0.1:$PORT/x.txt" > "$T/two" 2> "$T/two.err"
+check "keep-alive: two requests on one connection" eval '[ "$(grep -c hello-ingress "$T/two")" = 2 ] && grep -q "Re-using existing connection" "$T/two.err"'
+
+get "$H"
+check "no credential: 401" eval '[ "$code" = 401 ] && grep -q "a credential is needed" "$T/body"'
+get "$H" -H "Authorization: Bearer $R"
+check "a revoked key: 401" [ "$code" = 401 ]
+get "$H" -H "Authorization: Bearer $B"
+sed "s/$id/ID/" "$T/body" > "$T/other"
+check "another key's sandbox: 404" [ "$code" = 404 ]
+get "8000-sb-000000000000.sbx.test:$PORT" -H "Authorization: Bearer $B"
+sed "s/sb-000000000000/ID/" "$T/body" > "$T/none"
+check "the same answer as a sandbox that does not exist" cmp -s "$T/other" "$T/none"
+get "8000-$id.sbx.test" -H "E2B-Traffic-Access-Token: wrong"
+check "a wrong traffic token: 404" [ "$code" = 404 ]
+for bad in "0-$id" "65536-$id" "http-$id" "8000" "8000-"; do
+    get "$bad.sbx.test:$PORT" -H "Authorization: Bearer $A"
+    check "host '$bad': 400 saying why" eval '[ "$code" = 400 ] && grep -q "ingress:" "$T/body"'
+done
+get "8001-$id.sbx.test:$PORT" -H "Authorization: Bearer $A"
+check "a port nobody listens on: 502 saying so" eval '[ "$code" = 502 ] && grep -q "nobody listens on port 8001" "$T/body"'
+get "901-$id.sbx.test:$PORT" -H "Authorization: Bearer $A"
+check "the daemon's egress port in the sandbox: 403" [ "$code" = 403 ]
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $A" "http://127.0.0.1:$PORT/v1/sandboxes")
+check "the API still answers on the same listener" [ "$code" = 200 ]
+
+# a large download arrives whole; a slow client holds the daemon's memory down
+code=$(curl -s --max-time 60 -o "$T/big" -w '%{http_code}' -H "Host: $H" -H "Authorization: Bearer $A" "http://127.0.0.1:$PORT/big")
+want=$("$GB" exec "$id" -- cat /tmp/www/big.sum)
+check "64 MiB through ingress, intact" eval '[ "$code" = 200 ] && [ "$(sha256sum < "$T/big" | cut -d" " -f1)" = "$want" ]'
+rm -f "$T/big"
+rss() { awk '/^VmRSS/ {print $2}' "/proc/$DPID/status"; }
+before=$(rss)
+curl -s --max-time 4 --limit-rate 256K -o /dev/null -H "Host: $H" -H "Authorization: Bearer $A" "http://127.0.0.1:$PORT/big"
+after=$(rss)
+echo "# daemon RSS before a slow 64 MiB download: ${before} kB, 4 s into it: ${after} kB"
+check "a slow client does not grow the daemon (< 24 MiB)" [ $((after - before)) -lt 24576 ]
+
+# a WebSocket upgrade goes through
+"$GB" cp "$(dirname "$0")/../lib/ws_echo.py" "$id:/tmp/ws_echo.py"
+"$GB" exec -d "$id" -- python3 /tmp/ws_echo.py server 8765 > /dev/null
+for i in $(seq 100); do
+    out=$(python3 "$(dirname "$0")/../lib/ws_echo.py" client 127.0.0.1 "$PORT" "8765-$id.sbx.test:$PORT" ping "Authorization: Bearer $A" 2>&1) && break
+    sleep 0.1
+done
+check "a WebSocket echo through ingress" [ "$out" = "echo:ping" ]
+out=$(python3 "$(dirname "$0")/../lib/ws_echo.py" client 127.0.0.1 "$PORT" "8765-$id.sbx.test:$PORT" ping 2>&1)
+check "and not without a credential" eval 'echo "$out" | grep -q " 401 "'
+
+# paused: 409
+"$GB" pause "$id" > /dev/null
+get "$H" -H "Authorization: Bearer $A"
+check "a paused sandbox: 409" eval '[ "$code" = 409 ] && grep -q "resume it first" "$T/body"'
+"$GB" resume "$id" > /dev/null
+get "$H" -H "Authorization: Bearer $A"
+check "resumed: 200 again" [ "$code" = 200 ]
+
+# counted and audited
+m() { curl -s --unix-socket "$S" http://glovebox/metrics | awk -v n="$1" '$1 == n {print $2}'; }
+check "metrics: proxied connections" [ "$(m 'glovebox_ingress_connections_total{result="proxied"}')" -ge 6 ]
+check "metrics: refused ones" [ "$(m 'glovebox_ingress_connections_total{result="refused"}')" -ge 10 ]
+check "metrics: unreachable ones" [ "$(m 'glovebox_ingress_connections_total{result="unreachable"}')" -ge 1 ]
+"$GB" audit log --kind ingress.connection --sandbox "$id" --json > "$T/audit"
+check "each proxied connection is audited (port, client, bytes)" python3 -c "
+import json
+rows = [json.loads(l) for l in open('$T/audit')]
+assert len(rows) >= 6, rows
+d = rows[0]['detail']
+assert d['port'] == 8000 and d['client'] == '127.0.0.1' and d['bytes_out'] > 0 and rows[0]['actor'] == 'team-a', rows[0]
+assert any(r['detail']['bytes_out'] > 64 << 20 for r in rows), 'the big download'
+"
+
+# many half-open connections are bounded and the daemon goes on answering
+python3 - "$PORT" "$T/half" <<'EOF' &
+import socket, sys, time
+conns = []
+for i in range(300):
+    try:
+        s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: 8000-x.sbx.test\r\n")  # never ends
+        conns.append(s)
+    except OSError:
+        pass
+open(sys.argv[2], "w").write(str(len(conns)))
+time.sleep(8)
+EOF
+HALF=$!
+for i in $(seq 100); do [ -s "$T/half" ] && break; sleep 0.1; done
+check "while 300 heads hang: /healthz answers" [ "$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' --unix-socket "$S" http://glovebox/healthz)" = 200 ]
+get "$H" -H "Authorization: Bearer $A"
+check "ingress from the same address is held to the per-address cap meanwhile (503)" [ "$code" = 503 ]
+kill "$HALF" 2>/dev/null; wait "$HALF" 2>/dev/null
+for i in $(seq 100); do get "$H" -H "Authorization: Bearer $A"; [ "$code" = 200 ] && break; sleep 0.1; done
+check "and answered again once they are gone" [ "$code" = 200 ]
+
+# a reload changes the domain: the old one is the API's again
+printf 'ingress-domain = third.test\n' > "$T/conf"
+"$GB" daemon reload > /dev/null
+get "$H" -H "Authorization: Bearer $A"
+check "after a reload the old domain is the API's (no such route)" [ "$code" = 404 ]
+get "8000-$id.third.test" -H "Authorization: Bearer $A"
+check "the new one is ingress's" eval '[ "$code" = 200 ] && [ "$(cat "$T/body")" = hello-ingress ]'
+summary
