@@ -449,6 +449,23 @@ void gbx_ingress_metrics(const struct gbx_ingress *ig, struct evbuffer *b)
 {
     if (ig == NULL)
         return;
+    /* what the daemon holds now on behalf of open connections: bounded by the high-water
+     * marks, however slow a side is */
+    size_t held = 0;
+    for (const struct conn *c = ig->conns; c; c = c->next) {
+        if (c->client)
+            held += evbuffer_get_length(bufferevent_get_output(c->client)) +
+                    evbuffer_get_length(bufferevent_get_input(c->client));
+        if (c->up)
+            held += evbuffer_get_length(bufferevent_get_output(c->up)) +
+                    evbuffer_get_length(bufferevent_get_input(c->up));
+    }
+    evbuffer_add_printf(b,
+                        "# HELP glovebox_ingress_buffered_bytes Bytes the daemon holds for open "
+                        "ingress connections.\n"
+                        "# TYPE glovebox_ingress_buffered_bytes gauge\n"
+                        "glovebox_ingress_buffered_bytes %zu\n",
+                        held);
     evbuffer_add_printf(
         b,
         "# HELP glovebox_ingress_connections_total Ingress connections by result: proxied to a "
