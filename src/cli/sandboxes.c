@@ -230,8 +230,8 @@ int gbx_cmd_ls(int argc, char **argv)
             puts(t);
             free(t);
         } else {
-            printf("%-24s %-10s %-26s %-26s %s\n", "ID", "TEMPLATE", "CREATED", "EXPIRES",
-                   "LABELS");
+            printf("%-24s %-10s %-11s %-26s %-26s %s\n", "ID", "TEMPLATE", "STATE", "CREATED",
+                   "EXPIRES", "LABELS");
             size_t i;
             json_t *sb;
             json_array_foreach(all, i, sb)
@@ -246,8 +246,10 @@ int gbx_cmd_ls(int argc, char **argv)
                     snprintf(labels + n, sizeof(labels) - n, "%s%s=%s", n ? "," : "", k,
                              json_string_value(v));
                 }
-                printf("%-24s %-10s %-26s %-26s %s\n", json_string_value(json_object_get(sb, "id")),
-                       json_string_value(json_object_get(sb, "template")),
+                const char *state = json_string_value(json_object_get(sb, "state"));
+                printf("%-24s %-10s %-11s %-26s %-26s %s\n",
+                       json_string_value(json_object_get(sb, "id")),
+                       json_string_value(json_object_get(sb, "template")), state ? state : "-",
                        json_string_value(json_object_get(sb, "created_at")), exp ? exp : "-",
                        labels[0] ? labels : "-");
             }
