@@ -35,7 +35,7 @@ static const struct {
     {"template", gbx_cmd_template, "list, show, delete, import and build templates"},
     {"exec", gbx_cmd_exec, "run a command in a sandbox of the daemon"},
     {"cp", gbx_cmd_cp, "copy a file into or out of a sandbox (ID:/path)"},
-    {"ps", gbx_cmd_ps, "list the running processes of a sandbox of the daemon"},
+    {"ps", gbx_cmd_ps, "list the processes of a sandbox (--all: every one, as a tree)"},
     {"kill", gbx_cmd_kill, "destroy sandboxes of the daemon"},
     {"apikey", gbx_cmd_apikey, "create, list and revoke API keys for the TCP listener"},
     {"egress", gbx_cmd_egress, "network policy, egress log and the emergency block"},
