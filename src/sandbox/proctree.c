@@ -101,6 +101,10 @@ static int read_proc(pid_t host, const struct stat *ns, const struct stat *init_
     long uid = status_first(status, "\nUid:");
     if (nspid < 1 || uid < 0)
         return -1;
+    /* still the sandbox's (not a host process given the pid of one that ended meanwhile) */
+    snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)host);
+    if (!same_file(path, ns))
+        return -1;
     p->pid = (pid_t)nspid;
     p->uid = (uint32_t)uid >= host_uid && (uint32_t)uid - host_uid < GBX_UID_RANGE
                  ? (uint32_t)uid - host_uid
@@ -108,6 +112,8 @@ static int read_proc(pid_t host, const struct stat *ns, const struct stat *init_
     snprintf(path, sizeof(path), "/proc/%d/exe", (int)host);
     p->helper = p->pid != 1 && same_file(path, init_exe);
     p->cmd = json_array();
+    /* reading another process's argv waits for its memory: nothing in a sandbox can stall
+     * that for long (no userfaultfd: seccomp.c; no FUSE) */
     snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)host);
     gbx_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
     char *buf = gbx_xmalloc(CMDLINE_MAX + 1);
