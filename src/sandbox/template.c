@@ -723,8 +723,9 @@ int gbx_template_install(const char *state_dir, const char *name, const char *st
      * count as the base's) */
     gbx_autofree char *rootfs = gbx_asprintf("%s/rootfs", stage);
     gbx_autofree char *layers = gbx_asprintf("%s/layers", stage);
-    gbx_autofree char *full =
-        gbx_asprintf("%ssize=%llu\n", conf, (unsigned long long)(du(rootfs) + du(layers)));
+    unsigned long long size = du(rootfs);
+    size += du(layers);
+    gbx_autofree char *full = gbx_asprintf("%ssize=%llu\n", conf, size);
     gbx_autofree char *confp = gbx_asprintf("%s/template.conf", stage);
     int r = gbx_write_file_atomic(confp, full, strlen(full), 0644);
     if (r < 0)
