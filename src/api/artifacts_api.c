@@ -2,7 +2,7 @@
 /* The artifact routes (the service: core/artifacts.c):
  *
  *   POST   /v1/sandboxes/{id}/artifacts   {path, name?, session?, metadata?, max_bytes?} -> 201
- *   GET    /v1/artifacts                  ?session=&sandbox=&name=&after=&limit=
+ *   GET    /v1/artifacts                  ?session=&sandbox=&name=&order=&after=&limit=
  *   GET    /v1/artifacts/{id}
  *   GET    /v1/artifacts/{id}/content     the blob (Range, ETag = sha256)
  *   DELETE /v1/artifacts/{id}             -> 204
@@ -214,6 +214,16 @@ static int list_one(void *arg, const struct gbx_store_artifact *a)
     return 0;
 }
 
+/* order=asc (oldest first, the default) or desc (newest first). */
+static const char *order_param(void *out, const char *v)
+{
+    int *newest_first = out;
+    if (strcmp(v, "asc") != 0 && strcmp(v, "desc") != 0)
+        return "asc or desc";
+    *newest_first = strcmp(v, "desc") == 0;
+    return NULL;
+}
+
 static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
                         struct evhttp_request *req)
 {
@@ -226,6 +236,7 @@ static void handle_list(struct gbx_server *s, const struct gbx_actor *who,
         {.name = "name", .kind = GBX_QUERY_STR, .out = &f.name},
         {.name = "after", .kind = GBX_QUERY_STR, .out = &f.after_id},
         {.name = "limit", .kind = GBX_QUERY_U64, .out = &limit, .min = 1, .max = ART_LIST_MAX},
+        {.name = "order", .kind = GBX_QUERY_FN, .out = &f.newest_first, .fn = order_param},
     };
     struct gbx_query q = {0};
     gbx_autoerr struct gbx_err *err = NULL;

@@ -2,6 +2,8 @@
 /* The processes of a sandbox (see docs/api.yaml):
  *
  *   GET  .../processes                      the running processes (the agent's PS)
+ *   GET  .../processes?all=true             every process of the sandbox (its cgroup, read
+ *                                           from /proc off the loop), the API's marked
  *   GET  .../processes/{proc}               one of them
  *   GET  .../processes/{proc}/stream        attach: its events from here on (exec.c)
  *   POST .../processes/{proc}/stdin         the raw body, written to its stdin
@@ -28,15 +30,19 @@
 #include "http/exec.h"
 #include "http/http.h"
 #include "http/recorded.h"
+#include "core/offload.h"
 #include "core/server.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "base/query.h"
 #include "sandbox/backend.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/proctree.h"
 
 #define PROCS_PTY_MAX 1000
 
-enum op { OP_PS, OP_GET, OP_STDIN, OP_CLOSE_STDIN, OP_SIGNAL, OP_RESIZE };
+enum op { OP_PS, OP_PS_ALL, OP_GET, OP_STDIN, OP_CLOSE_STDIN, OP_SIGNAL, OP_RESIZE };
 
 /* One short request in flight. */
 struct call {
@@ -50,13 +56,83 @@ struct call {
     const char *kind; /* its kind, or NULL */
     char sandbox[GBX_ID_MAX + 1];
     char actor[128];
+    struct gbx_proctree_src tree; /* OP_PS_ALL: what the host side reads */
 };
 
 static void call_free(struct call *c)
 {
     gbx_aconn_free(c->agent);
     json_decref(c->detail);
+    free(c->tree.cgroup_dir);
     free(c);
+}
+
+/* ---- every process (all=true) ------------------------------------------------------- */
+
+/* The host's read of the tree, off the loop, then merged with the agent's list. */
+struct tree_job {
+    struct gbx_http_later *later;
+    struct gbx_proctree_src src;
+    json_t *api; /* the agent's processes (those started through the API) */
+    json_t *out;
+    struct gbx_err *err;
+};
+
+static void tree_work(void *arg)
+{
+    struct tree_job *j = arg;
+    (void)!gbx_sandbox_proctree(&j->src, GBX_PROCTREE_MAX, &j->out, &j->err);
+}
+
+static void tree_done(void *arg)
+{
+    struct tree_job *j = arg;
+    struct evhttp_request *req = gbx_http_later_take(j->later);
+    if (req && j->err) {
+        gbx_http_reply_err(req, j->err);
+    } else if (req) {
+        size_t i, k;
+        json_t *p, *a;
+        json_array_foreach(json_object_get(j->out, "processes"), i, p)
+        {
+            json_t *handle = json_null(), *pty = NULL;
+            json_array_foreach(j->api, k, a)
+            {
+                if (json_integer_value(json_object_get(a, "pid")) ==
+                    json_integer_value(json_object_get(p, "pid"))) {
+                    handle = json_incref(json_object_get(a, "process"));
+                    pty = json_object_get(a, "pty");
+                }
+            }
+            if (!json_is_null(handle) &&
+                strcmp(json_string_value(json_object_get(p, "kind")), "other") == 0)
+                json_object_set_new(p, "kind", json_string("api"));
+            json_object_set_new(p, "process", handle);
+            if (pty)
+                json_object_set(p, "pty", pty);
+        }
+        json_object_set_new(j->out, "limit", json_integer(GBX_PROCTREE_MAX));
+        gbx_http_reply_json(req, 200, gbx_steal_ptr(&j->out));
+    }
+    json_decref(j->out);
+    json_decref(j->api);
+    gbx_err_free(j->err);
+    free(j->src.cgroup_dir);
+    free(j);
+}
+
+/* The agent answered its PS: now the host's view, off the loop. */
+static void tree_start(struct call *c, json_t *api)
+{
+    struct tree_job *j = gbx_xcalloc(1, sizeof(*j));
+    j->src = c->tree;
+    c->tree.cgroup_dir = NULL;
+    j->api = api;
+    j->later = gbx_http_later_new(c->req);
+    if (gbx_offload_submit(gbx_server_offload(c->srv), tree_work, tree_done, j) < 0) {
+        gbx_err_set(&j->err, ESHUTDOWN, GBX_ERR_UNAVAILABLE, "the daemon is stopping");
+        tree_done(j);
+    }
 }
 
 /* ---- the processes list ------------------------------------------------------------- */
@@ -174,7 +250,9 @@ static void on_reply(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p,
     }
     if (--c->pending > 0)
         return;
-    if (c->op == OP_PS || c->op == OP_GET) {
+    if (c->op == OP_PS_ALL) {
+        tree_start(c, ps_json(p, h->len));
+    } else if (c->op == OP_PS || c->op == OP_GET) {
         json_t *arr = ps_json(p, h->len);
         if (c->op == OP_PS) {
             gbx_http_reply_json(c->req, 200, json_pack("{s:o}", "processes", arr));
@@ -393,6 +471,37 @@ static void do_simple(struct gbx_server *srv, const struct gbx_actor *who, struc
     (void)call_send(c);
 }
 
+/* GET .../processes[?all=true] */
+static void do_list(struct gbx_server *srv, const struct gbx_actor *who, struct event_base *base,
+                    struct evhttp_request *req, struct gbx_sandbox *sb)
+{
+    int all = 0;
+    const struct gbx_query_param params[] = {
+        {.name = "all", .kind = GBX_QUERY_BOOL, .out = &all},
+    };
+    const char *query = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    struct gbx_query q = {0};
+    gbx_autoerr struct gbx_err *err = NULL;
+    int r =
+        gbx_query_parse(&q, query, params, GBX_ARRAY_SIZE(params), GBX_QUERY_IGNORE_UNKNOWN, &err);
+    gbx_query_release(&q);
+    if (r < 0)
+        return gbx_http_reply_err(req, err);
+    if (!all)
+        return do_simple(srv, who, base, req, sb, OP_PS, 0);
+    const char *dir = gbx_cgroup_procs_dir(&sb->cg);
+    if (dir == NULL || sb->init_pid <= 0)
+        return gbx_http_reply_error(req, GBX_ERR_UNAVAILABLE,
+                                    "sandbox '%s' has no processes to list", sb->id);
+    struct call *c = call_open(srv, who, base, req, sb, OP_PS_ALL, 0);
+    if (c == NULL)
+        return;
+    c->tree = (struct gbx_proctree_src){
+        .init_pid = sb->init_pid, .host_uid = sb->host_uid, .cgroup_dir = gbx_xstrdup(dir)};
+    (void)gbx_aconn_begin(c->agent, GBX_MSG_PS);
+    (void)call_send(c);
+}
+
 /* ---- routing -------------------------------------------------------------------------- */
 
 static void method_not_allowed(struct evhttp_request *req, const char *allow)
@@ -408,7 +517,7 @@ void gbx_api_procs(struct gbx_server *srv, const struct gbx_actor *who, struct e
     if (sub[0] == '\0' || strcmp(sub, "/") == 0) {
         if (m != EVHTTP_REQ_GET)
             return method_not_allowed(req, "GET");
-        return do_simple(srv, who, base, req, sb, OP_PS, 0);
+        return do_list(srv, who, base, req, sb);
     }
     /* "/{proc}[/action]" */
     const char *p = sub + 1, *slash = strchr(p, '/');

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* glovebox artifact publish SANDBOX PATH [--name N] [--session S] [--meta k=v]... [--max-bytes N]
  *        | ls [--session S] [--sandbox ID] [--name N] [--json]
- *        | get ID [-o FILE]   (standard output by default)
+ *        | get ID|NAME [-o FILE]   (standard output by default; a name: the newest with it)
  *        | rm ID
  * Artifacts: files and directories (as tar) published out of sandboxes into the daemon's
  * content-addressed store; they outlive the sandbox (docs/artifacts.md). */
@@ -26,9 +26,11 @@ static const char artifact_usage[] =
     "                                 [--meta KEY=VALUE]... [--max-bytes N] [--json]\n"
     "       glovebox artifact ls [--session SESSION] [--sandbox ID] [--name NAME] [--json]\n"
     "                                               (alias: list)\n"
-    "       glovebox artifact get ID [-o FILE]      (standard output by default)\n"
+    "       glovebox artifact get ID|NAME [-o FILE] (standard output by default)\n"
     "       glovebox artifact rm ID                 (alias: delete)\n"
-    "A directory is published as a tar of its tree (symlinks kept as symlinks).\n";
+    "A directory is published as a tar of its tree (symlinks kept as symlinks).\n"
+    "get takes an artifact's id or the name publish gave it: of several with that name, the\n"
+    "newest of yours; an id wins over a name.\n";
 
 /* An id for a URL path: letters, digits, '-' and '_' only. */
 static int id_ok(const char *id)
@@ -189,6 +191,48 @@ static int list(int argc, char **argv)
     return r;
 }
 
+/* The id of the artifact ref names: ref itself when it is one the caller may see, else the
+ * newest of the caller's artifacts named ref. 0 with *id (owned), or the exit status. */
+static int resolve(const char *ref, char **id)
+{
+    json_t *reply = NULL;
+    int status = 404;
+    if (id_ok(ref)) {
+        gbx_autofree char *url = gbx_asprintf("/v1/artifacts/%s", ref);
+        status = gbx_cli_call("GET", url, NULL, &reply);
+        if (status == 200) {
+            json_decref(reply);
+            *id = gbx_xstrdup(ref);
+            return 0;
+        }
+    }
+    if (status != 404) {
+        int r = gbx_cli_result(status, reply, 200);
+        json_decref(reply);
+        return r;
+    }
+    json_decref(reply);
+    reply = NULL;
+    gbx_autofree char *qn = gbx_url_escape(ref, NULL);
+    gbx_autofree char *url = gbx_asprintf("/v1/artifacts?name=%s&order=desc&limit=1", qn);
+    status = gbx_cli_call("GET", url, NULL, &reply);
+    if (status != 200) {
+        int r = gbx_cli_result(status, reply, 200);
+        json_decref(reply);
+        return r;
+    }
+    const char *found = json_string_value(
+        json_object_get(json_array_get(json_object_get(reply, "artifacts"), 0), "id"));
+    if (found == NULL || !id_ok(found)) {
+        json_decref(reply);
+        gbx_cli_error("artifact '%s' not found (no artifact of yours has that id or name)", ref);
+        return GBX_EXIT_NOT_FOUND;
+    }
+    *id = gbx_xstrdup(found);
+    json_decref(reply);
+    return 0;
+}
+
 static int get(int argc, char **argv)
 {
     const char *out = NULL;
@@ -202,11 +246,15 @@ static int get(int argc, char **argv)
             return GBX_EXIT_USAGE;
         }
     }
-    if (optind + 1 != argc || !id_ok(argv[optind])) {
+    if (optind + 1 != argc || argv[optind][0] == '\0') {
         fputs(artifact_usage, stderr);
         return GBX_EXIT_USAGE;
     }
-    gbx_autofree char *url = gbx_asprintf("/v1/artifacts/%s/content", argv[optind]);
+    gbx_autofree char *id = NULL;
+    int rr = resolve(argv[optind], &id);
+    if (rr != 0)
+        return rr;
+    gbx_autofree char *url = gbx_asprintf("/v1/artifacts/%s/content", id);
     json_t *reply = NULL;
     int status = gbx_cli_download(url, out ? out : "-", &reply);
     int r = gbx_cli_result(status, reply, 200);

@@ -239,8 +239,8 @@ int gbx_cmd_ls(int argc, char **argv)
         if (json) {
             gbx_cli_print_json(all);
         } else {
-            printf("%-24s %-10s %-26s %-26s %s\n", "ID", "TEMPLATE", "CREATED", "EXPIRES",
-                   "LABELS");
+            printf("%-24s %-10s %-11s %-26s %-26s %s\n", "ID", "TEMPLATE", "STATE", "CREATED",
+                   "EXPIRES", "LABELS");
             size_t i;
             json_t *sb;
             json_array_foreach(all, i, sb)
@@ -255,8 +255,10 @@ int gbx_cmd_ls(int argc, char **argv)
                     snprintf(labels + n, sizeof(labels) - n, "%s%s=%s", n ? "," : "", k,
                              json_string_value(v));
                 }
-                printf("%-24s %-10s %-26s %-26s %s\n", json_string_value(json_object_get(sb, "id")),
-                       json_string_value(json_object_get(sb, "template")),
+                const char *state = json_string_value(json_object_get(sb, "state"));
+                printf("%-24s %-10s %-11s %-26s %-26s %s\n",
+                       json_string_value(json_object_get(sb, "id")),
+                       json_string_value(json_object_get(sb, "template")), state ? state : "-",
                        json_string_value(json_object_get(sb, "created_at")), exp ? exp : "-",
                        labels[0] ? labels : "-");
             }
@@ -309,11 +311,11 @@ int gbx_cmd_status(int argc, char **argv)
     }
     if (json) {
         json_t *caps = json_object_get(health, "capabilities");
-        json_t *o = json_pack("{s:O?,s:s,s:I,s:O?,s:O?}", "version",
-                              json_object_get(version, "version"), "socket", gbx_cli_socket(),
-                              "sandboxes",
-                              (json_int_t)json_array_size(json_object_get(list, "sandboxes")),
-                              "capabilities", caps, "config", cfg);
+        json_t *o =
+            json_pack("{s:O?,s:s,s:I,s:O?,s:O?}", "version", json_object_get(version, "version"),
+                      "socket", gbx_cli_socket(), "sandboxes",
+                      (json_int_t)json_array_size(json_object_get(list, "sandboxes")),
+                      "capabilities", caps, "config", cfg);
         gbx_cli_print_json(o);
         json_decref(o);
         json_decref(cfg);

@@ -254,6 +254,13 @@ static void remember_template(struct gbx_server *s, const struct gbx_actor *who,
 
 /* ---- response bodies ---------------------------------------------------------------------- */
 
+/* E2B knows two states: a sandbox hibernated, or being hibernated or woken (its processes
+ * are stopped or on disk), reads as paused there, as a frozen one does. */
+static int e2b_paused(const struct gbx_live *l)
+{
+    return l->paused || l->hibernated || l->busy == GBX_BUSY_WORKER;
+}
+
 /* Sandbox: what create and connect return. */
 static json_t *sandbox_obj(const struct gbx_live *l)
 {
@@ -272,7 +279,7 @@ static json_t *listed_obj(const struct gbx_live *l)
     gbx_autofree char *end = l->expires_ns ? gbx_rfc3339(l->expires_ns) : gbx_xstrdup(NO_END);
     return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:s,s:o}", "sandboxID", l->sb->id,
                      "templateID", client_template(l), "clientID", CLIENT_ID, "startedAt", started,
-                     "endAt", end, "state", l->paused ? "paused" : "running", "cpuCount",
+                     "endAt", end, "state", e2b_paused(l) ? "paused" : "running", "cpuCount",
                      cpu_count(l), "memoryMB", (json_int_t)(mem_limit(l) >> 20), "diskSizeMB",
                      (json_int_t)(l->disk_bytes >> 20), "envdVersion", GBX_E2B_ENVD_VERSION,
                      "metadata", l->metadata ? json_incref(l->metadata) : json_object());
@@ -710,6 +717,8 @@ static void handle_connect(struct gbx_server *s, const struct gbx_actor *who,
                             .later = gbx_http_later_new(req)};
         return gbx_hibernate_wake(s, who, l, connect_woken, w);
     }
+    if (l->busy == GBX_BUSY_WORKER)
+        return gbx_e2b_error(req, 409, "sandbox '%s' is being paused (hibernated)", l->sb->id);
     int status = 200;
     if (l->paused) {
         gbx_autoerr struct gbx_err *err = NULL;
@@ -992,7 +1001,7 @@ static const char *next_token_param(void *out, const char *v)
 
 static int list_match(const struct list_query *q, const struct gbx_live *l)
 {
-    if (!(l->paused ? q->paused : q->running))
+    if (!(e2b_paused(l) ? q->paused : q->running))
         return 0;
     if (q->started_after && l->created_ns <= q->started_after)
         return 0;

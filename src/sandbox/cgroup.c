@@ -577,6 +577,18 @@ int gbx_cgroup_freeze(struct gbx_cgroup *cg, int frozen, struct gbx_err **err)
     return gbx_err_set(err, ENOTSUP, GBX_ERR_UNAVAILABLE, "no cgroup freezer on this host");
 }
 
+const char *gbx_cgroup_procs_dir(const struct gbx_cgroup *cg)
+{
+    if (cg->v2dir)
+        return cg->v2dir;
+    static const enum gbx_cg_ctrl order[] = {GBX_CG_PIDS, GBX_CG_FREEZER, GBX_CG_MEMORY,
+                                             GBX_CG_CPU};
+    for (size_t i = 0; i < GBX_ARRAY_SIZE(order); i++)
+        if (cg->dir[order[i]])
+            return cg->dir[order[i]];
+    return NULL;
+}
+
 static int kill_procs_in(const char *dir)
 {
     gbx_autofree char *p = gbx_asprintf("%s/cgroup.procs", dir);

@@ -77,6 +77,9 @@ int gbx_cgroup_begin(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const
                      struct gbx_err **err) GBX_WUR;
 int gbx_cgroup_finish(struct gbx_cgroup *cg, const struct gbx_cg_limits *lim,
                       struct gbx_err **err) GBX_WUR;
+/* The group whose cgroup.procs lists every process of the sandbox (its v2 group, else a v1
+ * one), or NULL when it has none. */
+const char *gbx_cgroup_procs_dir(const struct gbx_cgroup *cg);
 /* Open the groups of an existing sandbox (re-adoption). */
 int gbx_cgroup_open(struct gbx_cgroup *cg, const struct gbx_cg_layout *l, const char *id,
                     struct gbx_err **err) GBX_WUR;

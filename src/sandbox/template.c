@@ -719,8 +719,13 @@ int gbx_template_staging(const char *state_dir, const char *name, char **dir, st
 int gbx_template_install(const char *state_dir, const char *name, const char *stage,
                          const char *conf, struct gbx_err **err)
 {
+    /* its own files: a root filesystem, or the layers it stacks on its base (whose files
+     * count as the base's) */
     gbx_autofree char *rootfs = gbx_asprintf("%s/rootfs", stage);
-    gbx_autofree char *full = gbx_asprintf("%ssize=%llu\n", conf, (unsigned long long)du(rootfs));
+    gbx_autofree char *layers = gbx_asprintf("%s/layers", stage);
+    unsigned long long size = du(rootfs);
+    size += du(layers);
+    gbx_autofree char *full = gbx_asprintf("%ssize=%llu\n", conf, size);
     gbx_autofree char *confp = gbx_asprintf("%s/template.conf", stage);
     int r = gbx_write_file_atomic(confp, full, strlen(full), 0644);
     if (r < 0)

@@ -98,8 +98,9 @@ int gbx_template_conf_extra(const char *description, const char *start, const ch
 /* A fresh staging directory <state>/templates/.build.<name>.<pid>.<n> (*dir owned). */
 int gbx_template_staging(const char *state_dir, const char *name, char **dir,
                          struct gbx_err **err) GBX_WUR;
-/* Write conf (plus size=) into the staging directory stage (which holds rootfs/) and rename
- * it to <state>/templates/<name>; CONFLICT when the name is taken. */
+/* Write conf (plus size=: the bytes of its rootfs/, or of the layers/ a template made from a
+ * snapshot stacks on its base) into the staging directory stage and rename it to
+ * <state>/templates/<name>; CONFLICT when the name is taken. */
 int gbx_template_install(const char *state_dir, const char *name, const char *stage,
                          const char *conf, struct gbx_err **err) GBX_WUR;
 #define GBX_FIXUP_USER 1u /* add the "user" account (uid 1000, /home/user) when missing */

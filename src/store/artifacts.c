@@ -90,13 +90,19 @@ int gbx_store_artifacts_list(struct gbx_store *s, const struct gbx_store_artifac
 {
     sqlite3_stmt *st;
     /* a NULL parameter matches every row */
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT " COLS " FROM artifacts WHERE "
-                           "(?1 IS NULL OR owner = ?1) AND (?2 IS NULL OR session = ?2) AND "
-                           "(?3 IS NULL OR sandbox = ?3) AND (?4 IS NULL OR name = ?4) AND "
-                           "(?5 IS NULL OR created_ns > ?6 OR (created_ns = ?6 AND id > ?5)) "
-                           "ORDER BY created_ns, id LIMIT ?7",
-                           -1, &st, NULL) != SQLITE_OK)
+#define LIST_WHERE                                                                                 \
+    "SELECT " COLS " FROM artifacts WHERE "                                                        \
+    "(?1 IS NULL OR owner = ?1) AND (?2 IS NULL OR session = ?2) AND "                             \
+    "(?3 IS NULL OR sandbox = ?3) AND (?4 IS NULL OR name = ?4) AND "
+    static const char *const oldest_first =
+        LIST_WHERE "(?5 IS NULL OR created_ns > ?6 OR (created_ns = ?6 AND id > ?5)) "
+                   "ORDER BY created_ns, id LIMIT ?7";
+    static const char *const newest_first =
+        LIST_WHERE "(?5 IS NULL OR created_ns < ?6 OR (created_ns = ?6 AND id < ?5)) "
+                   "ORDER BY created_ns DESC, id DESC LIMIT ?7";
+#undef LIST_WHERE
+    if (sqlite3_prepare_v2(s->db, f->newest_first ? newest_first : oldest_first, -1, &st, NULL) !=
+        SQLITE_OK)
         return gbx_store_db_err(s, err, "list artifacts");
     bind_opt(st, 1, f->owner);
     bind_opt(st, 2, f->session);

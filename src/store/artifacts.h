@@ -38,13 +38,15 @@ int gbx_store_artifacts_get(struct gbx_store *s, const char *id, gbx_store_artif
                             void *arg, struct gbx_err **err) GBX_WUR;
 
 /* A listing's filters; NULL fields do not filter. Rows come oldest first (created_ns, then
- * id); after_id (with its created_ns in after_ns) starts past that row: the cursor. */
+ * id), or newest first; after_id (with its created_ns in after_ns) starts past that row in
+ * that order: the cursor. */
 struct gbx_store_artifact_filter {
     const char *owner; /* NULL: every owner (the admin) */
     const char *session, *sandbox, *name;
     const char *after_id;
     int64_t after_ns;
-    int limit; /* <= 0: 100 */
+    int limit;        /* <= 0: 100 */
+    int newest_first; /* 1: newest first (created_ns, then id, descending) */
 };
 int gbx_store_artifacts_list(struct gbx_store *s, const struct gbx_store_artifact_filter *f,
                              gbx_store_artifact_fn fn, void *arg, struct gbx_err **err) GBX_WUR;

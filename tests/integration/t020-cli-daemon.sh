@@ -22,6 +22,12 @@ check "ls --json" python3 -c "import json, subprocess; assert len(json.loads(sub
 check "create --label --meta --env" [ "$("$GB" exec cli-three -- sh -c 'echo $GREETING')" = hi ]
 check "ls --label filters" [ "$("$GB" ls --label team=x --json | python3 -c "import json, sys; print([s['id'] for s in json.load(sys.stdin)])")" = "['cli-three']" ]
 check "ls shows labels" sh -c "'$GB' ls | grep '^cli-three' | grep -q 'team=x'"
+check "ls has a STATE column" sh -c "'$GB' ls | head -n 1 | grep -q '^ID  *TEMPLATE  *STATE  *CREATED'"
+check "ls shows a sandbox running" [ "$("$GB" ls | awk '$1 == "cli-three" {print $3}')" = running ]
+"$GB" pause cli-three > /dev/null
+check "and paused once it is" [ "$("$GB" ls | awk '$1 == "cli-three" {print $3}')" = paused ]
+check "ls --json keeps the state as the API gives it" [ "$("$GB" ls --label team=x --json | python3 -c "import json, sys; print(json.load(sys.stdin)[0]['state'])")" = paused ]
+"$GB" resume cli-three > /dev/null
 "$GB" ls --label "no equals" 2> "$T/err"
 rc=$?
 check "a bad filter fails with the daemon's message" eval '[ $rc -ne 0 ] && grep -q "KEY=VALUE" "$T/err"'

@@ -231,6 +231,55 @@ check "glovebox ps: the process" grep -q "^$p .* root  *sleep 100\$" "$T/ps"
 check "glovebox ps --json" [ "$("$GB" ps pr --json | json "[x['cmd'] for x in j if x['process'] == $p][0]" /dev/stdin)" = "['sleep', '100']" ]
 "$GB" ps nope 2>"$T/err"
 check "glovebox ps of an unknown sandbox exits 3" [ $? -eq 3 ]
+
+# ---- the whole tree (?all=true, glovebox ps --all) ----
+# an orphan of a finished exec (now init's child), and an API process as user with children
+req POST /exec '{"shell":"(sleep 204 &); true","wait":true}'
+bg tree '{"cmd":["sh","-c","sleep 201 & sh -c \"sleep 202; true\" & wait"],"user":"user"}'
+until_ "the tree to start" started tree
+tp=$(proc_of tree)
+# tree_has EXPR: ?all=true lists a process for which EXPR holds (x is the process)
+tree_has() { req GET "/processes?all=true"; is "any($1 for x in j['processes'])" True; }
+until_ "the tree's children" tree_has "x['cmd'] == ['sleep', '202']"
+req GET "/processes?all=true"
+cp "$T/body" "$T/all.json"
+check "?all=true answers every process, with its total" eval "[ '$code' = 200 ] && [ \"\$(json \"(j['total'] >= 6, j['truncated'], j['limit'])\")\" = '(True, False, 1000)' ]"
+check "pid 1 is glovebox-init, marked init" is "[(x['ppid'], x['kind'], x['user'], x['process']) for x in j['processes'] if x['pid'] == 1]" "[(0, 'init', 'root', None)]"
+check "an API process is marked with its handle, as user" is "[(x['kind'], x['user'], x['uid'], x['ppid']) for x in j['processes'] if x['process'] == $tp]" "[('api', 'user', 1000, 1)]"
+check "its children are listed under it, unmarked" is "sorted((x['cmd'][0], x['kind'], x['process']) for x in j['processes'] if x['ppid'] == [y['pid'] for y in j['processes'] if y['process'] == $tp][0])" "[('sh', 'other', None), ('sleep', 'other', None)]"
+check "and a grandchild under that" is "[x['ppid'] == [y['pid'] for y in j['processes'] if y['cmd'][:1] == ['sh'] and y['process'] is None][0] for x in j['processes'] if x['cmd'] == ['sleep', '202']]" "[True]"
+check "a process no API call started (an orphan: init's child) is listed" is "[(x['ppid'], x['kind'], x['process']) for x in j['processes'] if x['cmd'] == ['sleep', '204']]" "[(1, 'other', None)]"
+check "the pids are the sandbox's, in order" is "[x['pid'] for x in j['processes']] == sorted(x['pid'] for x in j['processes']) and all(x['pid'] < 1000 for x in j['processes'])" True
+req GET /processes
+check "the default list is unchanged: the API's processes only" is "sorted(x['process'] for x in j['processes']) == sorted([$p, $tp]) and 'kind' not in j['processes'][0]" True
+check "the pid ?all=true gives an API process is the one the list gives" is "[x['pid'] for x in j['processes'] if x['process'] == $tp] == [x['pid'] for x in json.load(open('$T/all.json'))['processes'] if x['process'] == $tp]" True
+req GET "/processes?all=maybe"
+check "a bad all= is 400" [ "$code" = 400 ]
+"$GB" ps pr --all > "$T/psall"
+check "glovebox ps --all: a header" grep -q '^PID  *PPID  *USER  *PROC  *S  *CMD$' "$T/psall"
+check "glovebox ps --all: init first, marked" sh -c "sed -n 2p '$T/psall' | grep -q '^1  *0  *root  *init  *[A-Z]  *glovebox-init'"
+check "glovebox ps --all: the API process with its handle" grep -q "^[0-9]*  *1  *user  *$tp  *[A-Z]  *.._ sh -c sleep 201" "$T/psall"
+# indent COMMAND: where the tree mark of the line showing COMMAND is
+indent() { python3 -c "import sys; print([l.index(chr(92) + '_ ') for l in open(sys.argv[1]) if l.rstrip().endswith(sys.argv[2])][0])" "$T/psall" "$1"; }
+check "glovebox ps --all: its children indented under it, unmarked" eval "[ \$(( \$(indent 'sleep 201') - \$(indent '& wait') )) = 4 ] && grep -q '^[0-9]*  *[0-9]*  *user  *-  .*sleep 201\$' '$T/psall'"
+check "glovebox ps --all: the grandchild one level further" eval "[ \$(( \$(indent 'sleep 202') - \$(indent 'sleep 202; true') )) = 4 ]"
+check "glovebox ps --all --json: the whole answer" [ "$("$GB" ps pr --all --json | json "(len(j['processes']) == j['total'], j['truncated'])" /dev/stdin)" = "(True, False)" ]
+req POST "/processes/$tp/signal" '{"signal":"KILL"}'
+wait $bgpid
+orphan=$(json "[x['pid'] for x in j['processes'] if x['cmd'] == ['sleep', '204']][0]" "$T/all.json")
+req POST /exec "{\"cmd\":[\"kill\",\"$orphan\"],\"wait\":true}"
+
+# a sandbox with more processes than the list holds: the first 1000, and the count
+curl -s -o /dev/null --unix-socket "$S" -X POST -d '{"id":"many","pids":1200}' http://glovebox/v1/sandboxes
+code=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$S" -X POST \
+    -d '{"shell":"for i in $(seq 1050); do sleep 300 >/dev/null 2>&1 & done; echo started","wait":true}' http://glovebox/v1/sandboxes/many/exec)
+check "1050 processes started" is "j['stdout'].strip()" started
+code=$(curl -s -o "$T/body" -w '%{http_code}' --unix-socket "$S" "http://glovebox/v1/sandboxes/many/processes?all=true")
+record GET /v1/sandboxes/many/processes
+check "?all=true lists the first 1000 (init first), says there are more, and how many" is "(len(j['processes']), j['processes'][0]['pid'], j['total'] > 1000, j['truncated'])" "(1000, 1, True, True)"
+"$GB" ps many --all > /dev/null 2> "$T/err"
+check "glovebox ps --all says so" grep -q 'processes; the first 1000 are shown' "$T/err"
+curl -s -o /dev/null --unix-socket "$S" -X DELETE http://glovebox/v1/sandboxes/many
 req POST "/processes/$p/signal" '{"signal":"KILL"}'
 wait $bgpid
 check "glovebox exec --stdin" [ "$(printf 'piped\ninput\n' | "$GB" exec --stdin pr -- sh -c 'cat; echo end')" = "$(printf 'piped\ninput\nend')" ]

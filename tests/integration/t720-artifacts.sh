@@ -176,6 +176,30 @@ check "glovebox artifact ls shows the table" sh -c "'$GB' artifact ls | grep '^$
 "$GB" artifact get "$IDBIG" -o "$T/got.bin"
 check "artifact get -o equals the original" cmp -s "$T/got.bin" "$T/big.bin"
 check "artifact get to stdout" sh -c "'$GB' artifact get '$ID1' | cmp -s - '$T/out.txt'"
+# by the name publish gave: of several with one name, the newest; an id keeps working
+check "artifact get NAME downloads it" sh -c "'$GB' artifact get report | cmp -s - '$T/out.txt'"
+pub '{"path":"/tmp/out.txt","name":"twice"}'
+TW1=$(field "j['id']")
+pub '{"path":"/tmp/big.bin","name":"twice"}'
+TW2=$(field "j['id']")
+req GET "/v1/artifacts?name=twice&order=desc&limit=1"
+check "list by name, newest first" [ "$(field "[a['id'] for a in j['artifacts']]")" = "['$TW2']" ]
+req GET "/v1/artifacts?name=twice&order=desc&limit=1&after=$TW2"
+check "and its next page goes older" [ "$(field "[a['id'] for a in j['artifacts']]")" = "['$TW1']" ]
+req GET "/v1/artifacts?name=twice&order=asc"
+check "order=asc is oldest first, as without it" [ "$(field "[a['id'] for a in j['artifacts']]")" = "['$TW1', '$TW2']" ]
+req GET "/v1/artifacts?order=sideways"
+check "a bad order: 400" eval "[ '$code' = 400 ] && grep -q 'asc or desc' '$T/body'"
+"$GB" artifact get twice -o "$T/twice"
+check "artifact get NAME shared by two: the newest" cmp -s "$T/twice" "$T/big.bin"
+check "artifact get of the older one's id still gets it" sh -c "'$GB' artifact get '$TW1' | cmp -s - '$T/out.txt'"
+"$GB" artifact get no-such-name > "$T/none" 2> "$T/err"
+rc=$?
+check "a name nothing has: not found (exit 3), nothing written" eval "[ $rc = 3 ] && [ ! -s '$T/none' ] && grep -q \"artifact 'no-such-name' not found\" '$T/err'"
+"$GB" artifact get "a name/with spaces?&" > /dev/null 2> "$T/err"
+check "any name is looked up as it is (not found: 3)" [ $? = 3 ]
+req DELETE "/v1/artifacts/$TW1"
+req DELETE "/v1/artifacts/$TW2"
 curl -s -D "$T/hdr" -o "$T/dl" --unix-socket "$S" "http://glovebox/v1/artifacts/$IDD/content"
 check "content: type, length, ETag" eval "grep -qi '^content-type: application/x-tar' '$T/hdr' && grep -qi \"^etag: \\\"$SHAD\\\"\" '$T/hdr' && grep -qi \"^content-length: \$(stat -c %s '$A/$SHAD')\" '$T/hdr' && cmp -s '$T/dl' '$A/$SHAD'"
 curl -s -o "$T/part" -w '%{http_code}' -H 'Range: bytes=10-19' --unix-socket "$S" "http://glovebox/v1/artifacts/$IDBIG/content" > "$T/code"
@@ -250,6 +274,10 @@ check "a key publishes from its own sandbox" [ "$code" = 201 ]
 KID=$(field "j['id']")
 tcp GET /v1/artifacts
 check "and sees that one only" [ "$(field "[a['id'] for a in j['artifacts']]")" = "['$KID']" ]
+tcp GET "/v1/artifacts?name=report&order=desc&limit=1"
+check "a key's lookup by name finds none of the admin's" eval "[ '$code' = 200 ] && [ \"\$(field \"len(j['artifacts'])\")\" = 0 ]"
+tcp GET "/v1/artifacts?name=mine&order=desc&limit=1"
+check "and finds its own" [ "$(field "[a['id'] for a in j['artifacts']]")" = "['$KID']" ]
 req GET "/v1/artifacts/$KID"
 check "the admin sees the key's artifact" [ "$code" = 200 ]
 

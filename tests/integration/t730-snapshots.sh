@@ -141,6 +141,26 @@ check "a sandbox from it reports the template" [ "$(field "j['template']")" = fr
 sh_in "$TS" 'cat /work/l2 /work/d/b; echo more > /work/more'
 check "and sees the snapshot's files on its base" [ "$out" = "layer2
 keep" ]
+
+# its size: the bytes of its layers, recorded once when it is made (a 1 MiB file in them)
+req POST /v1/sandboxes '{}'
+BIG=$(field "j['id']")
+sh_in "$BIG" 'head -c 1048576 /dev/urandom > /home/user/big; ls -l /home/user/big'
+req POST "/v1/sandboxes/$BIG/snapshots" '{"name":"big"}'
+BIGSNAP=$(field "j['size_bytes']")
+"$BUILD/glovebox" snapshots template big frombig > /dev/null 2>&1
+req GET /v1/templates/frombig
+BIGT=$(field "j['size_bytes']")
+check "a template from a snapshot has its real size (>= 1 MiB; the snapshot's ${BIGSNAP})" \
+    eval "[ '$BIGT' -ge 1048576 ] && [ '$BIGT' -le \$(( $BIGSNAP + 1048576 )) ]"
+check "recorded when it was made" grep -qx "size=$BIGT" "$STATE/templates/frombig/template.conf"
+req GET /v1/templates
+check "the list says the same" [ "$(field "[t['size_bytes'] for t in j['templates'] if t['name'] == 'frombig'][0]")" = "$BIGT" ]
+check "glovebox template ls shows it in MiB, not 0B" sh -c "'$BUILD/glovebox' template ls | awk '\$1 == \"frombig\" {print \$3}' | grep -q 'M'"
+req DELETE "/v1/sandboxes/$BIG"
+req DELETE /v1/templates/frombig
+req DELETE /v1/snapshots/big
+check "both go again" [ "$code" = 204 ]
 req POST "/v1/sandboxes/$TS/snapshots" '{}'
 req POST "/v1/snapshots/$(field "j['id']")/clone" '{}'
 sh_in "$(field "j['sandboxes'][0]['id']")" 'cat /work/more /work/l2'

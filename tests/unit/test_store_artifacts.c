@@ -171,6 +171,17 @@ static void list_filters_and_pages(void **state)
     assert_string_equal(list(&p2, &c), "art-3,art-4");
     struct gbx_store_artifact_filter p3 = {.limit = 2, .after_id = "art-4", .after_ns = 300};
     assert_string_equal(list(&p3, &c), "");
+    /* newest first, and its pages: the cursor goes older, past a tie of created_ns */
+    struct gbx_store_artifact_filter d1 = {.limit = 2, .newest_first = 1};
+    assert_string_equal(list(&d1, &c), "art-4,art-3");
+    struct gbx_store_artifact_filter d2 = {
+        .limit = 2, .newest_first = 1, .after_id = "art-3", .after_ns = 200};
+    assert_string_equal(list(&d2, &c), "art-2,art-1");
+    struct gbx_store_artifact_filter dn = {.name = "report", .newest_first = 1, .limit = 1};
+    assert_string_equal(list(&dn, &c), "art-2");
+    struct gbx_store_artifact_filter dno = {
+        .name = "report", .owner = "", .newest_first = 1, .limit = 1};
+    assert_string_equal(list(&dno, &c), "art-1"); /* the newest of this owner's */
     /* the callback stops the walk */
     memset(&c, 0, sizeof(c));
     c.stop_after = 1;
