@@ -25,7 +25,8 @@ if [ $# -gt 0 ]; then FILES="$*"; else FILES=$(ls "$HERE"/*.test.mjs 2>/dev/null
 NAME=e2b
 . "$HERE/../lib/node-suite.sh"
 PORT=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
-suite_start_daemon --listen "127.0.0.1:$PORT"
+# getHost(port) is "<port>-<id>.localhost:PORT": ingress on the same listener
+suite_start_daemon --listen "127.0.0.1:$PORT" --ingress-domain "localhost:$PORT"
 
 export GLOVEBOX_RUNTIME_DIR="$RUN"
 KEY=$("$BUILD/glovebox" apikey create e2b-tests --json |
