@@ -290,7 +290,8 @@ static json_t *detail_obj(const struct gbx_live *l)
 {
     json_t *j = listed_obj(l);
     json_object_set_new(j, "envdAccessToken", json_string(l->token));
-    json_object_set_new(j, "domain", json_null());
+    const char *domain = gbx_server_ingress_domain_now();
+    json_object_set_new(j, "domain", domain ? json_string(domain) : json_null());
     /* open egress is E2B's "internet access"; policy and none are not */
     const struct gbx_egress_policy *p = l->egress ? gbx_egress_policy_of(l->egress) : NULL;
     json_object_set_new(j, "allowInternetAccess", json_boolean(p && p->mode == GBX_EGRESS_OPEN));

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import {
     Sandbox, SandboxError, SandboxNotFoundError, AuthenticationError,
 } from 'e2b';
-import { api, newSandbox, randomName, track, waitFor } from './lib.mjs';
+import { api, env, newSandbox, randomName, track, waitFor } from './lib.mjs';
 
 const near = (a, b, slackMs, what) =>
     assert.ok(Math.abs(a - b) <= slackMs, `${what}: ${a} is not within ${slackMs} ms of ${b}`);
@@ -72,7 +72,8 @@ describe('create and getInfo', () => {
         assert.notEqual(r.json.envdAccessToken, sbx.envdAccessToken, 'tokens are per sandbox');
         // the same secret: the code interpreter sends only it on /contexts
         assert.equal(r.json.trafficAccessToken, r.json.envdAccessToken);
-        assert.equal(r.json.domain, null);
+        // the daemon's ingress domain (run.sh gives it one): getHost builds on it
+        assert.equal(r.json.domain, `localhost:${new URL(env.apiUrl).port}`);
         assert.equal(await Sandbox.kill(r.json.sandboxID), true);
     });
 
