@@ -50,15 +50,17 @@ struct gate_conn {
     struct gbx_gate *g; /* NULL once the gate is gone (the daemon is stopping) */
     struct bufferevent *filter;
     struct gbx_http_relay *relay;
-    struct event *timer;              /* the deadline of the current phase; also runs a close */
-    struct event *wev;                /* the socket is writable again */
-    struct evbuffer_cb_entry *out_cb; /* on the filter's output: on_output_added */
-    int fd;                           /* -1 until set up */
-    int counted;                      /* against the caps */
-    int stopped;                      /* head-only forwarded, or malformed: input is dropped */
-    int taken;                        /* handed over (takeover): nothing more is written */
-    void *ticket;                     /* the takeover's claim on the first request */
-    struct evbuffer *raw;             /* the bytes of the first head, as received */
+    struct event *timer;                /* the deadline of the current phase; also runs a close */
+    struct event *wev;                  /* the socket is writable again */
+    struct evbuffer_cb_entry *out_cb;   /* on the filter's output: on_output_added */
+    int fd;                             /* -1 until set up */
+    int counted;                        /* against the caps */
+    int stopped;                        /* head-only forwarded, or malformed: input is dropped */
+    int taken;                          /* handed over (takeover): nothing more is written */
+    void *ticket;                       /* the takeover's claim on the first request */
+    const struct gbx_gate_takeover *tk; /* whose claim it is (the gate's, when it was made) */
+    void *tk_arg;
+    struct evbuffer *raw; /* the bytes of the first head, as received */
     int closing;
     unsigned inflight; /* heads given to evhttp whose reply is not complete */
     uint64_t requests;
@@ -355,6 +357,8 @@ static int on_head(void *arg, const struct gbx_http_req_info *req,
      * of it goes to evhttp */
     if (c->requests == 0 && c->g && c->g->takeover &&
         c->g->takeover->claim(c->g->takeover_arg, req, &c->ticket) == 1) {
+        c->tk = c->g->takeover;
+        c->tk_arg = c->g->takeover_arg;
         c->requests++;
         return -1;
     }
@@ -410,10 +414,10 @@ static void take_over(struct gate_conn *c, struct evbuffer *src)
             close(nowhere);
     }
     if (fd < 0) {
-        c->g->takeover->drop(c->g->takeover_arg, ticket);
+        c->tk->drop(c->tk_arg, ticket);
         evbuffer_free(pending);
     } else {
-        c->g->takeover->take(c->g->takeover_arg, ticket, fd, pending);
+        c->tk->take(c->tk_arg, ticket, fd, pending);
     }
     conn_close(c, "handed over");
 }
@@ -445,7 +449,7 @@ static enum bufferevent_filter_result in_filter(struct evbuffer *src, struct evb
         }
         int r = gbx_http_relay_feed(c->relay, v.iov_base, n, dst);
         evbuffer_drain(src, n);
-        if (r == GBX_HTTP_RELAY_DENIED && c->ticket) {
+        if (r == GBX_HTTP_RELAY_DENIED && c->ticket && c->tk) {
             take_over(c, src);
             break;
         }
@@ -568,8 +572,8 @@ static void conn_free(void *arg)
     if (c->out_cb) /* the filter is being destroyed, not yet gone */
         evbuffer_remove_cb_entry(bufferevent_get_output(c->filter), c->out_cb);
     gbx_http_relay_free(c->relay);
-    if (c->ticket && g && g->takeover)
-        g->takeover->drop(g->takeover_arg, c->ticket);
+    if (c->ticket)
+        c->tk->drop(c->tk_arg, c->ticket);
     if (c->raw)
         evbuffer_free(c->raw);
     free(c);

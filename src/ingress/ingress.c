@@ -7,11 +7,11 @@
 #include <ctype.h>
 #include <errno.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/crypto.h>
 #include <stdarg.h>
 #include <sched.h>
@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -32,8 +33,8 @@
 #include "http/gate.h"
 #include "store/store.h"
 
-/* A side holding this much unsent stops the other side from being read. */
-#define HIGH_WATER (256u << 10)
+/* The pipe of each direction: at most this much is held for a connection (each way). */
+#define GBX_INGRESS_PIPE (1u << 20)
 
 struct ticket {
     char id[64];
@@ -43,16 +44,30 @@ struct ticket {
     char token[129];   /* a traffic token, or "" */
 };
 
+/* One direction of a proxied connection: bytes move from -> pipe -> to with splice(2),
+ * never through the daemon's memory; the pipe (at most its size) is all that is held. */
+struct dir {
+    int from, to;
+    int pipe[2];
+    size_t inpipe;     /* bytes in the pipe, not yet written to to */
+    struct event *rev; /* from is readable */
+    struct event *wev; /* to is writable again */
+    int eof;           /* from ended: to is shut down for writing once the pipe is empty */
+    int done;
+    uint64_t bytes;
+};
+
 struct conn {
     struct conn *prev, *next;
     struct gbx_ingress *ig;
-    struct bufferevent *client, *up;
+    int cfd, ufd;             /* the client's socket, the one inside the sandbox */
+    struct event *connect_ev; /* ufd's connect finished */
+    struct evbuffer *head;    /* what the client sent before the takeover, for ufd first */
+    struct dir c2u, u2c;
     char sandbox[64], owner[GBX_ACTOR_MAX], ip[INET6_ADDRSTRLEN];
     unsigned port;
     int64_t start_ns;
-    uint64_t bytes_in, bytes_out; /* client to sandbox, sandbox to client */
-    int connected;                /* upstream answered */
-    int closing;                  /* one side ended: the other's output drains, then both go */
+    int connected; /* upstream answered */
 };
 
 struct gbx_ingress {
@@ -93,6 +108,17 @@ struct gbx_ingress *gbx_ingress_new(struct gbx_server *s, const char *domain)
     return ig;
 }
 
+static void dir_release(struct dir *d)
+{
+    if (d->rev)
+        event_free(d->rev);
+    if (d->wev)
+        event_free(d->wev);
+    for (int i = 0; i < 2; i++)
+        if (d->pipe[i] >= 0)
+            close(d->pipe[i]);
+}
+
 static void conn_free(struct conn *c)
 {
     struct gbx_ingress *ig = c->ig;
@@ -103,20 +129,26 @@ static void conn_free(struct conn *c)
     if (c->next)
         c->next->prev = c->prev;
     ig->nconns--;
+    uint64_t in = c->c2u.bytes, out = c->u2c.bytes;
     if (c->connected) {
         int64_t ms = (gbx_monotonic_ns() - c->start_ns) / 1000000;
-        ig->bytes_in += c->bytes_in;
-        ig->bytes_out += c->bytes_out;
-        gbx_server_audit_as(ig->s, c->owner[0] ? c->owner : "admin", "ingress.connection",
-                            c->sandbox,
-                            json_pack("{s:i,s:s,s:I,s:I,s:I}", "port", (int)c->port, "client",
-                                      c->ip, "bytes_in", (json_int_t)c->bytes_in, "bytes_out",
-                                      (json_int_t)c->bytes_out, "ms", (json_int_t)ms));
+        ig->bytes_in += in;
+        ig->bytes_out += out;
+        gbx_server_audit_as(
+            ig->s, c->owner[0] ? c->owner : "admin", "ingress.connection", c->sandbox,
+            json_pack("{s:i,s:s,s:I,s:I,s:I}", "port", (int)c->port, "client", c->ip, "bytes_in",
+                      (json_int_t)in, "bytes_out", (json_int_t)out, "ms", (json_int_t)ms));
     }
-    if (c->client)
-        bufferevent_free(c->client);
-    if (c->up)
-        bufferevent_free(c->up);
+    dir_release(&c->c2u);
+    dir_release(&c->u2c);
+    if (c->connect_ev)
+        event_free(c->connect_ev);
+    if (c->head)
+        evbuffer_free(c->head);
+    if (c->cfd >= 0)
+        close(c->cfd);
+    if (c->ufd >= 0)
+        close(c->ufd);
     free(c);
 }
 
@@ -124,8 +156,10 @@ void gbx_ingress_free(struct gbx_ingress *ig)
 {
     if (ig == NULL)
         return;
-    while (ig->conns)
-        conn_free(ig->conns);
+    for (struct conn *c = ig->conns, *next; c; c = next) {
+        next = c->next;
+        conn_free(c);
+    }
     if (current == ig)
         current = NULL;
     free(ig->domain);
@@ -201,23 +235,14 @@ static void drop(void *arg, void *ticket)
 
 /* ---- answering ----------------------------------------------------------------------------- */
 
-static void on_closing_written(struct bufferevent *bev, void *arg)
-{
-    conn_free(arg);
-}
-
-static void on_closing_event(struct bufferevent *bev, short what, void *arg)
-{
-    conn_free(arg);
-}
-
-/* Answer the client with an error and close once it is written. */
+/* Answer the client with an error (a short reply straight to its socket: what does not fit
+ * is dropped) and close the connection. */
 static void reply_error(struct conn *c, int status, const char *reason, const char *kind,
                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 static void reply_error(struct conn *c, int status, const char *reason, const char *kind,
                         const char *fmt, ...)
 {
-    char msg[384];
+    char msg[384], head[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -226,86 +251,149 @@ static void reply_error(struct conn *c, int status, const char *reason, const ch
     char *text = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     size_t n = text ? strlen(text) : 0;
-    evbuffer_add_printf(bufferevent_get_output(c->client),
-                        "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: "
-                        "%zu\r\nConnection: close\r\n\r\n%s\n",
-                        status, reason, n + 1, text ? text : "");
+    int hn = snprintf(head, sizeof(head),
+                      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: "
+                      "%zu\r\nConnection: close\r\n\r\n",
+                      status, reason, n + 1);
+    char nl[] = "\n", none[] = "";
+    struct iovec iov[3] = {{head, (size_t)hn}, {text ? text : none, n}, {nl, 1}};
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 3};
+    (void)!sendmsg(c->cfd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     free(text);
-    if (c->up) {
-        bufferevent_free(c->up);
-        c->up = NULL;
-    }
-    bufferevent_setcb(c->client, NULL, on_closing_written, on_closing_event, c);
-    bufferevent_disable(c->client, EV_READ);
-    bufferevent_enable(c->client, EV_WRITE);
+    /* the client may still be sending its request: say we are done, then let it go */
+    shutdown(c->cfd, SHUT_WR);
+    conn_free(c);
 }
 
 /* ---- the pump ------------------------------------------------------------------------------ */
 
-static void pump(struct conn *c, struct bufferevent *from, struct bufferevent *to)
-{
-    struct evbuffer *in = bufferevent_get_input(from);
-    size_t n = evbuffer_get_length(in);
-    if (from == c->client)
-        c->bytes_in += n;
-    else
-        c->bytes_out += n;
-    evbuffer_remove_buffer(in, bufferevent_get_output(to), n);
-    /* backpressure: stop reading until the other side has written most of it */
-    if (evbuffer_get_length(bufferevent_get_output(to)) >= HIGH_WATER)
-        bufferevent_disable(from, EV_READ);
-}
+static void pump(struct conn *c, struct dir *d);
 
-static void on_read(struct bufferevent *bev, void *arg)
+static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
     struct conn *c = arg;
-    if (c->closing)
-        return;
-    pump(c, bev, bev == c->client ? c->up : c->client);
+    pump(c, c->c2u.from == fd ? &c->c2u : &c->u2c);
 }
 
-static void on_write(struct bufferevent *bev, void *arg)
+static void on_writable(evutil_socket_t fd, short what, void *arg)
 {
     struct conn *c = arg;
-    struct bufferevent *other = bev == c->client ? c->up : c->client;
-    if (c->closing) {
-        if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-            conn_free(c);
-        return;
+    pump(c, c->c2u.to == fd ? &c->c2u : &c->u2c);
+}
+
+/* Move what can move now: from into the pipe (while it has room), the pipe into to. When to
+ * cannot take more, from is not read until it can (backpressure). 0, or -1 once the
+ * connection is gone. */
+static void pump(struct conn *c, struct dir *d)
+{
+    for (;;) {
+        if (d->inpipe > 0) {
+            ssize_t m =
+                splice(d->pipe[0], NULL, d->to, NULL, d->inpipe, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+            if (m > 0) {
+                d->inpipe -= (size_t)m;
+                d->bytes += (uint64_t)m;
+                continue;
+            }
+            if (m < 0 && errno == EINTR)
+                continue;
+            if (m < 0 && errno == EAGAIN) { /* to is full: wait for it, read no more */
+                event_del(d->rev);
+                event_add(d->wev, NULL);
+                return;
+            }
+            goto gone; /* to is gone */
+        }
+        if (d->eof)
+            break;
+        ssize_t n = splice(d->from, NULL, d->pipe[1], NULL, GBX_INGRESS_PIPE,
+                           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (n > 0) {
+            d->inpipe += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) { /* nothing more to read now */
+            event_del(d->wev);
+            event_add(d->rev, NULL);
+            return;
+        }
+        if (n < 0 && errno != ECONNRESET)
+            goto gone;
+        d->eof = 1; /* (a reset ends this direction like an end of file) */
     }
-    bufferevent_enable(other, EV_READ); /* below the low-water mark again */
+    /* from ended and everything went out: half-close to, and the connection ends with both */
+    event_del(d->rev);
+    event_del(d->wev);
+    if (!d->done) {
+        d->done = 1;
+        shutdown(d->to, SHUT_WR);
+    }
+    if (c->c2u.done && c->u2c.done)
+        conn_free(c);
+    return;
+gone:
+    conn_free(c);
 }
 
-static void on_event(struct bufferevent *bev, short what, void *arg)
+static int dir_init(struct conn *c, struct dir *d, int from, int to)
+{
+    struct event_base *base = c->ig->s->base;
+    d->from = from;
+    d->to = to;
+    if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) < 0) {
+        d->pipe[0] = d->pipe[1] = -1;
+        return -errno;
+    }
+    (void)fcntl(d->pipe[1], F_SETPIPE_SZ, GBX_INGRESS_PIPE); /* else 64 KiB */
+    d->rev = event_new(base, from, EV_READ | EV_PERSIST, on_readable, c);
+    d->wev = event_new(base, to, EV_WRITE | EV_PERSIST, on_writable, c);
+    GBX_BUG_ON(d->rev == NULL || d->wev == NULL);
+    return 0;
+}
+
+/* ufd connected (or not): the client's first bytes go first, then both directions pump. */
+static void on_connected(evutil_socket_t fd, short what, void *arg)
 {
     struct conn *c = arg;
-    if (bev == c->up && (what & BEV_EVENT_CONNECTED)) {
+    int e = 0;
+    socklen_t el = sizeof(e);
+    if (getsockopt(c->ufd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
+        e = errno;
+    if (e != 0) {
+        c->ig->unreachable++;
+        return reply_error(c, 502, "Bad Gateway", "unavailable",
+                           "nobody listens on port %u in sandbox '%s' (%s)", c->port, c->sandbox,
+                           strerror(e));
+    }
+    /* the head: small (the gate bounds it at 16 KiB), written before anything is spliced */
+    while (evbuffer_get_length(c->head) > 0) {
+        int n = evbuffer_write(c->head, c->ufd);
+        if (n > 0) {
+            c->c2u.bytes += (uint64_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            event_assign(c->connect_ev, c->ig->s->base, c->ufd, EV_WRITE, on_connected, c);
+            event_add(c->connect_ev, NULL);
+            return;
+        }
+        c->ig->unreachable++;
+        return reply_error(c, 502, "Bad Gateway", "unavailable",
+                           "the server on port %u in sandbox '%s' went away", c->port, c->sandbox);
+    }
+    if (!c->connected) {
         c->connected = 1;
         c->ig->proxied++;
-        bufferevent_enable(c->up, EV_READ | EV_WRITE);
-        bufferevent_enable(c->client, EV_READ | EV_WRITE);
-        return;
     }
-    if (bev == c->up && !c->connected) {
-        c->ig->unreachable++;
-        int e = EVUTIL_SOCKET_ERROR();
-        reply_error(c, 502, "Bad Gateway", "unavailable",
-                    "nobody listens on port %u in sandbox '%s' (%s)", c->port, c->sandbox,
-                    strerror(e ? e : ECONNREFUSED));
-        return;
-    }
-    if (!(what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)))
-        return;
-    /* one side ended: what it sent goes out on the other, then both close */
-    struct bufferevent *other = bev == c->client ? c->up : c->client;
-    if (what & BEV_EVENT_EOF)
-        pump(c, bev, other);
-    c->closing = 1;
-    bufferevent_disable(bev, EV_READ);
-    if (evbuffer_get_length(bufferevent_get_output(other)) == 0)
-        conn_free(c);
-    else
-        bufferevent_enable(other, EV_WRITE);
+    if (dir_init(c, &c->c2u, c->cfd, c->ufd) < 0 || dir_init(c, &c->u2c, c->ufd, c->cfd) < 0)
+        return reply_error(c, 503, "Service Unavailable", "unavailable",
+                           "out of pipes for ingress connections");
+    event_add(c->c2u.rev, NULL);
+    event_add(c->u2c.rev, NULL);
 }
 
 /* A TCP socket made inside the sandbox's network namespace (it keeps that namespace; the
@@ -344,6 +432,10 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
     struct ticket *t = ticket;
     struct conn *c = gbx_xcalloc(1, sizeof(*c));
     c->ig = ig;
+    c->cfd = fd;
+    c->ufd = -1;
+    c->c2u.pipe[0] = c->c2u.pipe[1] = c->u2c.pipe[0] = c->u2c.pipe[1] = -1;
+    c->head = pending;
     c->start_ns = gbx_monotonic_ns();
     c->port = t->port;
     snprintf(c->sandbox, sizeof(c->sandbox), "%s", t->id);
@@ -352,95 +444,87 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
         ig->conns->prev = c;
     ig->conns = c;
     ig->nconns++;
+    (void)evutil_make_socket_nonblocking(fd);
     struct sockaddr_storage ss = {0};
     socklen_t sl = sizeof(ss);
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET)
         inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, c->ip, sizeof(c->ip));
     else if (ss.ss_family == AF_INET6)
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, c->ip, sizeof(c->ip));
-    c->client = bufferevent_socket_new(ig->s->base, fd, BEV_OPT_CLOSE_ON_FREE);
-    GBX_BUG_ON(c->client == NULL);
-    bufferevent_setwatermark(c->client, EV_WRITE, HIGH_WATER / 4, 0);
-    bufferevent_setcb(c->client, on_read, on_write, on_event, c);
-    if (t->error) {
+    struct ticket tk = *t;
+    free(t);
+    if (tk.error) {
         ig->refused++;
-        reply_error(c, 400, "Bad Request", "invalid", "ingress: %s", t->error);
-        goto out;
+        return reply_error(c, 400, "Bad Request", "invalid", "ingress: %s", tk.error);
     }
     if (ig->nconns > GBX_INGRESS_MAX_CONNS) {
         ig->refused++;
-        reply_error(c, 503, "Service Unavailable", "unavailable",
-                    "too many open ingress connections (%d); try again later",
-                    GBX_INGRESS_MAX_CONNS);
-        goto out;
+        return reply_error(c, 503, "Service Unavailable", "unavailable",
+                           "too many open ingress connections (%d); try again later",
+                           GBX_INGRESS_MAX_CONNS);
     }
-    if (t->key[0] == '\0' && t->token[0] == '\0') {
+    if (tk.key[0] == '\0' && tk.token[0] == '\0') {
         ig->refused++;
-        reply_error(c, 401, "Unauthorized", "permission",
-                    "a credential is needed: the sandbox owner's API key (Authorization: Bearer "
-                    "KEY) or its traffic token (E2B-Traffic-Access-Token)");
-        goto out;
+        return reply_error(c, 401, "Unauthorized", "permission",
+                           "a credential is needed: the sandbox owner's API key (Authorization: "
+                           "Bearer KEY) or its traffic token (E2B-Traffic-Access-Token)");
     }
     char name[GBX_ACTOR_MAX] = "";
-    int by_key = key_owner(ig, t->key, name, sizeof(name));
-    if (t->key[0] && !by_key && t->token[0] == '\0') {
+    int by_key = key_owner(ig, tk.key, name, sizeof(name));
+    if (tk.key[0] && !by_key && tk.token[0] == '\0') {
         ig->refused++;
-        reply_error(c, 401, "Unauthorized", "permission", "this API key is not valid (revoked?)");
-        goto out;
+        return reply_error(c, 401, "Unauthorized", "permission",
+                           "this API key is not valid (revoked?)");
     }
-    struct gbx_live *l = gbx_sandboxes_find(ig->s, &gbx_actor_system, t->id);
+    struct gbx_live *l = gbx_sandboxes_find(ig->s, &gbx_actor_system, tk.id);
     int ok = 0;
     if (l && by_key)
         ok = strcmp(l->owner, name) == 0;
     /* the traffic token E2B's create answers with (trafficAccessToken) */
-    if (l && !ok && t->token[0])
-        ok = strlen(t->token) == strlen(l->token) &&
-             CRYPTO_memcmp(l->token, t->token, strlen(l->token)) == 0;
+    if (l && !ok && tk.token[0])
+        ok = strlen(tk.token) == strlen(l->token) &&
+             CRYPTO_memcmp(l->token, tk.token, strlen(l->token)) == 0;
     if (!ok) { /* the same answer whether it exists or not */
         ig->refused++;
-        reply_error(c, 404, "Not Found", "not_found",
-                    "no sandbox '%s' reachable with this credential", t->id);
-        goto out;
+        return reply_error(c, 404, "Not Found", "not_found",
+                           "no sandbox '%s' reachable with this credential", tk.id);
     }
     snprintf(c->owner, sizeof(c->owner), "%s", l->owner);
     if (l->paused || l->hibernated) {
         ig->refused++;
-        reply_error(c, 409, "Conflict", "conflict",
-                    "sandbox '%s' is %s: resume it first (glovebox resume, or E2B connect)", t->id,
-                    l->hibernated ? "hibernated" : "paused");
-        goto out;
+        return reply_error(c, 409, "Conflict", "conflict",
+                           "sandbox '%s' is %s: resume it first (glovebox resume, or E2B connect)",
+                           tk.id, l->hibernated ? "hibernated" : "paused");
     }
-    if (t->port == GBX_EGRESS_PROXY_PORT || t->port == GBX_EGRESS_DNS_PORT) {
+    if (tk.port == GBX_EGRESS_PROXY_PORT || tk.port == GBX_EGRESS_DNS_PORT) {
         ig->refused++;
-        reply_error(c, 403, "Forbidden", "permission",
-                    "port %u in a sandbox is the daemon's own (its egress gateway)", t->port);
-        goto out;
+        return reply_error(c, 403, "Forbidden", "permission",
+                           "port %u in a sandbox is the daemon's own (its egress gateway)",
+                           tk.port);
     }
-    int ufd = socket_in(l->sb->init_pid);
-    if (ufd < 0) {
+    c->ufd = socket_in(l->sb->init_pid);
+    if (c->ufd < 0) {
+        int e = -c->ufd;
+        c->ufd = -1;
         ig->unreachable++;
-        reply_error(c, 502, "Bad Gateway", "unavailable", "cannot reach sandbox '%s': %s", t->id,
-                    strerror(-ufd));
-        goto out;
+        return reply_error(c, 502, "Bad Gateway", "unavailable", "cannot reach sandbox '%s': %s",
+                           tk.id, strerror(e));
     }
-    c->up = bufferevent_socket_new(ig->s->base, ufd, BEV_OPT_CLOSE_ON_FREE);
-    GBX_BUG_ON(c->up == NULL);
-    bufferevent_setwatermark(c->up, EV_WRITE, HIGH_WATER / 4, 0);
-    bufferevent_setcb(c->up, on_read, on_write, on_event, c);
-    /* what the client sent so far (its first head and anything after it) goes first */
-    c->bytes_in += evbuffer_get_length(pending);
-    evbuffer_add_buffer(bufferevent_get_output(c->up), pending);
-    bufferevent_disable(c->client, EV_READ);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)t->port)};
+    int one = 1;
+    (void)setsockopt(c->ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    (void)setsockopt(c->cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    (void)setsockopt(c->cfd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)tk.port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bufferevent_socket_connect(c->up, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+    c->connect_ev = event_new(ig->s->base, c->ufd, EV_WRITE, on_connected, c);
+    GBX_BUG_ON(c->connect_ev == NULL);
+    if (connect(c->ufd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
         ig->unreachable++;
-        reply_error(c, 502, "Bad Gateway", "unavailable",
-                    "nobody listens on port %u in sandbox '%s'", t->port, t->id);
+        return reply_error(c, 502, "Bad Gateway", "unavailable",
+                           "nobody listens on port %u in sandbox '%s' (%s)", tk.port, tk.id,
+                           strerror(errno));
     }
-out:
-    evbuffer_free(pending);
-    free(t);
+    event_add(c->connect_ev, NULL);
 }
 
 const struct gbx_gate_takeover gbx_ingress_takeover = {.claim = claim, .take = take, .drop = drop};
@@ -452,14 +536,8 @@ void gbx_ingress_metrics(const struct gbx_ingress *ig, struct evbuffer *b)
     /* what the daemon holds now on behalf of open connections: bounded by the high-water
      * marks, however slow a side is */
     size_t held = 0;
-    for (const struct conn *c = ig->conns; c; c = c->next) {
-        if (c->client)
-            held += evbuffer_get_length(bufferevent_get_output(c->client)) +
-                    evbuffer_get_length(bufferevent_get_input(c->client));
-        if (c->up)
-            held += evbuffer_get_length(bufferevent_get_output(c->up)) +
-                    evbuffer_get_length(bufferevent_get_input(c->up));
-    }
+    for (const struct conn *c = ig->conns; c; c = c->next)
+        held += c->c2u.inpipe + c->u2c.inpipe + (c->head ? evbuffer_get_length(c->head) : 0);
     evbuffer_add_printf(b,
                         "# HELP glovebox_ingress_buffered_bytes Bytes the daemon holds for open "
                         "ingress connections.\n"
