@@ -76,6 +76,7 @@ extern const char *const gbx_usage_ps;
 extern const char *const gbx_usage_kill;
 extern const char *const gbx_usage_apikey;
 extern const char *const gbx_usage_daemon;
+extern const char *const gbx_usage_port;
 extern const char *const gbx_usage_egress;
 extern const char *const gbx_usage_secret;
 extern const char *const gbx_usage_artifact;
@@ -118,6 +119,7 @@ int gbx_cmd_artifact(int argc, char **argv);
 int gbx_cmd_mcp(int argc, char **argv);
 int gbx_cmd_worker(int argc, char **argv);
 int gbx_cmd_daemon(int argc, char **argv);
+int gbx_cmd_port(int argc, char **argv);
 /* daemon.c: the settings of GET /v1/daemon/config as a table (all: also those at their
  * default), for `daemon config` and `status`. */
 struct json_t;

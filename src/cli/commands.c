@@ -45,6 +45,8 @@ const struct gbx_cli_command gbx_cli_commands[] = {
      &gbx_usage_template, "ls list show inspect rm delete import build-debian", 0},
     {"exec", gbx_cmd_exec, "run a command in a sandbox of the daemon", &gbx_usage_exec, NULL,
      GBX_CMD_HELP_FIRST},
+    {"port", gbx_cmd_port, "the URL of a port inside a sandbox, through the daemon's ingress",
+     &gbx_usage_port, NULL, 0},
     {"cp", gbx_cmd_cp, "copy a file into or out of a sandbox (ID:/path)", &gbx_usage_cp, NULL, 0},
     {"ps", gbx_cmd_ps, "list the processes of a sandbox (--all: every one, as a tree)",
      &gbx_usage_ps, NULL, 0},

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/* glovebox port SANDBOX PORT [--json]: the URL that reaches PORT inside the sandbox through
+ * the daemon's ingress ("http://<port>-<id>.<ingress domain>/", what E2B's getHost gives). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/parse.h"
+#include "cli/api.h"
+#include "cli/cli.h"
+
+static const char port_usage[] =
+    "usage: glovebox port SANDBOX PORT [--json]\n"
+    "Print the URL that reaches PORT (1-65535) on the sandbox's own loopback through the\n"
+    "daemon's TCP listener (gloveboxd --ingress-domain). A request there needs the sandbox\n"
+    "owner's API key (Authorization: Bearer) or its traffic token (E2B-Traffic-Access-Token).\n";
+
+const char *const gbx_usage_port = port_usage;
+
+int gbx_cmd_port(int argc, char **argv)
+{
+    int json = gbx_cli_take_flag(&argc, argv, "--json");
+    uint64_t port = 0;
+    if (argc != 3 || gbx_parse_u64(argv[2], 1, 65535, &port) < 0) {
+        if (argc == 3)
+            gbx_cli_error("port: '%s' is not a port (1-65535)", argv[2]);
+        return gbx_cli_usage(port_usage);
+    }
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s", argv[1]);
+    json_t *reply = NULL;
+    int status = gbx_cli_call("GET", path, NULL, &reply);
+    if (status != 200) {
+        int r = gbx_cli_result(status, reply, 200);
+        json_decref(reply);
+        return r;
+    }
+    const char *id = json_string_value(json_object_get(reply, "id"));
+    json_t *cfg = NULL;
+    status = gbx_cli_call("GET", "/v1/daemon/config", NULL, &cfg);
+    if (status != 200) {
+        json_decref(reply);
+        int r = gbx_cli_result(status, cfg, 200);
+        json_decref(cfg);
+        return r;
+    }
+    const char *domain = json_string_value(json_object_get(
+        json_object_get(json_object_get(cfg, "settings"), "ingress-domain"), "value"));
+    int r = GBX_EXIT_OK;
+    if (domain == NULL || domain[0] == '\0') {
+        gbx_cli_error("ingress is off: give the daemon an ingress domain (ingress-domain = "
+                      "sandbox.example.com, or localhost:PORT of its --listen), then 'glovebox "
+                      "daemon reload'");
+        r = GBX_EXIT_FAILED;
+    } else if (json) {
+        char url[512];
+        snprintf(url, sizeof(url), "http://%u-%s.%s/", (unsigned)port, id, domain);
+        json_t *o = json_pack("{s:s,s:i,s:s}", "sandbox", id, "port", (int)port, "url", url);
+        gbx_cli_print_json(o);
+        json_decref(o);
+    } else {
+        printf("http://%u-%s.%s/\n", (unsigned)port, id, domain);
+    }
+    json_decref(cfg);
+    json_decref(reply);
+    return r;
+}
