@@ -81,6 +81,7 @@ for _ in $(seq 100); do [ -e "$T/dns.ready" ] && break; sleep 0.05; done
 [ -e "$T/dns.ready" ] || { echo "the stub nameserver did not start:"; cat "$T/dns.err"; exit 1; }
 cat > "$T/gloveboxd.conf" <<EOF
 listen = 127.0.0.1:7070
+ingress-domain = localhost:7070
 kill-on-exit = true
 egress-resolver = 127.0.0.7:53
 EOF
