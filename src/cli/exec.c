@@ -27,6 +27,7 @@
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/b64.h"
@@ -46,6 +47,8 @@ struct exec_state {
     long proc;         /* from the start event; 0 before */
     int sigfd;         /* SIGINT, SIGTERM, SIGHUP (and SIGWINCH with -t), or -1 */
     int wake[2];       /* 's': the process started; 'x': the stream ended */
+    int stop_sig;      /* a SIGTERM or SIGHUP passed on, or 0 */
+    int64_t stop_deadline_ms; /* the process must end by then (CLOCK_MONOTONIC), or we do */
     pthread_t thread;
     int thread_started;
 };
@@ -148,8 +151,34 @@ static void send_signal(struct exec_state *st, const char *name)
     json_decref(reply);
 }
 
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* End us by sig, as if it had not been caught: the terminal restored, our connection closes
+ * (and so, with kill_on_disconnect, the daemon kills the process's group). */
+static void die_by(int sig)
+{
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, sig);
+    tty_restore();
+    signal(sig, SIG_DFL);
+    pthread_sigmask(SIG_UNBLOCK, &mask, NULL);
+    raise(sig);
+    _exit(GBX_EXIT_SIGNAL + sig);
+}
+
+/* After a SIGTERM or SIGHUP passed on, how long the process has to end before we do. */
+#define EXEC_STOP_GRACE_MS 10000
+
 /* A signal for us: the process's, once it has started; before, nothing runs yet, and it
- * ends us as it would have without the signalfd. */
+ * ends us as it would have without the signalfd. SIGINT is passed on each time (^C, ^C);
+ * SIGTERM and SIGHUP once: a second one, or EXEC_STOP_GRACE_MS without the process ending
+ * (an interactive shell ignores SIGTERM), ends us, and the daemon kills the process. */
 static void on_signal(struct exec_state *st, int sig, int started)
 {
     const char *name = sig == SIGINT ? "INT" : sig == SIGTERM ? "TERM" : "HUP";
@@ -158,17 +187,15 @@ static void on_signal(struct exec_state *st, int sig, int started)
             send_resize(st);
         return;
     }
-    if (started) {
-        send_signal(st, name);
-        return;
+    if (!started)
+        die_by(sig);
+    if (sig != SIGINT && st->stop_sig)
+        die_by(sig);
+    send_signal(st, name);
+    if (sig != SIGINT) {
+        st->stop_sig = sig;
+        st->stop_deadline_ms = now_ms() + EXEC_STOP_GRACE_MS;
     }
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, sig);
-    tty_restore();
-    signal(sig, SIG_DFL);
-    pthread_sigmask(SIG_UNBLOCK, &mask, NULL);
-    raise(sig);
 }
 
 static void *forward(void *arg)
@@ -182,10 +209,21 @@ static void *forward(void *arg)
             {.fd = in_open ? STDIN_FILENO : -1, .events = POLLIN},
             {.fd = st->sigfd, .events = POLLIN},
         };
-        if (poll(fds, 3, -1) < 0) {
+        int wait_ms = -1;
+        if (st->stop_sig) {
+            int64_t left = st->stop_deadline_ms - now_ms();
+            wait_ms = left > 0 ? (int)left : 0;
+        }
+        int pr = poll(fds, 3, wait_ms);
+        if (pr < 0) {
             if (errno == EINTR)
                 continue;
             break;
+        }
+        if (pr == 0 && st->stop_sig) {
+            gbx_cli_error("the process did not end within %d s of SIG%s: ending it",
+                          EXEC_STOP_GRACE_MS / 1000, st->stop_sig == SIGTERM ? "TERM" : "HUP");
+            die_by(st->stop_sig);
         }
         if (fds[0].revents) {
             char what = 'x';
@@ -298,8 +336,10 @@ static const char exec_usage[] =
     "  -w, --cwd DIR        working directory (default the user's home)\n"
     "  -e, --env K=V        environment (repeatable; replaces the default one)\n"
     "^C (SIGINT), SIGTERM and SIGHUP are passed on to the command, which keeps its output\n"
-    "coming here; the exit status is then its own (130, 143, 129 when it dies of them). If\n"
-    "this client goes away before the command ends, the daemon kills it (not with -d).\n";
+    "coming here; the exit status is then its own (130, 143, 129 when it dies of them). A\n"
+    "second SIGTERM or SIGHUP, or 10 s without the command ending after the first, ends this\n"
+    "client. If this client goes away before the command ends, the daemon kills it (not\n"
+    "with -d).\n";
 
 /* -d: the process started (or not); say its handle */
 static int detached(const struct exec_state *st, int json)

@@ -77,6 +77,30 @@ kill -INT $C
 wait $C; rc=$?
 check "a second ^C is passed on too: the process's exit status 7 (got $rc)" [ $rc -eq 7 ]
 
+# a process that ignores SIGTERM (an interactive shell does): the first is passed on, a
+# second ends the CLI at once, and the daemon kills the process (timeout(1), systemd, a
+# supervisor's stop must not hang on it)
+"$GB" exec sg -- sh -c 'trap "" TERM; echo ready; exec sleep 6001' > "$T/out" 2> "$T/err" &
+C=$!
+wait_for grep -q '^ready$' "$T/out"
+wait_for listed "sleep 6001"
+kill -TERM $C
+sleep 0.5
+check "a SIGTERM the process ignores: the CLI waits for it" kill -0 $C
+kill -TERM $C
+wait $C; rc=$?
+check "a second SIGTERM ends the CLI: 143 (got $rc)" [ $rc -eq 143 ]
+check "and the daemon kills the process" wait_for not_listed "sleep 6001"
+# the same without a second signal: after the grace (10 s) the CLI ends on its own
+"$GB" exec sg -- sh -c 'trap "" HUP; echo ready; exec sleep 6002' > "$T/out" 2> "$T/err" &
+C=$!
+wait_for grep -q '^ready$' "$T/out"
+kill -HUP $C
+wait $C; rc=$?
+check "a SIGHUP the process ignores: the CLI ends after the grace, 129 (got $rc)" [ $rc -eq 129 ]
+check "saying why" grep -q "did not end within 10 s of SIGHUP" "$T/err"
+check "and the process is killed" wait_for not_listed "sleep 6002"
+
 # ---- (b) a CLI that goes away: its process group is killed, and that is audited ---------
 "$GB" exec sg -- sh -c 'sleep 6001 & sleep 6002' &
 C=$!
@@ -138,8 +162,8 @@ check "without kill_on_disconnect the client left (exec.detach)" wait_for detach
 check "and its process runs on" [ "$(proc_of "sleep 6005")" = "$p" ]
 req POST "/v1/sandboxes/sg/processes/$p/signal" '{"signal":"KILL"}'
 
-check "exec.kill only for the two processes whose clients left (none for those that exited)" \
-    [ "$(q "print(c.execute(\"select count(*) from audit where kind = 'exec.kill'\").fetchone()[0])")" = 2 ]
+check "exec.kill only for the four processes whose clients left (none for those that exited)" \
+    [ "$(q "print(c.execute(\"select count(*) from audit where kind = 'exec.kill'\").fetchone()[0])")" = 4 ]
 
 kill -TERM "$DPID"; wait "$DPID"; rc=$?; DPID=
 check "the daemon stops cleanly (no leaks under ASan)" [ $rc -eq 0 ]
