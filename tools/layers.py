@@ -33,8 +33,9 @@ MAY_USE = {
     "http": {"base", "store", "agent", "sandbox", "egress", "core"},
     "api": {"base", "store", "agent", "sandbox", "egress", "core", "session", "http"},
     "e2b": {"base", "store", "agent", "sandbox", "egress", "core", "session", "http"},
+    "ingress": {"base", "store", "agent", "sandbox", "egress", "core", "http"},
     "daemon": {"base", "store", "agent", "sandbox", "egress", "core", "session", "http", "api",
-               "e2b"},
+               "e2b", "ingress"},
     "init": {"base", "agent"},
     "cli": {"base", "agent", "store", "sandbox", "mcp", "worker"},  # glovebox run, audit
     "mcp": {"base", "agent", "cli"},

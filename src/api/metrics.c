@@ -55,7 +55,6 @@
 #include "store/writer.h"
 
 #include "http/gate.h"
-#include "ingress/ingress.h"
 #include "api/api.h"
 #include "core/server_int.h"
 
@@ -225,7 +224,8 @@ static void metrics_daemon(struct gbx_server *s, struct evbuffer *b)
                            "body or idle timeout.\n"
                            "# TYPE glovebox_http_timeouts_total counter\n");
     gbx_gates_metrics(b); /* the listeners' (daemon/listen.c): the TCP one, then the admin's */
-    gbx_ingress_metrics(gbx_ingress_current(), b);
+    if (s->metrics_extra) /* the front ends the daemon wired (ingress) */
+        s->metrics_extra(s->metrics_extra_arg, b);
 }
 
 /* Memory, CPU, pids and OOM kills of each sandbox the caller may see (n of them). */

@@ -685,6 +685,13 @@ void gbx_server_reconfigure(struct gbx_server *s, const struct gbx_server_config
     set_ingress_domain(s, cfg->ingress_domain);
 }
 
+void gbx_server_set_metrics_extra(struct gbx_server *s, void (*fn)(void *arg, struct evbuffer *b),
+                                  void *arg)
+{
+    s->metrics_extra = fn;
+    s->metrics_extra_arg = arg;
+}
+
 void gbx_server_set_daemon(struct gbx_server *s, const struct gbx_daemon_ops *ops, void *arg)
 {
     s->daemon_ops = ops;

@@ -57,6 +57,10 @@ struct gbx_daemon_ops {
                   struct gbx_err **err);
 };
 void gbx_server_set_daemon(struct gbx_server *s, const struct gbx_daemon_ops *ops, void *arg);
+/* More series for the admin's /metrics (the daemon's front ends outside the core: ingress). */
+struct evbuffer;
+void gbx_server_set_metrics_extra(struct gbx_server *s, void (*fn)(void *arg, struct evbuffer *b),
+                                  void *arg);
 /* The ingress domain in force (E2B's "domain"), or NULL: the daemon's one server's. */
 const char *gbx_server_ingress_domain_now(void);
 /* The daemon is stopping, its loop still turning: creates waiting for their sandbox's HELLO

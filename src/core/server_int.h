@@ -60,7 +60,9 @@ struct gbx_server {
     const struct gbx_session_ops *session_ops; /* what the core asks of it (NULL: none yet) */
     const struct gbx_daemon_ops *daemon_ops;   /* the daemon's settings (NULL: a test's core) */
     void *daemon_arg;
-    char *ingress_domain; /* cfg's, copied; NULL: no ingress */
+    char *ingress_domain;                                 /* cfg's, copied; NULL: no ingress */
+    void (*metrics_extra)(void *arg, struct evbuffer *b); /* more of the admin's /metrics */
+    void *metrics_extra_arg;
     struct gbx_snapshots *snapshots;
     struct gbx_gc *gc;           /* retention */
     struct gbx_offload *offload; /* blocking work (copies, hashing, checkpoints) */

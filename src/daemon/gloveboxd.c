@@ -259,6 +259,11 @@ fail:
     return -1;
 }
 
+static void ingress_metrics(void *arg, struct evbuffer *b)
+{
+    gbx_ingress_metrics(arg, b);
+}
+
 static const struct gbx_daemon_ops daemon_ops = {.config = daemon_config, .reload = daemon_reload};
 
 /* SIGHUP: reload; the log says what changed, or why nothing did. */
@@ -324,6 +329,7 @@ int main(int argc, char **argv)
         gbx_server_set_sessions(srv, sessions, &gbx_sessions_ops);
         /* TCP connections to "<port>-<id>.<ingress domain>" are ingress's, not the API's */
         d.ingress = gbx_ingress_new(srv, cfg.ingress_domain);
+        gbx_server_set_metrics_extra(srv, ingress_metrics, d.ingress);
         lcfg.takeover = &gbx_ingress_takeover;
         lcfg.takeover_arg = d.ingress;
         bad = gbx_listen_start(srv, &lcfg, &net, &err) < 0;

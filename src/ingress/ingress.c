@@ -78,13 +78,6 @@ struct gbx_ingress {
     uint64_t proxied, refused, unreachable, bytes_in, bytes_out;
 };
 
-static struct gbx_ingress *current;
-
-struct gbx_ingress *gbx_ingress_current(void)
-{
-    return current;
-}
-
 void gbx_ingress_set_domain(struct gbx_ingress *ig, const char *domain)
 {
     free(ig->domain);
@@ -104,7 +97,6 @@ struct gbx_ingress *gbx_ingress_new(struct gbx_server *s, const char *domain)
     struct gbx_ingress *ig = gbx_xcalloc(1, sizeof(*ig));
     ig->s = s;
     gbx_ingress_set_domain(ig, domain);
-    current = ig;
     return ig;
 }
 
@@ -160,8 +152,6 @@ void gbx_ingress_free(struct gbx_ingress *ig)
         next = c->next;
         conn_free(c);
     }
-    if (current == ig)
-        current = NULL;
     free(ig->domain);
     free(ig);
 }

@@ -40,7 +40,5 @@ void gbx_ingress_free(struct gbx_ingress *ig);
 extern const struct gbx_gate_takeover gbx_ingress_takeover;
 /* Its series for /metrics (NULL-safe; the admin's). */
 void gbx_ingress_metrics(const struct gbx_ingress *ig, struct evbuffer *b);
-/* The one ingress of the daemon (for /metrics), or NULL. */
-struct gbx_ingress *gbx_ingress_current(void);
 
 #endif
