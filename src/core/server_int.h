@@ -97,6 +97,10 @@ void gbx_srv_env_add_trust(struct gbx_live *l);
 void gbx_srv_live_set_extras(struct gbx_live *l, const struct gbx_create_spec *c);
 void gbx_srv_new_token(char out[65]);
 void gbx_srv_pool_drain(struct gbx_server *s);
+/* reconfig.c: start refilling the pool (its event made when it is first needed); the
+ * ingress domain (copied; NULL: none; E2B's replies read it). */
+void gbx_srv_pool_start(struct gbx_server *s);
+void gbx_srv_set_ingress_domain(struct gbx_server *s, const char *domain);
 /* Down to pool_target: the extra pooled sandboxes destroyed. */
 void gbx_srv_pool_trim(struct gbx_server *s);
 /* Pooled sandboxes whose init died: removed (and made again). */
