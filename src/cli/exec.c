@@ -41,13 +41,13 @@
 struct exec_state {
     int status; /* -1 until the exit event */
     const char *id;
-    int forward_stdin; /* -i: send local stdin */
-    int tty;           /* -t: resize on SIGWINCH */
-    int detach;        /* -d: leave once it started */
-    long proc;         /* from the start event; 0 before */
-    int sigfd;         /* SIGINT, SIGTERM, SIGHUP (and SIGWINCH with -t), or -1 */
-    int wake[2];       /* 's': the process started; 'x': the stream ended */
-    int stop_sig;      /* a SIGTERM or SIGHUP passed on, or 0 */
+    int forward_stdin;        /* -i: send local stdin */
+    int tty;                  /* -t: resize on SIGWINCH */
+    int detach;               /* -d: leave once it started */
+    long proc;                /* from the start event; 0 before */
+    int sigfd;                /* SIGINT, SIGTERM, SIGHUP (and SIGWINCH with -t), or -1 */
+    int wake[2];              /* 's': the process started; 'x': the stream ended */
+    int stop_sig;             /* a SIGTERM or SIGHUP passed on, or 0 */
     int64_t stop_deadline_ms; /* the process must end by then (CLOCK_MONOTONIC), or we do */
     pthread_t thread;
     int thread_started;

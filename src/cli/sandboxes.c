@@ -14,7 +14,8 @@ static const char create_usage[] =
     "                       [--cpus N] [--disk SIZE] [--timeout DURATION]\n"
     "                       [--env K=V]... [--label K=V]... [--meta K=V]...\n"
     "                       [--idempotency-key KEY] [--allow HOST]...\n"
-    "                       [--network POLICY-JSON|@FILE] [--json]\n";
+    "                       [--network POLICY-JSON|@FILE] [--public] [--json]\n"
+    "  --public   ingress takes requests to its ports without a credential (docs/ingress.md)\n";
 const char *const gbx_usage_create = create_usage;
 static const char ls_usage[] =
     "usage: glovebox ls [--label K=V]... [--template NAME] [--json]   (alias: list)\n";
@@ -46,13 +47,14 @@ int gbx_cmd_create(int argc, char **argv)
         {"idempotency-key", required_argument, NULL, 'k'},
         {"network", required_argument, NULL, 'N'},
         {"allow", required_argument, NULL, 'A'},
+        {"public", no_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     json_t *body = json_object();
     int json = 0, c;
     optind = 0;
-    while ((c = getopt_long(argc, argv, "i:T:m:p:c:d:t:je:l:M:k:N:A:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "i:T:m:p:c:d:t:je:l:M:k:N:A:Ph", longopts, NULL)) != -1) {
         switch (c) {
         case 'e':
         case 'l':
@@ -80,6 +82,9 @@ int gbx_cmd_create(int argc, char **argv)
         }
         case 'k':
             json_object_set_new(body, "idempotency_key", json_string(optarg));
+            break;
+        case 'P':
+            json_object_set_new(body, "public", json_true());
             break;
         case 'N': {
             json_t *net = gbx_cli_json_arg("--network", optarg);

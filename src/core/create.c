@@ -533,6 +533,7 @@ static int create_finish(struct create_job *j, struct gbx_live **out, struct gbx
     gbx_srv_live_set_extras(l, c);
     l->egress = egress;
     l->on_timeout_pause = c->on_timeout_pause;
+    l->public_traffic = c->public_traffic;
     env_add_template(s, l);
     l->attrs = json_object();
     if (j->snap_id)

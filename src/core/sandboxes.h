@@ -44,6 +44,7 @@ struct gbx_live {
     int restarting;               /* busy with a rollback (on a worker thread) */
     int hibernated; /* its processes and memory are on disk; sb is a stand-in (no processes) */
     int on_timeout_pause; /* its timeout pauses it instead of destroying it */
+    int public_traffic;   /* ingress takes requests to it without a credential */
     atomic_int *cancel;   /* set it to stop the job that holds it (GBX_BUSY_WORKER), or NULL */
     struct gbx_pending_delete *pending; /* deletes waiting for that job to end */
 };

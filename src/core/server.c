@@ -133,6 +133,7 @@ json_t *gbx_srv_sandbox_json(const struct gbx_live *l)
     json_t *base = json_object_get(l->attrs, "snapshot");
     json_object_set_new(j, "snapshot", json_is_string(base) ? json_incref(base) : json_null());
     json_object_set_new(j, "on_timeout", json_string(l->on_timeout_pause ? "pause" : "kill"));
+    json_object_set_new(j, "public", json_boolean(l->public_traffic));
     return j;
 }
 

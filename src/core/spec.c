@@ -240,6 +240,11 @@ static int parse_field(const struct gbx_limits *lim, const char *key, json_t *v,
             return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
                                "'on_timeout' must be \"kill\" or \"pause\"");
         c->on_timeout_pause = ot[0] == 'p';
+    } else if (strcmp(key, "public") == 0) {
+        if (!json_is_boolean(v))
+            return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
+                               "'public' must be true (ingress takes any request) or false");
+        c->public_traffic = json_is_true(v);
     } else if (strcmp(key, "idempotency_key") == 0) {
         if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > 256 ||
             memchr(json_string_value(v), 0, json_string_length(v)))
@@ -250,7 +255,7 @@ static int parse_field(const struct gbx_limits *lim, const char *key, json_t *v,
         return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
                            "unknown field '%s' (expected id, template, snapshot, memory, disk, "
                            "pids, cpus, timeout, on_timeout, env, metadata, labels, network, "
-                           "idempotency_key)",
+                           "public, idempotency_key)",
                            key);
     }
     return 0;
@@ -310,6 +315,8 @@ json_t *gbx_create_spec_json(const struct gbx_create_spec *c)
     }
     if (c->on_timeout_pause)
         json_object_set_new(o, "on_timeout", json_string("pause"));
+    if (c->public_traffic)
+        json_object_set_new(o, "public", json_true());
     set_copy(o, "env", c->env);
     set_copy(o, "metadata", c->metadata);
     set_copy(o, "labels", c->labels);

@@ -29,6 +29,7 @@ struct gbx_create_spec {
     uint64_t timeout_ms;              /* 0 with timeout_set: no timeout */
     int timeout_set;                  /* the request said "timeout" */
     int on_timeout_pause;             /* "on_timeout": "pause" */
+    int public_traffic;               /* "public": ingress takes requests without a credential */
     json_t *env;                      /* {"NAME": "value"}, checked, or NULL */
     json_t *metadata;                 /* {"k": "v"}, checked, or NULL */
     json_t *labels;                   /* {"k": "v"} of names, checked, or NULL */

@@ -632,6 +632,10 @@ static void handle_create(struct gbx_server *s, const struct gbx_actor *who,
         gbx_e2b_error(req, 400, "%s", err->msg);
         goto out;
     }
+    /* network.allowPublicTraffic: true makes ingress take requests without a credential; E2B
+     * treats a missing one as true, Glovebox as false (private unless asked: docs/e2b.md) */
+    if (json_is_true(json_object_get(json_object_get(body, "network"), "allowPublicTraffic")))
+        spec.public_traffic = 1;
     /* Accepted and not applied (lifecycle arrives with a later issue): a timeout kills. */
     if (json_is_true(json_object_get(body, "autoPause")) || json_object_get(body, "autoResume") ||
         json_object_get(body, "mcp") || json_object_get(body, "iam"))

@@ -453,7 +453,9 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
                            "too many open ingress connections (%d); try again later",
                            GBX_INGRESS_MAX_CONNS);
     }
-    if (tk.key[0] == '\0' && tk.token[0] == '\0') {
+    struct gbx_live *l = gbx_sandboxes_find(ig->s, &gbx_actor_system, tk.id);
+    int ok = l && l->public_traffic; /* created public: any request */
+    if (!ok && tk.key[0] == '\0' && tk.token[0] == '\0') {
         ig->refused++;
         return reply_error(c, 401, "Unauthorized", "permission",
                            "a credential is needed: the sandbox owner's API key (Authorization: "
@@ -461,14 +463,12 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
     }
     char name[GBX_ACTOR_MAX] = "";
     int by_key = key_owner(ig, tk.key, name, sizeof(name));
-    if (tk.key[0] && !by_key && tk.token[0] == '\0') {
+    if (!ok && tk.key[0] && !by_key && tk.token[0] == '\0') {
         ig->refused++;
         return reply_error(c, 401, "Unauthorized", "permission",
                            "this API key is not valid (revoked?)");
     }
-    struct gbx_live *l = gbx_sandboxes_find(ig->s, &gbx_actor_system, tk.id);
-    int ok = 0;
-    if (l && by_key)
+    if (l && !ok && by_key)
         ok = strcmp(l->owner, name) == 0;
     /* the traffic token E2B's create answers with (trafficAccessToken) */
     if (l && !ok && tk.token[0])

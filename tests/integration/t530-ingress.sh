@@ -104,6 +104,24 @@ check "a WebSocket echo through ingress" [ "$out" = "echo:ping" ]
 out=$(python3 "$(dirname "$0")/../lib/ws_echo.py" client 127.0.0.1 "$PORT" "8765-$id.sbx.test:$PORT" ping 2>&1)
 check "and not without a credential" eval 'echo "$out" | grep -q " 401 "'
 
+# public sandboxes take any request: native "public": true, E2B's allowPublicTraffic
+pub=$(curl -s -H "Authorization: Bearer $A" -X POST "http://127.0.0.1:$PORT/v1/sandboxes" -d '{"public":true}' |
+    python3 -c 'import json, sys; j = json.load(sys.stdin); print(j["id"] if j["public"] else "")')
+check "a public sandbox says so" [ -n "$pub" ]
+"$GB" exec -d "$pub" -- python3 -m http.server 8000 --bind 127.0.0.1 --directory /etc > /dev/null
+for i in $(seq 100); do get "8000-$pub.sbx.test:$PORT"; [ "$code" = 200 ] && break; sleep 0.1; done
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Host: 8000-$pub.sbx.test:$PORT" "http://127.0.0.1:$PORT/hostname")
+check "public: no credential needed" [ "$code" = 200 ]
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Host: 8000-$pub.sbx.test:$PORT" -H "Authorization: Bearer $B" "http://127.0.0.1:$PORT/hostname")
+check "public: another key's request too" [ "$code" = 200 ]
+curl -s -X POST -H "X-API-KEY: $A" -H 'Content-Type: application/json' "http://127.0.0.1:$PORT/v2/sandboxes" \
+    -d '{"templateID":"base","network":{"allowPublicTraffic":true}}' > "$T/e2bpub.json"
+epub=$(python3 -c "import json; print(json.load(open('$T/e2bpub.json'))['sandboxID'])")
+check "E2B's allowPublicTraffic: true makes it public" [ "$(curl -s -H "Authorization: Bearer $A" "http://127.0.0.1:$PORT/v1/sandboxes/$epub" | python3 -c 'import json, sys; print(json.load(sys.stdin)["public"])')" = True ]
+check "and a sandbox that does not ask is private" [ "$(curl -s -H "Authorization: Bearer $A" "http://127.0.0.1:$PORT/v1/sandboxes/$id" | python3 -c 'import json, sys; print(json.load(sys.stdin)["public"])')" = False ]
+check "glovebox create --public" [ "$("$GB" create --public --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["public"])')" = True ]
+"$GB" kill "$pub" "$epub" > /dev/null
+
 # paused: 409
 "$GB" pause "$id" > /dev/null
 get "$H" -H "Authorization: Bearer $A"
