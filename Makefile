@@ -54,7 +54,8 @@ LIBS := $(shell pkg-config --libs $(PKGS)) -lhttp_parser
 LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c src/egress/*.c) \
             src/session/toolkit.c src/session/glob.c \
             src/http/multipart.c src/e2b/connect.c src/core/limits.c src/core/spec.c \
-            src/core/capture.c src/core/actor.c src/core/template_names.c src/core/template_log.c
+            src/core/capture.c src/core/actor.c src/core/template_names.c src/core/template_log.c \
+            src/ingress/route.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o $(BUILD)/gen/seccomp_bpf.o
 LIB := $(BUILD)/libglovebox.a
 

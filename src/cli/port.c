@@ -12,8 +12,10 @@
 static const char port_usage[] =
     "usage: glovebox port SANDBOX PORT [--json]\n"
     "Print the URL that reaches PORT (1-65535) on the sandbox's own loopback through the\n"
-    "daemon's TCP listener (gloveboxd --ingress-domain). A request there needs the sandbox\n"
-    "owner's API key (Authorization: Bearer) or its traffic token (E2B-Traffic-Access-Token).\n";
+    "daemon's TCP listener: http://PORT-ID.DOMAIN/ with an ingress domain (gloveboxd\n"
+    "--ingress-domain), else http://LISTENER/v1/sandboxes/ID/ports/PORT/. A request there\n"
+    "needs the sandbox owner's API key (Authorization: Bearer) or its traffic token\n"
+    "(E2B-Traffic-Access-Token), unless the sandbox was created --public.\n";
 
 const char *const gbx_usage_port = port_usage;
 
@@ -46,20 +48,26 @@ int gbx_cmd_port(int argc, char **argv)
     }
     const char *domain = json_string_value(json_object_get(
         json_object_get(json_object_get(cfg, "settings"), "ingress-domain"), "value"));
+    /* the host form under the ingress domain; else the path form on the first listener */
+    const char *listener = json_string_value(json_array_get(json_object_get(cfg, "listening"), 0));
+    char url[512] = "";
+    if (domain && domain[0])
+        snprintf(url, sizeof(url), "http://%u-%s.%s/", (unsigned)port, id, domain);
+    else if (listener)
+        snprintf(url, sizeof(url), "http://%s/v1/sandboxes/%s/ports/%u/", listener, id,
+                 (unsigned)port);
     int r = GBX_EXIT_OK;
-    if (domain == NULL || domain[0] == '\0') {
-        gbx_cli_error("ingress is off: give the daemon an ingress domain (ingress-domain = "
-                      "sandbox.example.com, or localhost:PORT of its --listen), then 'glovebox "
-                      "daemon reload'");
+    if (url[0] == '\0') {
+        gbx_cli_error("ingress is off: the daemon serves no TCP listener (listen = ADDR:PORT, "
+                      "and for <port>-<id> names ingress-domain = ...), then 'glovebox daemon "
+                      "reload'");
         r = GBX_EXIT_FAILED;
     } else if (json) {
-        char url[512];
-        snprintf(url, sizeof(url), "http://%u-%s.%s/", (unsigned)port, id, domain);
         json_t *o = json_pack("{s:s,s:i,s:s}", "sandbox", id, "port", (int)port, "url", url);
         gbx_cli_print_json(o);
         json_decref(o);
     } else {
-        printf("http://%u-%s.%s/\n", (unsigned)port, id, domain);
+        printf("%s\n", url);
     }
     json_decref(cfg);
     json_decref(reply);

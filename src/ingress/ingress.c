@@ -31,17 +31,17 @@
 #include "core/server_int.h"
 #include "egress/netns.h"
 #include "http/gate.h"
+#include "ingress/route.h"
 #include "store/store.h"
 
 /* The pipe of each direction: at most this much is held for a connection (each way). */
 #define GBX_INGRESS_PIPE (1u << 20)
 
 struct ticket {
-    char id[64];
-    unsigned port;
-    const char *error; /* a malformed host: answered 400 with this */
-    char key[257];     /* an API key, or "" */
-    char token[129];   /* a traffic token, or "" */
+    struct gbx_ingress_route r; /* where to (or why it is malformed: answered 400) */
+    int upgrade;                /* the first request asks for an Upgrade (a WebSocket) */
+    char key[257];              /* an API key, or "" */
+    char token[129];            /* a traffic token, or "" */
 };
 
 /* One direction of a proxied connection: bytes move from -> pipe -> to with splice(2),
@@ -66,6 +66,8 @@ struct conn {
     struct dir c2u, u2c;
     char sandbox[64], owner[GBX_ACTOR_MAX], ip[INET6_ADDRSTRLEN];
     unsigned port;
+    size_t prefix_len; /* the path form: the first head's target is rewritten (route.h) */
+    int upgrade;
     int64_t start_ns;
     int connected; /* upstream answered */
 };
@@ -158,49 +160,14 @@ void gbx_ingress_free(struct gbx_ingress *ig)
 
 /* ---- claiming ------------------------------------------------------------------------------ */
 
-/* Is host "<port>-<id>.<domain>"? 0 not ingress's; 1 with t filled (t->error set when the
- * label is malformed: the host is ingress's, the request is refused). */
-static int parse_host(const struct gbx_ingress *ig, const char *host, struct ticket *t)
-{
-    size_t hl = strlen(host), dl = strlen(ig->domain);
-    if (hl <= dl + 1 || host[hl - dl - 1] != '.' || strcmp(host + hl - dl, ig->domain) != 0)
-        return 0;
-    size_t ll = hl - dl - 1; /* the label before the domain */
-    const char *dash = memchr(host, '-', ll);
-    if (memchr(host, '.', ll) != NULL || dash == NULL || dash == host) {
-        t->error = "the host must be <port>-<sandbox id>.<domain>";
-        return 1;
-    }
-    unsigned long port = 0;
-    for (const char *p = host; p < dash; p++) {
-        if (!isdigit((unsigned char)*p) || port > 65535) {
-            t->error = "the port must be a number from 1 to 65535";
-            return 1;
-        }
-        port = port * 10 + (unsigned long)(*p - '0');
-    }
-    size_t idl = ll - (size_t)(dash + 1 - host);
-    if (port == 0 || port > 65535) {
-        t->error = "the port must be a number from 1 to 65535";
-        return 1;
-    }
-    if (idl == 0 || idl >= sizeof(t->id)) {
-        t->error = "the host must be <port>-<sandbox id>.<domain>";
-        return 1;
-    }
-    memcpy(t->id, dash + 1, idl);
-    t->id[idl] = '\0';
-    t->port = (unsigned)port;
-    return 1;
-}
-
 static int claim(void *arg, const struct gbx_http_req_info *req, void **out)
 {
     struct gbx_ingress *ig = arg;
-    if (ig->domain == NULL || req->host == NULL || req->host[0] == '\0')
-        return 0;
     struct ticket t = {0};
-    if (parse_host(ig, req->host, &t) == 0)
+    /* the path form always; the host form under the ingress domain */
+    if (!gbx_ingress_route_path(req->path, &t.r) &&
+        (ig->domain == NULL || req->host == NULL ||
+         !gbx_ingress_route_host(ig->domain, req->host, &t.r)))
         return 0;
     for (size_t i = 0; i < req->nheaders; i++) {
         const char *n = req->headers[i].name, *v = req->headers[i].value;
@@ -210,6 +177,8 @@ static int claim(void *arg, const struct gbx_http_req_info *req, void **out)
             snprintf(t.key, sizeof(t.key), "%s", v + 7);
         else if (strcasecmp(n, "E2B-Traffic-Access-Token") == 0)
             snprintf(t.token, sizeof(t.token), "%s", v);
+        else if (strcasecmp(n, "Upgrade") == 0)
+            t.upgrade = 1;
     }
     struct ticket *copy = gbx_xcalloc(1, sizeof(*copy));
     *copy = t;
@@ -343,6 +312,30 @@ static int dir_init(struct conn *c, struct dir *d, int from, int to)
     return 0;
 }
 
+/* The path form: the first head's target without its /v1/sandboxes/ID/ports/PORT prefix,
+ * and "Connection: close" (route.h). 0, or -1 for a head that is not one. */
+static int rewrite_head(struct conn *c)
+{
+    struct evbuffer_ptr end = evbuffer_search(c->head, "\r\n\r\n", 4, NULL);
+    if (end.pos < 0)
+        return -1;
+    size_t hl = (size_t)end.pos + 4;
+    const char *head = (const char *)evbuffer_pullup(c->head, (ev_ssize_t)hl);
+    char *nh = NULL;
+    size_t nl = 0;
+    if (head == NULL || gbx_ingress_rewrite_head(head, hl, c->prefix_len, c->upgrade, &nh, &nl) < 0)
+        return -1;
+    struct evbuffer *b = evbuffer_new();
+    evbuffer_add(b, nh, nl);
+    free(nh);
+    evbuffer_drain(c->head, hl);
+    evbuffer_add_buffer(b, c->head);
+    evbuffer_free(c->head);
+    c->head = b;
+    c->prefix_len = 0;
+    return 0;
+}
+
 /* ufd connected (or not): the client's first bytes go first, then both directions pump. */
 static void on_connected(evutil_socket_t fd, short what, void *arg)
 {
@@ -356,6 +349,10 @@ static void on_connected(evutil_socket_t fd, short what, void *arg)
         return reply_error(c, 502, "Bad Gateway", "unavailable",
                            "nobody listens on port %u in sandbox '%s' (%s)", c->port, c->sandbox,
                            strerror(e));
+    }
+    if (c->prefix_len && rewrite_head(c) < 0) {
+        c->ig->refused++;
+        return reply_error(c, 400, "Bad Request", "invalid", "ingress: a malformed request head");
     }
     /* the head: small (the gate bounds it at 16 KiB), written before anything is spliced */
     while (evbuffer_get_length(c->head) > 0) {
@@ -427,8 +424,10 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
     c->c2u.pipe[0] = c->c2u.pipe[1] = c->u2c.pipe[0] = c->u2c.pipe[1] = -1;
     c->head = pending;
     c->start_ns = gbx_monotonic_ns();
-    c->port = t->port;
-    snprintf(c->sandbox, sizeof(c->sandbox), "%s", t->id);
+    c->port = t->r.port;
+    c->prefix_len = t->r.prefix_len;
+    c->upgrade = t->upgrade;
+    snprintf(c->sandbox, sizeof(c->sandbox), "%s", t->r.id);
     c->next = ig->conns;
     if (ig->conns)
         ig->conns->prev = c;
@@ -443,9 +442,9 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, c->ip, sizeof(c->ip));
     struct ticket tk = *t;
     free(t);
-    if (tk.error) {
+    if (tk.r.error) {
         ig->refused++;
-        return reply_error(c, 400, "Bad Request", "invalid", "ingress: %s", tk.error);
+        return reply_error(c, 400, "Bad Request", "invalid", "ingress: %s", tk.r.error);
     }
     if (ig->nconns > GBX_INGRESS_MAX_CONNS) {
         ig->refused++;
@@ -453,7 +452,7 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
                            "too many open ingress connections (%d); try again later",
                            GBX_INGRESS_MAX_CONNS);
     }
-    struct gbx_live *l = gbx_sandboxes_find(ig->s, &gbx_actor_system, tk.id);
+    struct gbx_live *l = gbx_sandboxes_find(ig->s, &gbx_actor_system, tk.r.id);
     int ok = l && l->public_traffic; /* created public: any request */
     if (!ok && tk.key[0] == '\0' && tk.token[0] == '\0') {
         ig->refused++;
@@ -477,20 +476,20 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
     if (!ok) { /* the same answer whether it exists or not */
         ig->refused++;
         return reply_error(c, 404, "Not Found", "not_found",
-                           "no sandbox '%s' reachable with this credential", tk.id);
+                           "no sandbox '%s' reachable with this credential", tk.r.id);
     }
     snprintf(c->owner, sizeof(c->owner), "%s", l->owner);
     if (l->paused || l->hibernated) {
         ig->refused++;
         return reply_error(c, 409, "Conflict", "conflict",
                            "sandbox '%s' is %s: resume it first (glovebox resume, or E2B connect)",
-                           tk.id, l->hibernated ? "hibernated" : "paused");
+                           tk.r.id, l->hibernated ? "hibernated" : "paused");
     }
-    if (tk.port == GBX_EGRESS_PROXY_PORT || tk.port == GBX_EGRESS_DNS_PORT) {
+    if (tk.r.port == GBX_EGRESS_PROXY_PORT || tk.r.port == GBX_EGRESS_DNS_PORT) {
         ig->refused++;
         return reply_error(c, 403, "Forbidden", "permission",
                            "port %u in a sandbox is the daemon's own (its egress gateway)",
-                           tk.port);
+                           tk.r.port);
     }
     c->ufd = socket_in(l->sb->init_pid);
     if (c->ufd < 0) {
@@ -498,20 +497,20 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
         c->ufd = -1;
         ig->unreachable++;
         return reply_error(c, 502, "Bad Gateway", "unavailable", "cannot reach sandbox '%s': %s",
-                           tk.id, strerror(e));
+                           tk.r.id, strerror(e));
     }
     int one = 1;
     (void)setsockopt(c->ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     (void)setsockopt(c->cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     (void)setsockopt(c->cfd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)tk.port)};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)tk.r.port)};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     c->connect_ev = event_new(ig->s->base, c->ufd, EV_WRITE, on_connected, c);
     GBX_BUG_ON(c->connect_ev == NULL);
     if (connect(c->ufd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
         ig->unreachable++;
         return reply_error(c, 502, "Bad Gateway", "unavailable",
-                           "nobody listens on port %u in sandbox '%s' (%s)", tk.port, tk.id,
+                           "nobody listens on port %u in sandbox '%s' (%s)", tk.r.port, tk.r.id,
                            strerror(errno));
     }
     event_add(c->connect_ev, NULL);

@@ -76,6 +76,23 @@ check "the daemon's egress port in the sandbox: 403" [ "$code" = 403 ]
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $A" "http://127.0.0.1:$PORT/v1/sandboxes")
 check "the API still answers on the same listener" [ "$code" = 200 ]
 
+# the path form, for setups without wildcard DNS: /v1/sandboxes/ID/ports/PORT/...
+P="http://127.0.0.1:$PORT/v1/sandboxes/$id/ports/8000"
+code=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $A" "$P/x.txt")
+check "the path form reaches the same server" eval '[ "$code" = 200 ] && [ "$(cat "$T/body")" = hello-ingress ]'
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $A" "$P?x=1")
+check "the path form: the port alone, with a query" [ "$code" = 200 ]
+code=$(curl -s -o /dev/null -w '%{http_code}' "$P/x.txt")
+check "the path form: no credential, 401" [ "$code" = 401 ]
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $B" "$P/x.txt")
+check "the path form: another key, 404" [ "$code" = 404 ]
+code=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $A" "http://127.0.0.1:$PORT/v1/sandboxes/$id/ports/http/")
+check "the path form: a port that is not one, 400" eval '[ "$code" = 400 ] && grep -q "port must be" "$T/body"'
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $A" "http://127.0.0.1:$PORT/v1/sandboxes/$id")
+check "the sandbox's own API route is untouched" [ "$code" = 200 ]
+curl -s -H "Authorization: Bearer $A" "$P/x.txt" "$P/x.txt" > "$T/two"
+check "the path form: two requests in a row (each on its own connection)" [ "$(grep -c hello-ingress "$T/two")" = 2 ]
+
 # a large download arrives whole; a slow client holds the daemon's memory down
 code=$(curl -s --max-time 60 -o "$T/big" -w '%{http_code}' -H "Host: $H" -H "Authorization: Bearer $A" "http://127.0.0.1:$PORT/big")
 want=$("$GB" exec "$id" -- cat /tmp/www/big.sum)
@@ -103,6 +120,17 @@ done
 check "a WebSocket echo through ingress" [ "$out" = "echo:ping" ]
 out=$(python3 "$(dirname "$0")/../lib/ws_echo.py" client 127.0.0.1 "$PORT" "8765-$id.sbx.test:$PORT" ping 2>&1)
 check "and not without a credential" eval 'echo "$out" | grep -q " 401 "'
+cat > "$T/wspath.py" <<'EOF'
+import base64, os, socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+key = base64.b64encode(os.urandom(16)).decode()
+s.sendall(("GET /v1/sandboxes/%s/ports/8765/ws HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+           "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+           "Sec-WebSocket-Version: 13\r\n\r\n" % (sys.argv[2], sys.argv[3], key)).encode())
+print(s.recv(4096).split(b"\r\n")[0].decode())
+EOF
+out=$(python3 "$T/wspath.py" "$PORT" "$id" "$A")
+check "a WebSocket upgrade through the path form (101)" eval 'echo "$out" | grep -q " 101 "'
 
 # public sandboxes take any request: native "public": true, E2B's allowPublicTraffic
 pub=$(curl -s -H "Authorization: Bearer $A" -X POST "http://127.0.0.1:$PORT/v1/sandboxes" -d '{"public":true}' |
@@ -176,7 +204,5 @@ get "8000-$id.third.test" -H "Authorization: Bearer $A"
 check "the new one is ingress's" eval '[ "$code" = 200 ] && [ "$(cat "$T/body")" = hello-ingress ]'
 printf '\n' > "$T/conf"
 "$GB" daemon reload > /dev/null
-"$GB" port "$id" 8000 2> "$T/err"
-rc=$?
-check "ingress off: glovebox port says how to turn it on (exit 1)" eval '[ $rc -eq 1 ] && grep -q "ingress is off" "$T/err"'
+check "no ingress domain: glovebox port gives the path form" [ "$("$GB" port "$id" 8000)" = "http://127.0.0.1:$PORT/v1/sandboxes/$id/ports/8000/" ]
 summary
