@@ -225,6 +225,7 @@ static int daemon_reload(void *arg, const struct gbx_actor *who, json_t **report
         goto fail;
     gbx_server_reconfigure(d->srv, &nw->cfg);
     gbx_ingress_set_domain(d->ingress, nw->cfg.ingress_domain);
+    gbx_ingress_set_max_per_ip(d->ingress, nw->lcfg.http.max_conns_per_ip);
     gbx_log_set_level((enum gbx_log_level)nw->log_level);
     gbx_log_set_json(nw->log_json);
     struct old_settings *o = gbx_xcalloc(1, sizeof(*o));
@@ -329,6 +330,7 @@ int main(int argc, char **argv)
         gbx_server_set_sessions(srv, sessions, &gbx_sessions_ops);
         /* TCP connections to "<port>-<id>.<ingress domain>" are ingress's, not the API's */
         d.ingress = gbx_ingress_new(srv, cfg.ingress_domain);
+        gbx_ingress_set_max_per_ip(d.ingress, lcfg.http.max_conns_per_ip);
         gbx_server_set_metrics_extra(srv, ingress_metrics, d.ingress);
         lcfg.takeover = &gbx_ingress_takeover;
         lcfg.takeover_arg = d.ingress;

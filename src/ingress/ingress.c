@@ -77,6 +77,7 @@ struct gbx_ingress {
     char *domain; /* host part, lowercase; NULL: off */
     struct conn *conns;
     unsigned nconns;
+    unsigned max_per_ip; /* 0: no cap */
     uint64_t proxied, refused, unreachable, bytes_in, bytes_out;
 };
 
@@ -92,6 +93,20 @@ void gbx_ingress_set_domain(struct gbx_ingress *ig, const char *domain)
         *colon = '\0';
     for (char *p = ig->domain; *p; p++)
         *p = (char)tolower((unsigned char)*p);
+}
+
+void gbx_ingress_set_max_per_ip(struct gbx_ingress *ig, unsigned n)
+{
+    ig->max_per_ip = n;
+}
+
+/* Open connections from ip, c not counted. */
+static unsigned conns_from(const struct gbx_ingress *ig, const struct conn *c)
+{
+    unsigned n = 0;
+    for (const struct conn *o = ig->conns; o; o = o->next)
+        n += o != c && strcmp(o->ip, c->ip) == 0;
+    return n;
 }
 
 struct gbx_ingress *gbx_ingress_new(struct gbx_server *s, const char *domain)
@@ -451,6 +466,13 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
         return reply_error(c, 503, "Service Unavailable", "unavailable",
                            "too many open ingress connections (%d); try again later",
                            GBX_INGRESS_MAX_CONNS);
+    }
+    if (ig->max_per_ip && conns_from(ig, c) >= ig->max_per_ip) {
+        ig->refused++;
+        return reply_error(c, 503, "Service Unavailable", "unavailable",
+                           "too many open ingress connections from this address (%u, gloveboxd "
+                           "--max-conns-per-ip); try again later",
+                           ig->max_per_ip);
     }
     struct gbx_live *l = gbx_sandboxes_find(ig->s, &gbx_actor_system, tk.r.id);
     int ok = l && l->public_traffic; /* created public: any request */

@@ -32,6 +32,9 @@ struct gbx_ingress;
 /* domain: "example.com" or "localhost:7070" (a port is ignored when matching Hosts); NULL or
  * "": ingress off (nothing is claimed). */
 struct gbx_ingress *gbx_ingress_new(struct gbx_server *s, const char *domain);
+/* The most open ingress connections from one client address (the listener's
+ * --max-conns-per-ip; 0: no cap), checked when a connection is handed over. */
+void gbx_ingress_set_max_per_ip(struct gbx_ingress *ig, unsigned n);
 /* A reload's new domain (open connections go on). */
 void gbx_ingress_set_domain(struct gbx_ingress *ig, const char *domain);
 /* Close every connection (the daemon is stopping). */

@@ -132,6 +132,29 @@ EOF
 out=$(python3 "$T/wspath.py" "$PORT" "$id" "$A")
 check "a WebSocket upgrade through the path form (101)" eval 'echo "$out" | grep -q " 101 "'
 
+# held connections from one address count against --max-conns-per-ip (a reload sets it)
+printf 'ingress-domain = %s\nmax-conns-per-ip = 3\n' "$DOMAIN" > "$T/conf"
+"$GB" daemon reload > /dev/null
+cat > "$T/hold.py" <<'EOF'
+import base64, os, socket, sys
+port, host, key = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+def upgrade():
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(("GET /ws HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n"
+               % (host, key, base64.b64encode(os.urandom(16)).decode())).encode())
+    return s, s.recv(4096).decode(errors="replace")
+held = [upgrade() for _ in range(3)]
+print(" ".join(line.split()[1] for _, line in held))
+s, line = upgrade()
+print(line.replace("\r\n", " "))
+EOF
+out=$(python3 "$T/hold.py" "$PORT" "8765-$id.sbx.test:$PORT" "$A")
+check "three held connections from one address are served" [ "$(echo "$out" | head -1)" = "101 101 101" ]
+check "the fourth is refused, 503 (ingress's per-address cap)" eval 'echo "$out" | tail -1 | grep -q " 503 .*ingress connections from this address"'
+printf 'ingress-domain = %s\n' "$DOMAIN" > "$T/conf"
+"$GB" daemon reload > /dev/null
+
 # public sandboxes take any request: native "public": true, E2B's allowPublicTraffic
 pub=$(curl -s -H "Authorization: Bearer $A" -X POST "http://127.0.0.1:$PORT/v1/sandboxes" -d '{"public":true}' |
     python3 -c 'import json, sys; j = json.load(sys.stdin); print(j["id"] if j["public"] else "")')
