@@ -12,10 +12,10 @@
 static const char port_usage[] =
     "usage: glovebox port SANDBOX PORT [--json]\n"
     "Print the URL that reaches PORT (1-65535) on the sandbox's own loopback through the\n"
-    "daemon's TCP listener: http://PORT-ID.DOMAIN/ with an ingress domain (gloveboxd\n"
-    "--ingress-domain), else http://LISTENER/v1/sandboxes/ID/ports/PORT/. A request there\n"
-    "needs the sandbox owner's API key (Authorization: Bearer) or its traffic token\n"
-    "(E2B-Traffic-Access-Token), unless the sandbox was created --public.\n";
+    "daemon's TCP listener: http://PORT-ID.DOMAIN/ with an ingress domain (the daemon's\n"
+    "ingress-domain setting), else http://LISTENER/v1/sandboxes/ID/ports/PORT/. A request\n"
+    "there needs the sandbox owner's API key (Authorization: Bearer) or its traffic token\n"
+    "(E2B-Traffic-Access-Token), unless the sandbox was created public.\n";
 
 const char *const gbx_usage_port = port_usage;
 
