@@ -172,6 +172,10 @@ void gbx_proc_event(struct gbx_src *s, uint32_t events);
 void gbx_proc_reap(void);
 /* Loop tail: pause/resume output, finish exited processes, free dead records. */
 void gbx_proc_tick(void);
+/* A PTY's stdin was closed: send its EOF character again while the program runs (see
+ * gbx_proc_close_stdin). Returns the milliseconds until the next is due, or -1 for none: the
+ * main loop's epoll timeout. */
+int gbx_proc_eof_tick(void);
 void gbx_proc_conn_closed(struct gbx_conn *c);
 void gbx_proc_kill_all(void);
 

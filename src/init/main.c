@@ -256,7 +256,7 @@ int main(void)
          * gone: shut down rather than linger. */
         if (gbx_g.listen.fd < 0 && live_conns() == 0)
             gbx_init_exit();
-        int n = epoll_wait(gbx_g.epfd, evs, (int)GBX_ARRAY_SIZE(evs), -1);
+        int n = epoll_wait(gbx_g.epfd, evs, (int)GBX_ARRAY_SIZE(evs), gbx_proc_eof_tick());
         if (n < 0 && errno != EINTR) {
             fprintf(stderr, "glovebox-init: epoll_wait: %s\n", strerror(errno));
             gbx_init_exit();

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "init/init.h"
@@ -56,6 +57,8 @@ struct gbx_proc {
     uint64_t iqueued, iwritten;
     struct ack *acks;
     int dead;
+    int eof_left;      /* a PTY's stdin closed: EOF characters still to send again */
+    int64_t eof_at_ms; /* the next one (CLOCK_MONOTONIC) */
 };
 
 static struct gbx_proc *procs;
@@ -806,6 +809,49 @@ int gbx_proc_stdin(struct gbx_req *r)
     return 0;
 }
 
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void queue_eof(struct gbx_proc *p)
+{
+    static const uint8_t eof = 4;
+    if (p->icap - p->ilen < 1) {
+        p->ibuf = realloc(p->ibuf, p->ilen + 1);
+        GBX_BUG_ON(p->ibuf == NULL);
+        p->icap = p->ilen + 1;
+    }
+    p->ibuf[p->ilen++] = eof;
+    p->iqueued++;
+    write_stdin(p);
+}
+
+int gbx_proc_eof_tick(void)
+{
+    int64_t now = mono_ms(), next = -1;
+    for (struct gbx_proc *p = procs; p; p = p->next) {
+        if (p->eof_left <= 0)
+            continue;
+        if (p->dead || p->exited || !p->stdin_open) {
+            p->eof_left = 0;
+            continue;
+        }
+        if (now >= p->eof_at_ms) {
+            if (p->ioff == p->ilen) /* the last one was written: send another */
+                queue_eof(p);
+            p->eof_left--;
+            p->eof_at_ms = now + (100 << (4 - p->eof_left));
+            proc_update(p);
+        }
+        if (p->eof_left > 0 && (next < 0 || p->eof_at_ms - now < next))
+            next = p->eof_at_ms - now;
+    }
+    return next < 0 ? -1 : (int)(next > 0 ? next : 0);
+}
+
 int gbx_proc_close_stdin(struct gbx_req *r)
 {
     struct gbx_proc *p;
@@ -814,16 +860,13 @@ int gbx_proc_close_stdin(struct gbx_req *r)
         return e;
     if (p->stdin_open && !p->stdin_close) {
         if (p->pty) {
-            /* A terminal has no half-close: send the EOF character instead. */
-            static const uint8_t eof = 4;
-            if (p->icap - p->ilen < 1) {
-                p->ibuf = realloc(p->ibuf, p->ilen + 1);
-                GBX_BUG_ON(p->ibuf == NULL);
-                p->icap = p->ilen + 1;
-            }
-            p->ibuf[p->ilen++] = eof;
-            p->iqueued++;
-            write_stdin(p);
+            /* A terminal has no half-close: send the EOF character instead. If it arrives
+             * while the terminal is in canonical mode and the program then switches to raw
+             * mode before reading (readline at start-up), the EOF is lost: send it again a
+             * few times while the program runs (gbx_proc_eof_tick). */
+            queue_eof(p);
+            p->eof_left = 4;
+            p->eof_at_ms = mono_ms() + 100;
         } else {
             p->stdin_close = 1;
             if (p->ioff == p->ilen)
