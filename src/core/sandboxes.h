@@ -82,6 +82,9 @@ void gbx_sandboxes_create_many(struct gbx_server *s, const struct gbx_actor *who
 /* The order of lists (qsort over struct gbx_live *): newest first, ties broken by id, so
  * that a cursor names one place in the order. */
 int gbx_sandboxes_cmp(const void *a, const void *b);
+/* Is t the sandbox's secret token (E2B's envd access token, also its traffic token)? Compared
+ * in constant time; NULL is no. */
+int gbx_sandboxes_token_is(const struct gbx_live *l, const char *t);
 /* The sandbox id, if who may see it; else NULL. */
 struct gbx_live *gbx_sandboxes_find(struct gbx_server *s, const struct gbx_actor *who,
                                     const char *id);

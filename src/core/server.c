@@ -16,6 +16,7 @@
 #include <event2/event.h>
 #include <sys/queue.h>
 #include <jansson.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -426,6 +427,12 @@ int gbx_sandboxes_pause(struct gbx_server *s, const struct gbx_actor *who, struc
                                        gbx_srv_write_done, s);
     gbx_server_audit(s, who, paused ? "sandbox.pause" : "sandbox.resume", l->sb->id, NULL);
     return 0;
+}
+
+int gbx_sandboxes_token_is(const struct gbx_live *l, const char *t)
+{
+    size_t n = strlen(l->token);
+    return t && strlen(t) == n && CRYPTO_memcmp(t, l->token, n) == 0;
 }
 
 struct gbx_live *gbx_sandboxes_find(struct gbx_server *s, const struct gbx_actor *who,

@@ -7,7 +7,6 @@
 #include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
-#include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,9 +243,7 @@ char *gbx_e2b_path(const char *user, const char *path)
 
 static int header_is_token(const struct evkeyvalq *in, const char *header, const struct gbx_live *l)
 {
-    const char *t = evhttp_find_header(in, header);
-    size_t n = strlen(l->token);
-    return t && strlen(t) == n && CRYPTO_memcmp(t, l->token, n) == 0;
+    return gbx_sandboxes_token_is(l, evhttp_find_header(in, header));
 }
 
 int gbx_e2b_headers_token_ok(const struct evkeyvalq *in, const struct gbx_live *l)

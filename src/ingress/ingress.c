@@ -12,9 +12,7 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/crypto.h>
 #include <stdarg.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +30,7 @@
 #include "egress/netns.h"
 #include "http/gate.h"
 #include "ingress/route.h"
+#include "sandbox/ns.h"
 #include "store/store.h"
 
 /* The pipe of each direction: at most this much is held for a connection (each way). */
@@ -398,30 +397,6 @@ static void on_connected(evutil_socket_t fd, short what, void *arg)
     event_add(c->u2c.rev, NULL);
 }
 
-/* A TCP socket made inside the sandbox's network namespace (it keeps that namespace; the
- * loop thread is back in its own before this returns, or the daemon aborts). */
-static int socket_in(pid_t pid)
-{
-    char p[64];
-    snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)pid);
-    gbx_autoclose int target = open(p, O_RDONLY | O_CLOEXEC);
-    if (target < 0)
-        return -errno;
-    gbx_autoclose int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (self < 0)
-        return -errno;
-    if (setns(target, CLONE_NEWNET) < 0)
-        return -errno;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int e = errno;
-    if (setns(self, CLONE_NEWNET) < 0) {
-        gbx_log_error("ingress: cannot return to the daemon's network namespace: %s",
-                      strerror(errno));
-        abort();
-    }
-    return fd < 0 ? -e : fd;
-}
-
 /* The owner of the key, into name: 1, or 0 for a key that is not valid. */
 static int key_owner(struct gbx_ingress *ig, const char *key, char *name, size_t namesz)
 {
@@ -493,8 +468,7 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
         ok = strcmp(l->owner, name) == 0;
     /* the traffic token E2B's create answers with (trafficAccessToken) */
     if (l && !ok && tk.token[0])
-        ok = strlen(tk.token) == strlen(l->token) &&
-             CRYPTO_memcmp(l->token, tk.token, strlen(l->token)) == 0;
+        ok = gbx_sandboxes_token_is(l, tk.token);
     if (!ok) { /* the same answer whether it exists or not */
         ig->refused++;
         return reply_error(c, 404, "Not Found", "not_found",
@@ -513,7 +487,8 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
                            "port %u in a sandbox is the daemon's own (its egress gateway)",
                            tk.r.port);
     }
-    c->ufd = socket_in(l->sb->init_pid);
+    c->ufd =
+        gbx_ns_socket_in(l->sb->init_pid, AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c->ufd < 0) {
         int e = -c->ufd;
         c->ufd = -1;

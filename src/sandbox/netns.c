@@ -69,9 +69,7 @@ static int on_table(const struct nlmsghdr *nlh, void *arg)
     return MNL_CB_OK;
 }
 
-/* A netfilter netlink socket of pid's network namespace (a socket keeps the namespace it was
- * made in: only its creation happens inside). */
-static int netfilter_socket_of(pid_t pid)
+int gbx_ns_socket_in(pid_t pid, int domain, int type, int protocol)
 {
     char p[64];
     snprintf(p, sizeof(p), "/proc/%d/ns/net", (int)pid);
@@ -88,7 +86,7 @@ static int netfilter_socket_of(pid_t pid)
     if (setns(target, CLONE_NEWNET) < 0) {
         fd = -errno;
     } else {
-        fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+        fd = socket(domain, type, protocol);
         if (fd < 0)
             fd = -errno;
         /* this thread's later sockets must be the daemon's again */
@@ -101,7 +99,7 @@ static int netfilter_socket_of(pid_t pid)
 
 int gbx_ns_netns_drop_tables(pid_t pid, const char *prefix)
 {
-    int fd = netfilter_socket_of(pid);
+    int fd = gbx_ns_socket_in(pid, AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
     if (fd < 0)
         return fd;
     struct mnl_socket *nl = mnl_socket_fdopen(fd);

@@ -62,6 +62,10 @@ int gbx_ns_loopback_up(void);
 /* Delete the nftables tables of pid's network namespace whose names start with prefix
  * (e.g. "CRIU-": the network lock of a dump that did not finish). 0 or -errno. */
 int gbx_ns_netns_drop_tables(pid_t pid, const char *prefix);
+/* A socket(domain, type, protocol) made inside pid's network namespace (a socket keeps the
+ * namespace it was made in: only its creation happens inside; the calling thread is back in
+ * its own namespace before this returns, or the process aborts). The fd, or -errno. */
+int gbx_ns_socket_in(pid_t pid, int domain, int type, int protocol);
 
 /* caps.c: reduce the bounding set to gbx_caps_keep, clear ambient and inheritable. */
 int gbx_ns_caps_drop(void);
