@@ -27,10 +27,10 @@
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <termios.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/b64.h"
+#include "base/clock.h"
 #include "base/fileutil.h"
 #include "base/parse.h"
 #include "cli/api.h"
@@ -151,13 +151,6 @@ static void send_signal(struct exec_state *st, const char *name)
     json_decref(reply);
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* End us by sig, as if it had not been caught: the terminal restored, our connection closes
  * (and so, with kill_on_disconnect, the daemon kills the process's group). */
 static void die_by(int sig)
@@ -194,7 +187,7 @@ static void on_signal(struct exec_state *st, int sig, int started)
     send_signal(st, name);
     if (sig != SIGINT) {
         st->stop_sig = sig;
-        st->stop_deadline_ms = now_ms() + EXEC_STOP_GRACE_MS;
+        st->stop_deadline_ms = gbx_monotonic_ns() / 1000000 + EXEC_STOP_GRACE_MS;
     }
 }
 
@@ -211,7 +204,7 @@ static void *forward(void *arg)
         };
         int wait_ms = -1;
         if (st->stop_sig) {
-            int64_t left = st->stop_deadline_ms - now_ms();
+            int64_t left = st->stop_deadline_ms - gbx_monotonic_ns() / 1000000;
             wait_ms = left > 0 ? (int)left : 0;
         }
         int pr = poll(fds, 3, wait_ms);

@@ -218,13 +218,9 @@ static int daemon_reload(void *arg, const struct gbx_actor *who, json_t **report
         goto fail;
     }
     gbx_settings_diff(d->st, nw, changed, restart);
-    static const char *const net_keys[] = {"listen",           "rate-limit",     "max-conns",
-                                           "max-conns-per-ip", "header-timeout", "body-timeout",
-                                           "body-min-rate",    "idle-timeout"};
-    int net = 0;
-    for (size_t i = 0; i < GBX_ARRAY_SIZE(net_keys); i++)
-        net |= gbx_settings_changed(changed, net_keys[i]);
-    if (net && gbx_listen_reconfigure(d->net, &nw->lcfg, err) < 0)
+    /* the listeners first: binding a new address is the one step that can fail (the rest of
+     * their settings, and the core's, are applied whether they changed or not: idempotent) */
+    if (gbx_listen_reconfigure(d->net, &nw->lcfg, err) < 0)
         goto fail;
     gbx_server_reconfigure(d->srv, &nw->cfg);
     gbx_ingress_set_domain(d->ingress, nw->cfg.ingress_domain);

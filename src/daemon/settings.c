@@ -461,18 +461,6 @@ void gbx_settings_diff(struct gbx_settings *old, struct gbx_settings *nw, json_t
     }
 }
 
-int gbx_settings_changed(const json_t *changed, const char *key)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(changed, i, v)
-    {
-        if (strcmp(json_string_value(v), key) == 0)
-            return 1;
-    }
-    return 0;
-}
-
 static const char *const src_names[] = {"default", "file", "flag", "environment"};
 
 json_t *gbx_settings_describe(const struct gbx_settings *st)

@@ -55,8 +55,6 @@ void gbx_settings_release(struct gbx_settings *st);
  * nw takes old's value back and keeps the file's as pending. */
 void gbx_settings_diff(struct gbx_settings *old, struct gbx_settings *nw, json_t *changed,
                        json_t *restart);
-/* Did the setting named key change (in changed, a JSON array of names)? */
-int gbx_settings_changed(const json_t *changed, const char *key);
 
 /* {"file", "file_found", "loaded_at", "settings": {NAME: {"value", "source"[, "pending"]
  * [, "reload": false]}}} */
