@@ -184,6 +184,18 @@ int gbx_cli_result(int status, json_t *reply, int ok)
                                          : GBX_EXIT_FAILED;
 }
 
+int gbx_cli_call_ok(const char *method, const char *path, json_t *body, json_t **reply)
+{
+    *reply = NULL;
+    int status = gbx_cli_call(method, path, body, reply);
+    int r = gbx_cli_result(status, *reply, 200);
+    if (r != GBX_EXIT_OK) {
+        json_decref(*reply);
+        *reply = NULL;
+    }
+    return r;
+}
+
 /* ---- bodies streamed from and to file descriptors (glovebox cp) -------------------------- */
 
 struct xfer {

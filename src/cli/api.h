@@ -37,6 +37,9 @@ void gbx_cli_stream_stop(void);
 /* The exit status of a call that should have answered ok: GBX_EXIT_OK, GBX_EXIT_NOT_FOUND
  * (404), GBX_EXIT_NO_DAEMON, or GBX_EXIT_FAILED (with the daemon's message printed). */
 int gbx_cli_result(int status, json_t *reply, int ok);
+/* A call that should answer 200: GBX_EXIT_OK with the reply in *reply (the caller's to free),
+ * or gbx_cli_result's exit status, its message printed and *reply NULL. */
+int gbx_cli_call_ok(const char *method, const char *path, json_t *body, json_t **reply);
 
 /* Print an error reply {"error":{"kind","message"}} (or the status) as "glovebox: ...". */
 void gbx_cli_print_error(int status, json_t *reply);

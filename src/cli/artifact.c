@@ -212,15 +212,11 @@ static int resolve(const char *ref, char **id)
         return r;
     }
     json_decref(reply);
-    reply = NULL;
     gbx_autofree char *qn = gbx_url_escape(ref, NULL);
     gbx_autofree char *url = gbx_asprintf("/v1/artifacts?name=%s&order=desc&limit=1", qn);
-    status = gbx_cli_call("GET", url, NULL, &reply);
-    if (status != 200) {
-        int r = gbx_cli_result(status, reply, 200);
-        json_decref(reply);
+    int r = gbx_cli_call_ok("GET", url, NULL, &reply);
+    if (r != GBX_EXIT_OK)
         return r;
-    }
     const char *found = json_string_value(
         json_object_get(json_array_get(json_object_get(reply, "artifacts"), 0), "id"));
     if (found == NULL || !id_ok(found)) {

@@ -50,10 +50,10 @@ void gbx_cli_print_settings(json_t *cfg, int all)
 
 static int cmd_config(int json)
 {
-    json_t *reply = NULL;
-    int status = gbx_cli_call("GET", "/v1/daemon/config", NULL, &reply);
-    if (status != 200)
-        return gbx_cli_result(status, reply, 200);
+    json_t *reply;
+    int r = gbx_cli_call_ok("GET", "/v1/daemon/config", NULL, &reply);
+    if (r != GBX_EXIT_OK)
+        return r;
     if (json) {
         gbx_cli_print_json(reply);
     } else {
@@ -69,10 +69,10 @@ static int cmd_config(int json)
 
 static int cmd_reload(int json)
 {
-    json_t *reply = NULL;
-    int status = gbx_cli_call("POST", "/v1/daemon/reload", NULL, &reply);
-    if (status != 200)
-        return gbx_cli_result(status, reply, 200);
+    json_t *reply;
+    int r = gbx_cli_call_ok("POST", "/v1/daemon/reload", NULL, &reply);
+    if (r != GBX_EXIT_OK)
+        return r;
     if (json) {
         gbx_cli_print_json(reply);
     } else {

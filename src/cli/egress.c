@@ -90,13 +90,10 @@ static int egress_log(const char *id, int follow, int json)
     for (;;) {
         char path[256];
         snprintf(path, sizeof(path), "/v1/sandboxes/%s/egress?after=%lld&limit=1000", id, after);
-        json_t *reply = NULL;
-        int status = gbx_cli_call("GET", path, NULL, &reply);
-        if (status != 200) {
-            int r = gbx_cli_result(status, reply, 200);
-            json_decref(reply);
+        json_t *reply;
+        int r = gbx_cli_call_ok("GET", path, NULL, &reply);
+        if (r != GBX_EXIT_OK)
             return r;
-        }
         json_t *events = json_object_get(reply, "events");
         size_t i;
         json_t *e;

@@ -30,20 +30,13 @@ int gbx_cmd_port(int argc, char **argv)
     }
     char path[256];
     snprintf(path, sizeof(path), "/v1/sandboxes/%s", argv[1]);
-    json_t *reply = NULL;
-    int status = gbx_cli_call("GET", path, NULL, &reply);
-    if (status != 200) {
-        int r = gbx_cli_result(status, reply, 200);
-        json_decref(reply);
+    json_t *reply, *cfg;
+    int r = gbx_cli_call_ok("GET", path, NULL, &reply);
+    if (r != GBX_EXIT_OK)
         return r;
-    }
     const char *id = json_string_value(json_object_get(reply, "id"));
-    json_t *cfg = NULL;
-    status = gbx_cli_call("GET", "/v1/daemon/config", NULL, &cfg);
-    if (status != 200) {
+    if ((r = gbx_cli_call_ok("GET", "/v1/daemon/config", NULL, &cfg)) != GBX_EXIT_OK) {
         json_decref(reply);
-        int r = gbx_cli_result(status, cfg, 200);
-        json_decref(cfg);
         return r;
     }
     const char *domain = json_string_value(json_object_get(
@@ -56,7 +49,6 @@ int gbx_cmd_port(int argc, char **argv)
     else if (listener)
         snprintf(url, sizeof(url), "http://%s/v1/sandboxes/%s/ports/%u/", listener, id,
                  (unsigned)port);
-    int r = GBX_EXIT_OK;
     if (url[0] == '\0') {
         gbx_cli_error("ingress is off: the daemon serves no TCP listener (listen = ADDR:PORT, "
                       "and for <port>-<id> names ingress-domain = ...), then 'glovebox daemon "
