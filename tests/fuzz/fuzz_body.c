@@ -19,14 +19,9 @@
 
 #include "agent/aconn.h"
 #include "http/http.h"
+#include "check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c))                                                                                  \
-            __builtin_trap();                                                                      \
-    } while (0)
 
 #define BODY_LIMIT 4096
 #define DEPTH_LIMIT 32 /* http.c's GBX_JSON_MAX_DEPTH */

@@ -12,14 +12,9 @@
 #include <string.h>
 
 #include "agent/frame.h"
+#include "check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
 
 static uint32_t le32(const uint8_t *p)
 {

@@ -22,14 +22,9 @@
 #include <http_parser.h>
 
 #include "egress/sniff.h"
+#include "check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
 
 static const struct gbx_http_header close_hdr[] = {{"Connection", "close"}};
 

@@ -11,14 +11,9 @@
 #include <string.h>
 
 #include "ingress/route.h"
+#include "check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
 
 static void route_ok(const struct gbx_ingress_route *r)
 {

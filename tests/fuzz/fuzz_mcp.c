@@ -24,14 +24,9 @@
 #define GBX_VERSION "0.0.0-fuzz"
 #endif
 #include "mcp/mcp.c"
+#include "check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
 
 static const char default_reply[] =
     "{\"content\":[{\"type\":\"text\",\"text\":\"ok\"},"

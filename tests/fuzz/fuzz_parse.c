@@ -14,14 +14,9 @@
 
 #include "base/parse.h"
 #include "base/retention.h"
+#include "check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
 
 static int is_env_char(char c, int first)
 {

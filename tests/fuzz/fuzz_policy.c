@@ -18,14 +18,9 @@
 #include <jansson.h>
 
 #include "egress/policy.h"
+#include "check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
 
 static const char *const names[] = {
     "example.com", "api.example.com", "a.b.example.com", "github.com",

@@ -10,14 +10,9 @@
 #include <string.h>
 
 #include "base/query.h"
+#include "check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            __builtin_trap();                                                                      \
-    } while (0)
 
 static const char *even_only(void *out, const char *value)
 {

@@ -18,14 +18,9 @@
 #include <string.h>
 
 #include "session/toolkit.h"
+#include "check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c))                                                                                  \
-            __builtin_trap();                                                                      \
-    } while (0)
 
 static const char nonce[17] = "0123456789abcdef";
 

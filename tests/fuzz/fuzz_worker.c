@@ -30,14 +30,9 @@
 #include "base/err.h"
 #include "worker/hook.h"
 #include "worker/worker.h"
+#include "check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c))                                                                                  \
-            __builtin_trap();                                                                      \
-    } while (0)
 
 #define NOW 1700000000LL
 
