@@ -61,6 +61,15 @@ check "--json names what changed" python3 -c "import json; r = json.load(open('$
 check "the listener no longer listed stops accepting" [ "$(tcp "$P1")" = 000 ]
 check "the other goes on" [ "$(tcp "$P2")" = 200 ]
 
+# at most 8 addresses, each once
+printf 'listen = %s\n' "$(for i in 1 2 3 4 5 6 7 8 9; do printf '127.0.0.1:%s,' "$((40000 + i))"; done)" > "$CONF"
+"$GB" daemon reload 2> "$T/err"
+check "nine listen addresses: refused, saying the most" eval 'grep -q "at most 8 addresses" "$T/err"'
+printf 'listen = 127.0.0.1:%s, 127.0.0.1:%s\n' "$P2" "$P2" > "$CONF"
+"$GB" daemon reload 2> "$T/err"
+check "an address listed twice: refused" grep -q "listed twice" "$T/err"
+check "and the listener in force still serves" [ "$(tcp "$P2")" = 200 ]
+
 # an address in use: nothing changes
 python3 -c "import socket, time; s = socket.socket(); s.bind(('127.0.0.1', $P3)); s.listen(1); open('$T/held', 'w').close(); time.sleep(30)" &
 HOLD=$!

@@ -53,6 +53,23 @@ check "the sandbox's traffic token too" [ "$code" = 200 ]
 curl -s -v -H "Host: $H" -H "Authorization: Bearer $A" "http://127.0.0.1:$PORT/x.txt" "http://127.0.0.1:$PORT/x.txt" > "$T/two" 2> "$T/two.err"
 check "keep-alive: two requests on one connection" eval '[ "$(grep -c hello-ingress "$T/two")" = 2 ] && grep -q "Re-using existing connection" "$T/two.err"'
 
+# a half-close is passed on: the client ends its side after the request and still reads
+# the whole answer (the server saw the end of the request stream, not a reset)
+cat > "$T/half.py" <<'EOF'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+s.sendall(("GET /x.txt HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n" % (sys.argv[2], sys.argv[3])).encode())
+s.shutdown(socket.SHUT_WR)
+data = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+print(data.split(b"\r\n\r\n", 1)[1].decode().strip())
+EOF
+check "a client's half-close is passed on; the answer still arrives whole" [ "$(python3 "$T/half.py" "$PORT" "$H" "$A")" = hello-ingress ]
+
 get "$H"
 check "no credential: 401" eval '[ "$code" = 401 ] && grep -q "a credential is needed" "$T/body"'
 get "$H" -H "Authorization: Bearer $R"
