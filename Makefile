@@ -28,7 +28,7 @@ VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 # Dependencies: install them through the project's script when pkg-config cannot see them.
 PKGS := libseccomp sqlite3 libssl libcrypto libevent libevent_openssl jansson libcurl libnftnl libmnl ldns libarchive
-DEPS_OK := $(shell pkg-config --exists $(PKGS) && pkg-config --exists cmocka && test -f /usr/include/http_parser.h && echo yes)
+DEPS_OK := $(shell pkg-config --exists $(PKGS) && pkg-config --exists cmocka && test -f /usr/include/http_parser.h && test -f /usr/include/wslay/wslay.h && echo yes)
 ifneq ($(DEPS_OK),yes)
 $(info deps: missing build dependencies; running scripts/deps.sh)
 $(shell ./scripts/deps.sh >&2)
@@ -55,14 +55,15 @@ LIB_SRCS := $(wildcard src/base/*.c src/agent/*.c src/store/*.c src/sandbox/*.c 
             src/session/toolkit.c src/session/glob.c \
             src/http/multipart.c src/e2b/connect.c src/core/limits.c src/core/spec.c \
             src/core/capture.c src/core/actor.c src/core/template_names.c src/core/template_log.c \
-            src/ingress/route.c
+            src/ingress/route.c src/ingress/cdp_json.c
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/sandbox/init_blob.o $(BUILD)/gen/seccomp_bpf.o
 LIB := $(BUILD)/libglovebox.a
 
 DAEMON_SRCS := $(filter-out $(LIB_SRCS),$(wildcard src/core/*.c src/session/*.c src/api/*.c src/e2b/*.c \
-                                                  src/http/*.c src/ingress/*.c src/daemon/*.c))
+                                                  src/http/*.c src/ingress/*.c src/browser/*.c \
+                                                  src/daemon/*.c))
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/%.o) $(BUILD)/src/e2b/interp_blob.o
-DAEMON_LIBS := $(shell pkg-config --libs libevent jansson zlib)
+DAEMON_LIBS := $(shell pkg-config --libs libevent jansson zlib) -lwslay
 CLI_LIBS := $(shell pkg-config --libs jansson)
 CLI_SRCS := $(filter-out src/cli/audit.c src/cli/audit_main.c,$(wildcard src/cli/*.c src/mcp/*.c src/worker/*.c))
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/%.o)
@@ -179,7 +180,7 @@ $(PROBE): tests/probe/probe.c
 # The node suites' packages, from their lockfiles: npm ci again when node_modules is missing
 # or older than package-lock.json (the stamp is the last thing written). A failure fails the
 # test run, with npm's reason, rather than leaving the suites to skip.
-NODE_SUITES := tests/e2b tests/mcp tests/worker
+NODE_SUITES := tests/e2b tests/mcp tests/worker tests/browser
 NODE_STAMPS := $(NODE_SUITES:%=%/node_modules/.glovebox-npm-ci)
 %/node_modules/.glovebox-npm-ci: %/package-lock.json %/package.json
 	@command -v npm >/dev/null || { echo "test: npm not found (scripts/deps.sh installs it)"; exit 1; }

@@ -6,8 +6,10 @@ set -eu
 PKGS="build-essential pkg-config libc6-dev
 libevent-dev libjansson-dev libsqlite3-dev libseccomp-dev libssl-dev libcurl4-openssl-dev
 libmnl-dev libnftnl-dev libcmocka-dev zlib1g-dev libhttp-parser-dev libldns-dev libarchive-dev
+libwslay-dev
 musl-tools clang libclang-rt-14-dev clang-format clang-tidy cppcheck
-hyperfine bubblewrap tinyproxy util-linux iproute2 nftables procps python3 debootstrap zsh socat"
+hyperfine bubblewrap tinyproxy util-linux iproute2 nftables procps python3 debootstrap zsh socat
+chromium fonts-liberation"
 
 missing=""
 for p in $PKGS; do

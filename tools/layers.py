@@ -21,6 +21,7 @@ SRC = os.path.join(REPO, "src")
 
 # room -> the rooms it may use (besides itself). Dependencies run one way:
 # base <- store, agent <- sandbox <- egress <- core <- session <- http <- api, e2b <- daemon;
+# ingress and browser sit on core (ingress also on http); api and daemon use them;
 # the client side (cli, mcp, worker) and init use only what is below them.
 MAY_USE = {
     "base": set(),
@@ -31,11 +32,12 @@ MAY_USE = {
     "core": {"base", "store", "agent", "sandbox", "egress"},
     "session": {"base", "store", "agent", "sandbox", "egress", "core"},
     "http": {"base", "store", "agent", "sandbox", "egress", "core"},
-    "api": {"base", "store", "agent", "sandbox", "egress", "core", "session", "http"},
+    "api": {"base", "store", "agent", "sandbox", "egress", "core", "session", "http", "browser"},
     "e2b": {"base", "store", "agent", "sandbox", "egress", "core", "session", "http"},
     "ingress": {"base", "store", "agent", "sandbox", "egress", "core", "http"},
+    "browser": {"base", "store", "agent", "sandbox", "egress", "core"},
     "daemon": {"base", "store", "agent", "sandbox", "egress", "core", "session", "http", "api",
-               "e2b", "ingress"},
+               "e2b", "ingress", "browser"},
     "init": {"base", "agent"},
     "cli": {"base", "agent", "store", "sandbox", "mcp", "worker"},  # glovebox run, audit
     "mcp": {"base", "agent", "cli"},

@@ -24,6 +24,7 @@
 #include "agent/proto.h"
 #include "api/api.h"
 #include "api/artifacts_api.h"
+#include "api/browser_api.h"
 #include "api/egress_api.h"
 #include "api/exec_api.h"
 #include "http/exec.h"
@@ -394,6 +395,13 @@ static void route_sandbox_sub(struct gbx_server *s, const struct gbx_actor *who,
             return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
         (void)gbx_api_snapshots_sandbox(s, who, req, l, sub);
         return;
+    }
+    const char *browser = sub_prefix(sub, "/browser");
+    if (browser) {
+        struct gbx_live *l = gbx_sandboxes_find(s, who, id);
+        if (l == NULL)
+            return gbx_http_reply_error(req, GBX_ERR_NOT_FOUND, "sandbox '%s' not found", id);
+        return gbx_api_sandbox_browser(s, who, req, l, browser);
     }
     if (strcmp(sub, "/network") == 0 || strcmp(sub, "/egress") == 0) {
         struct gbx_live *l = gbx_sandboxes_find(s, who, id);

@@ -218,6 +218,13 @@ static struct gbx_live *live_from_row(struct gbx_server *s, const struct gbx_sto
     }
     /* the limits it was given, defaults included (a row from before them: its request's) */
     gbx_srv_limits_from_json(json_object_get(l->attrs, "limits"), &l->limits, &l->disk_bytes);
+    json_t *browser = json_object_get(l->attrs, "browser"); /* browser/browser.c */
+    if (json_is_integer(json_object_get(browser, "port")) &&
+        json_is_string(json_object_get(browser, "profile"))) {
+        l->browser_port = (unsigned)json_integer_value(json_object_get(browser, "port"));
+        snprintf(l->browser_profile, sizeof(l->browser_profile), "%s",
+                 json_string_value(json_object_get(browser, "profile")));
+    }
     if (l->paused && json_object_get(l->attrs, "stopped_ns") == NULL) {
         /* the state was written alone (behind): its row's time is the pause's */
         if (l->attrs == NULL)

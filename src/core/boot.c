@@ -29,13 +29,15 @@
 struct boot {
     struct gbx_server *s;
     struct event_base *base;
-    char *id, *start, *ready;
+    char *id, *start, *ready, *log, *user, *what;
     json_t *env;
     struct gbx_aconn *ac;
     struct event *timer;
     uint32_t check_proc; /* the running ready check, 0: none */
+    uint32_t start_proc; /* the start command (once its SPAWN answered), 0: not yet */
     int64_t deadline_ns, t0;
     int last_status;
+    int destroy_on_fail, fail_on_start_exit;
     gbx_boot_fn done;
     void *arg;
     int finished;
@@ -50,6 +52,9 @@ static void boot_free(struct boot *b)
     free(b->id);
     free(b->start);
     free(b->ready);
+    free(b->log);
+    free(b->user);
+    free(b->what);
     free(b);
 }
 
@@ -62,7 +67,7 @@ static void finish(struct boot *b, struct gbx_err *err)
     if (err == NULL && l == NULL)
         gbx_err_set(&err, ENOENT, GBX_ERR_NOT_FOUND, "sandbox '%s' went away while starting",
                     b->id);
-    if (err && l) {
+    if (err && l && b->destroy_on_fail) {
         struct gbx_err *e2 = NULL;
         (void)!gbx_sandboxes_destroy(
             b->s, &gbx_actor_system, l, "sandbox.delete",
@@ -71,7 +76,7 @@ static void finish(struct boot *b, struct gbx_err *err)
         l = NULL;
     }
     if (err == NULL)
-        gbx_log_info("sandbox '%s' is ready (%.1f ms after create)", b->id,
+        gbx_log_info("sandbox '%s': %s is ready (after %.1f ms)", b->id, b->what,
                      (double)(gbx_monotonic_ns() - b->t0) / 1e6);
     b->done(b->arg, err ? NULL : l, err);
     gbx_err_free(err);
@@ -91,17 +96,26 @@ static void put_env(struct gbx_msg *m, json_t *env)
 
 static void check_spawned(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final);
 
-static void run_check(struct boot *b)
+/* "/bin/sh -c 'exec >LOG 2>&1; CMD'" as b's user with b's environment: 0, or -1 when the
+ * request does not fit a frame. */
+static int spawn_sh(struct boot *b, const char *log, const char *cmd, gbx_aconn_reply_fn fn)
 {
     struct gbx_msg *m = gbx_aconn_begin(b->ac, GBX_MSG_SPAWN);
     gbx_msg_put_str(m, GBX_A_ARGV, "/bin/sh");
     gbx_msg_put_str(m, GBX_A_ARGV, "-c");
-    gbx_autofree char *cmd = gbx_asprintf("exec >/dev/null 2>&1; %s", b->ready);
-    gbx_msg_put_str(m, GBX_A_ARGV, cmd);
+    gbx_autofree char *text = gbx_asprintf("exec >%s 2>&1; %s", log, cmd);
+    gbx_msg_put_str(m, GBX_A_ARGV, text);
     put_env(m, b->env);
-    if (gbx_aconn_send(b->ac, check_spawned, b) < 0) {
+    if (b->user)
+        gbx_msg_put_str(m, GBX_A_USER, b->user);
+    return gbx_aconn_send(b->ac, fn, b) < 0 ? -1 : 0;
+}
+
+static void run_check(struct boot *b)
+{
+    if (spawn_sh(b, "/dev/null", b->ready, check_spawned) < 0) {
         struct gbx_err *err = NULL;
-        gbx_err_set(&err, EMSGSIZE, GBX_ERR_INVALID, "the template's ready check is too large");
+        gbx_err_set(&err, EMSGSIZE, GBX_ERR_INVALID, "the %s's ready check is too large", b->what);
         finish(b, err);
     }
 }
@@ -118,9 +132,9 @@ static void retry_or_fail(struct boot *b)
     if (gbx_monotonic_ns() >= b->deadline_ns) {
         struct gbx_err *err = NULL;
         gbx_err_set(&err, ETIMEDOUT, GBX_ERR_UNAVAILABLE,
-                    "sandbox '%s' was not ready in time: its template's ready check ('%s') "
+                    "sandbox '%s': the %s was not ready in time: its ready check ('%s') "
                     "last exited with %d",
-                    b->id, b->ready, b->last_status);
+                    b->id, b->what, b->ready, b->last_status);
         return finish(b, err);
     }
     struct timeval tv = {0, READY_EVERY_MS * 1000};
@@ -138,7 +152,7 @@ static void check_spawned(void *arg, const struct gbx_frame_hdr *h, const uint8_
         char msg[200];
         gbx_aconn_error_text(p, h->len, msg, sizeof(msg));
         struct gbx_err *err = NULL;
-        gbx_err_set(&err, EIO, GBX_ERR_UNAVAILABLE, "cannot run the template's ready check: %s",
+        gbx_err_set(&err, EIO, GBX_ERR_UNAVAILABLE, "cannot run the %s's ready check: %s", b->what,
                     msg);
         finish(b, err);
     }
@@ -147,14 +161,26 @@ static void check_spawned(void *arg, const struct gbx_frame_hdr *h, const uint8_
 static void on_event(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p)
 {
     struct boot *b = arg;
-    if (h->type != GBX_EV_EXIT || b->check_proc == 0 || h->id != b->check_proc)
-        return; /* the start command's exit, or output: not waited for */
-    b->check_proc = 0;
+    if (h->type != GBX_EV_EXIT || b->finished)
+        return; /* output: not waited for */
     uint32_t code = 0, sig = 0;
     if (gbx_attrs_get_u32(p, h->len, GBX_A_EXIT_CODE, &code) != 1) {
         (void)gbx_attrs_get_u32(p, h->len, GBX_A_EXIT_SIGNAL, &sig);
         code = 128 + sig;
     }
+    if (b->start_proc && h->id == b->start_proc) {
+        b->start_proc = 0;
+        if (!b->fail_on_start_exit || code == 0)
+            return;
+        struct gbx_err *err = NULL;
+        gbx_err_set(&err, ECHILD, code == 127 ? GBX_ERR_NOT_FOUND : GBX_ERR_UNAVAILABLE,
+                    "the %s exited with %u before it was ready (its output: %s in the sandbox)",
+                    b->what, code, b->log);
+        return finish(b, err);
+    }
+    if (b->check_proc == 0 || h->id != b->check_proc)
+        return;
+    b->check_proc = 0;
     b->last_status = (int)code;
     if (code == 0)
         return finish(b, NULL);
@@ -184,44 +210,68 @@ int gbx_boot_needed(struct gbx_server *s, const struct gbx_live *l, char **start
     return *start || *ready;
 }
 
-void gbx_boot(struct gbx_server *s, struct event_base *base, struct gbx_live *l, char *start,
-              char *ready, gbx_boot_fn done, void *arg)
+static void start_spawned(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p, int final)
+{
+    struct boot *b = arg;
+    if (!final || b->finished || h == NULL)
+        return; /* a lost connection: on_close says so */
+    if (h->type != GBX_MSG_OK || gbx_attrs_get_u32(p, h->len, GBX_A_PROC, &b->start_proc) != 1) {
+        char msg[200];
+        gbx_aconn_error_text(p, h->len, msg, sizeof(msg));
+        struct gbx_err *err = NULL;
+        gbx_err_set(&err, EIO, GBX_ERR_UNAVAILABLE, "cannot start the %s: %s", b->what, msg);
+        finish(b, err);
+    }
+}
+
+void gbx_boot_run(struct gbx_server *s, struct event_base *base, struct gbx_live *l,
+                  const struct gbx_boot_spec *spec, gbx_boot_fn done, void *arg)
 {
     struct boot *b = gbx_xcalloc(1, sizeof(*b));
     b->s = s;
     b->base = base;
     b->id = gbx_xstrdup(l->sb->id);
-    b->start = start;
-    b->ready = ready;
+    b->start = spec->start ? gbx_xstrdup(spec->start) : NULL;
+    b->ready = spec->ready ? gbx_xstrdup(spec->ready) : NULL;
+    b->log = gbx_xstrdup(spec->log ? spec->log : "/dev/null");
+    b->user = spec->user ? gbx_xstrdup(spec->user) : NULL;
+    b->what = gbx_xstrdup(spec->what ? spec->what : "start command");
+    b->destroy_on_fail = spec->destroy_on_fail;
+    b->fail_on_start_exit = spec->fail_on_start_exit;
     b->env = l->env ? json_incref(l->env) : json_object();
     b->done = done;
     b->arg = arg;
     b->t0 = gbx_monotonic_ns();
+    b->deadline_ns = b->t0 + spec->timeout_ms * 1000000ll;
+    b->timer = evtimer_new(base, on_timer, b);
+    struct gbx_err *err = NULL;
+    if (gbx_aconn_open(base, l->sb, on_event, on_close, b, &b->ac, &err) < 0)
+        return finish(b, err);
+    if (b->start && spawn_sh(b, b->log, b->start, start_spawned) < 0) {
+        gbx_err_set(&err, EMSGSIZE, GBX_ERR_INVALID, "the %s is too large", b->what);
+        return finish(b, err);
+    }
+    if (b->ready == NULL)
+        return finish(b, NULL); /* started; nothing to wait for */
+    run_check(b);
+}
+
+void gbx_boot(struct gbx_server *s, struct event_base *base, struct gbx_live *l, char *start,
+              char *ready, gbx_boot_fn done, void *arg)
+{
     uint64_t secs = READY_TIMEOUT_S;
     gbx_autofree char *t = NULL;
     if (gbx_template_conf_get(gbx_server_runtime(s)->state_dir, l->template_name, "ready_timeout",
                               &t) == 0 &&
         t)
         (void)gbx_parse_u64(t, 1, 86400, &secs);
-    b->deadline_ns = b->t0 + (int64_t)secs * 1000000000ll;
-    b->timer = evtimer_new(base, on_timer, b);
-    struct gbx_err *err = NULL;
-    if (gbx_aconn_open(base, l->sb, on_event, on_close, b, &b->ac, &err) < 0)
-        return finish(b, err);
-    if (start) {
-        struct gbx_msg *m = gbx_aconn_begin(b->ac, GBX_MSG_SPAWN);
-        gbx_msg_put_str(m, GBX_A_ARGV, "/bin/sh");
-        gbx_msg_put_str(m, GBX_A_ARGV, "-c");
-        gbx_autofree char *cmd = gbx_asprintf("exec >/tmp/glovebox-start.log 2>&1; %s", start);
-        gbx_msg_put_str(m, GBX_A_ARGV, cmd);
-        put_env(m, b->env);
-        if (gbx_aconn_send(b->ac, NULL, NULL) < 0) {
-            gbx_err_set(&err, EMSGSIZE, GBX_ERR_INVALID,
-                        "the template's start command is too large");
-            return finish(b, err);
-        }
-    }
-    if (ready == NULL)
-        return finish(b, NULL); /* started; nothing to wait for */
-    run_check(b);
+    struct gbx_boot_spec spec = {.start = start,
+                                 .ready = ready,
+                                 .log = "/tmp/glovebox-start.log",
+                                 .what = "template's start command",
+                                 .timeout_ms = (int64_t)secs * 1000,
+                                 .destroy_on_fail = 1};
+    gbx_boot_run(s, base, l, &spec, done, arg);
+    free(start);
+    free(ready);
 }

@@ -43,9 +43,11 @@ struct gbx_live {
     int busy;                     /* GBX_BUSY_*, or 0 */
     int restarting;               /* busy with a rollback (on a worker thread) */
     int hibernated; /* its processes and memory are on disk; sb is a stand-in (no processes) */
-    int on_timeout_pause; /* its timeout pauses it instead of destroying it */
-    int public_traffic;   /* ingress takes requests to it without a credential */
-    atomic_int *cancel;   /* set it to stop the job that holds it (GBX_BUSY_WORKER), or NULL */
+    int on_timeout_pause;      /* its timeout pauses it instead of destroying it */
+    int public_traffic;        /* ingress takes requests to it without a credential */
+    unsigned browser_port;     /* its browser's DevTools port (browser/browser.h), 0: none */
+    char browser_profile[256]; /* that browser's profile directory, in the sandbox */
+    atomic_int *cancel;        /* set it to stop the job that holds it (GBX_BUSY_WORKER), or NULL */
     struct gbx_pending_delete *pending; /* deletes waiting for that job to end */
 };
 

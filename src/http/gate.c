@@ -348,14 +348,25 @@ static void conn_setup(struct gate_conn *c)
 
 /* ---- the filters ---------------------------------------------------------------------------- */
 
+/* Is every reply of evhttp's on this connection written to the socket? */
+static int replies_out(const struct gate_conn *c)
+{
+    if (c->inflight > 0)
+        return 0;
+    struct bufferevent *under = bufferevent_get_underlying(c->filter);
+    return evbuffer_get_length(bufferevent_get_output(c->filter)) == 0 &&
+           (under == NULL || evbuffer_get_length(bufferevent_get_output(under)) == 0);
+}
+
 static int on_head(void *arg, const struct gbx_http_req_info *req,
                    const struct gbx_http_header **hdrs, size_t *nhdrs)
 {
     static const struct gbx_http_header close_hdr[] = {{"Connection", "close"}};
     struct gate_conn *c = arg;
-    /* the first request of a connection may claim the whole connection (ingress): nothing
-     * of it goes to evhttp */
-    if (c->requests == 0 && c->g && c->g->takeover &&
+    /* a request may claim the whole connection (ingress): nothing of it goes to evhttp. The
+     * first one, or a later one once every reply before it is out on the socket (a client
+     * that keeps its connections, like Node's fetch, asks the API and then a port) */
+    if (c->raw && c->g && c->g->takeover && (c->requests == 0 || replies_out(c)) &&
         c->g->takeover->claim(c->g->takeover_arg, req, &c->ticket) == 1) {
         c->tk = c->g->takeover;
         c->tk_arg = c->g->takeover_arg;
@@ -441,11 +452,21 @@ static enum bufferevent_filter_result in_filter(struct evbuffer *src, struct evb
         size_t n = v.iov_len;
         if (lim > 0 && n > (size_t)lim && lim >= 4096)
             n = (size_t)lim;
-        int in_body = gbx_http_relay_phase(c->relay) == GBX_HTTP_RELAY_IN_BODY;
-        if (c->requests == 0 && c->g && c->g->takeover) {
-            if (c->raw == NULL)
-                c->raw = evbuffer_new();
-            evbuffer_add(c->raw, v.iov_base, n); /* the relay bounds a head at 16 KiB */
+        enum gbx_http_relay_phase ph = gbx_http_relay_phase(c->relay);
+        int in_body = ph == GBX_HTTP_RELAY_IN_BODY;
+        if (c->g && c->g->takeover) {
+            /* the bytes of a request that may be claimed (ingress): from a chunk that starts
+             * a request while no reply is due, until its head is read */
+            if (ph == GBX_HTTP_RELAY_IDLE && c->inflight == 0) {
+                if (c->raw == NULL)
+                    c->raw = evbuffer_new();
+                evbuffer_drain(c->raw, evbuffer_get_length(c->raw));
+            } else if (ph != GBX_HTTP_RELAY_IN_HEAD && c->raw) {
+                evbuffer_free(c->raw);
+                c->raw = NULL;
+            }
+            if (c->raw)
+                evbuffer_add(c->raw, v.iov_base, n); /* the relay bounds a head at 16 KiB */
         }
         int r = gbx_http_relay_feed(c->relay, v.iov_base, n, dst);
         evbuffer_drain(src, n);
@@ -453,8 +474,8 @@ static enum bufferevent_filter_result in_filter(struct evbuffer *src, struct evb
             take_over(c, src);
             break;
         }
-        if (c->requests > 0 && c->raw) {
-            evbuffer_free(c->raw);
+        if (c->raw && gbx_http_relay_phase(c->relay) != GBX_HTTP_RELAY_IN_HEAD) {
+            evbuffer_free(c->raw); /* its head went to evhttp */
             c->raw = NULL;
         }
         if (in_body || gbx_http_relay_phase(c->relay) == GBX_HTTP_RELAY_IN_BODY) {

@@ -29,6 +29,7 @@
 #include "core/server_int.h"
 #include "egress/netns.h"
 #include "http/gate.h"
+#include "ingress/cdp_json.h"
 #include "ingress/route.h"
 #include "sandbox/ns.h"
 #include "store/store.h"
@@ -41,6 +42,8 @@ struct ticket {
     int upgrade;                /* the first request asks for an Upgrade (a WebSocket) */
     char key[257];              /* an API key, or "" */
     char token[129];            /* a traffic token, or "" */
+    char host[256];             /* the Host header as sent, or "" */
+    int json;                   /* a GET of /json... (the browser's DevTools port) */
 };
 
 /* One direction of a proxied connection: bytes move from -> pipe -> to with splice(2),
@@ -67,6 +70,12 @@ struct conn {
     unsigned port;
     size_t prefix_len; /* the path form: the first head's target is rewritten (route.h) */
     int upgrade;
+    /* the sandbox's browser's DevTools port (cdp_json.h): Host is rewritten, and a /json
+     * request is answered re-addressed: its response read whole into resp, sent from out */
+    int cdp, json, rewritten;
+    char ext[256], prefix[160];
+    struct evbuffer *resp, *out;
+    struct event *out_ev;
     int64_t start_ns;
     int connected; /* upstream answered */
 };
@@ -153,6 +162,12 @@ static void conn_free(struct conn *c)
         event_free(c->connect_ev);
     if (c->head)
         evbuffer_free(c->head);
+    if (c->resp)
+        evbuffer_free(c->resp);
+    if (c->out)
+        evbuffer_free(c->out);
+    if (c->out_ev)
+        event_free(c->out_ev);
     if (c->cfd >= 0)
         close(c->cfd);
     if (c->ufd >= 0)
@@ -193,7 +208,12 @@ static int claim(void *arg, const struct gbx_http_req_info *req, void **out)
             snprintf(t.token, sizeof(t.token), "%s", v);
         else if (strcasecmp(n, "Upgrade") == 0)
             t.upgrade = 1;
+        else if (strcasecmp(n, "Host") == 0)
+            snprintf(t.host, sizeof(t.host), "%s", v);
     }
+    /* (what is after the path form's prefix) */
+    const char *rest = t.r.error ? "" : req->path + t.r.prefix_len;
+    t.json = strncmp(rest, "/json", 5) == 0 && (rest[5] == '\0' || strchr("/?", rest[5]));
     struct ticket *copy = gbx_xcalloc(1, sizeof(*copy));
     *copy = t;
     *out = copy;
@@ -327,7 +347,8 @@ static int dir_init(struct conn *c, struct dir *d, int from, int to)
 }
 
 /* The path form: the first head's target without its /v1/sandboxes/ID/ports/PORT prefix,
- * and "Connection: close" (route.h). 0, or -1 for a head that is not one. */
+ * and "Connection: close" (route.h); a DevTools port's Host. 0, or -1 for a head that is not
+ * one. */
 static int rewrite_head(struct conn *c)
 {
     struct evbuffer_ptr end = evbuffer_search(c->head, "\r\n\r\n", 4, NULL);
@@ -337,7 +358,10 @@ static int rewrite_head(struct conn *c)
     const char *head = (const char *)evbuffer_pullup(c->head, (ev_ssize_t)hl);
     char *nh = NULL;
     size_t nl = 0;
-    if (head == NULL || gbx_ingress_rewrite_head(head, hl, c->prefix_len, c->upgrade, &nh, &nl) < 0)
+    char host[32];
+    snprintf(host, sizeof(host), "127.0.0.1:%u", c->port);
+    if (head == NULL || gbx_ingress_rewrite_head(head, hl, c->prefix_len, c->upgrade,
+                                                 c->cdp ? host : NULL, &nh, &nl) < 0)
         return -1;
     struct evbuffer *b = evbuffer_new();
     evbuffer_add(b, nh, nl);
@@ -346,8 +370,82 @@ static int rewrite_head(struct conn *c)
     evbuffer_add_buffer(b, c->head);
     evbuffer_free(c->head);
     c->head = b;
-    c->prefix_len = 0;
+    c->rewritten = 1;
     return 0;
+}
+
+/* ---- a DevTools server's /json answers, re-addressed ---------------------------------------- */
+
+#define JSON_TIMEOUT_S 10
+
+static void json_write(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    while (evbuffer_get_length(c->out) > 0) {
+        int n = evbuffer_write(c->out, c->cfd);
+        if (n > 0) {
+            c->u2c.bytes += (uint64_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN && !(what & EV_TIMEOUT)) {
+            struct timeval tv = {JSON_TIMEOUT_S, 0};
+            event_add(c->out_ev, &tv);
+            return;
+        }
+        return conn_free(c); /* gone, or too slow */
+    }
+    shutdown(c->cfd, SHUT_WR);
+    conn_free(c);
+}
+
+static void json_read(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    if (what & EV_TIMEOUT)
+        return reply_error(c, 504, "Gateway Timeout", "unavailable",
+                           "the browser in sandbox '%s' did not answer in time", c->sandbox);
+    int eof = 0;
+    for (;;) {
+        int n = evbuffer_read(c->resp, c->ufd, 65536);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (evbuffer_get_length(c->resp) > GBX_INGRESS_CDP_MAX)
+            return reply_error(c, 502, "Bad Gateway", "unavailable",
+                               "the browser's answer is larger than %u bytes", GBX_INGRESS_CDP_MAX);
+        if (n > 0)
+            continue;
+        eof = !(n < 0 && errno == EAGAIN); /* the end, or an error: what came is all there is */
+        break;
+    }
+    /* complete once its Content-Length is in (Chromium keeps the connection open) */
+    size_t len = evbuffer_get_length(c->resp), outlen = 0;
+    const char *r = (const char *)evbuffer_pullup(c->resp, -1);
+    char *o = NULL;
+    int rc = r ? gbx_ingress_cdp_answer(r, len, eof, c->port, c->ext, c->prefix, &o, &outlen) : -1;
+    if (rc == 1 && !eof)
+        return; /* more later */
+    event_del(c->connect_ev);
+    if (rc != 0)
+        return reply_error(c, 502, "Bad Gateway", "unavailable",
+                           "the server on port %u in sandbox '%s' sent no complete answer", c->port,
+                           c->sandbox);
+    c->out = evbuffer_new();
+    evbuffer_add(c->out, o, outlen);
+    free(o);
+    c->out_ev = event_new(c->ig->s->base, c->cfd, EV_WRITE, json_write, c);
+    GBX_BUG_ON(c->out_ev == NULL);
+    json_write(c->cfd, EV_WRITE, c);
+}
+
+/* The request is out (with Connection: close): read the answer whole. */
+static void json_start(struct conn *c)
+{
+    c->resp = evbuffer_new();
+    event_assign(c->connect_ev, c->ig->s->base, c->ufd, EV_READ | EV_PERSIST, json_read, c);
+    struct timeval tv = {JSON_TIMEOUT_S, 0};
+    event_add(c->connect_ev, &tv);
 }
 
 /* ufd connected (or not): the client's first bytes go first, then both directions pump. */
@@ -364,7 +462,7 @@ static void on_connected(evutil_socket_t fd, short what, void *arg)
                            "nobody listens on port %u in sandbox '%s' (%s)", c->port, c->sandbox,
                            strerror(e));
     }
-    if (c->prefix_len && rewrite_head(c) < 0) {
+    if ((c->prefix_len || c->cdp) && !c->rewritten && rewrite_head(c) < 0) {
         c->ig->refused++;
         return reply_error(c, 400, "Bad Request", "invalid", "ingress: a malformed request head");
     }
@@ -390,6 +488,8 @@ static void on_connected(evutil_socket_t fd, short what, void *arg)
         c->connected = 1;
         c->ig->proxied++;
     }
+    if (c->json)
+        return json_start(c);
     if (dir_init(c, &c->c2u, c->cfd, c->ufd) < 0 || dir_init(c, &c->u2c, c->ufd, c->cfd) < 0)
         return reply_error(c, 503, "Service Unavailable", "unavailable",
                            "out of pipes for ingress connections");
@@ -475,6 +575,13 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
                            "no sandbox '%s' reachable with this credential", tk.r.id);
     }
     snprintf(c->owner, sizeof(c->owner), "%s", l->owner);
+    if (l->browser_port && tk.r.port == l->browser_port) {
+        c->cdp = 1;
+        c->json = tk.json && !tk.upgrade;
+        snprintf(c->ext, sizeof(c->ext), "%s", tk.host[0] ? tk.host : "localhost");
+        if (tk.r.prefix_len)
+            snprintf(c->prefix, sizeof(c->prefix), "/v1/sandboxes/%s/ports/%u", tk.r.id, tk.r.port);
+    }
     if (l->paused || l->hibernated) {
         ig->refused++;
         return reply_error(c, 409, "Conflict", "conflict",

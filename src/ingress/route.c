@@ -95,7 +95,7 @@ static int header_is(const char *l, size_t n, const char *name)
 }
 
 int gbx_ingress_rewrite_head(const char *head, size_t len, size_t prefix_len, int upgrade,
-                             char **out, size_t *outlen)
+                             const char *host, char **out, size_t *outlen)
 {
     /* the request line */
     const char *eol = NULL;
@@ -115,7 +115,8 @@ int gbx_ingress_rewrite_head(const char *head, size_t len, size_t prefix_len, in
         return -1;
     const char *rest = target + prefix_len;
     size_t restl = (size_t)(sp2 - rest);
-    char *o = gbx_xmalloc(len + 32);
+    size_t hostl = host ? strlen(host) : 0;
+    char *o = gbx_xmalloc(len + 32 + (host ? hostl + 8 : 0));
     size_t n = 0;
     memcpy(o, head, (size_t)(target - head));
     n += (size_t)(target - head);
@@ -132,7 +133,10 @@ int gbx_ingress_rewrite_head(const char *head, size_t len, size_t prefix_len, in
         while (le + 1 < end + 2 && !(le[0] == '\r' && le[1] == '\n'))
             le++;
         size_t ln = (size_t)(le - l);
-        if (upgrade || (!header_is(l, ln, "Connection") && !header_is(l, ln, "Keep-Alive"))) {
+        int keep = upgrade || (!header_is(l, ln, "Connection") && !header_is(l, ln, "Keep-Alive"));
+        if (host && header_is(l, ln, "Host"))
+            keep = 0;
+        if (keep) {
             memcpy(o + n, l, ln + 2);
             n += ln + 2;
         }
@@ -141,6 +145,12 @@ int gbx_ingress_rewrite_head(const char *head, size_t len, size_t prefix_len, in
     if (!upgrade) {
         memcpy(o + n, "Connection: close\r\n", 19);
         n += 19;
+    }
+    if (host) {
+        memcpy(o + n, "Host: ", 6);
+        memcpy(o + n + 6, host, hostl);
+        memcpy(o + n + 6 + hostl, "\r\n", 2);
+        n += hostl + 8;
     }
     memcpy(o + n, "\r\n", 2);
     n += 2;

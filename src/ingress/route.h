@@ -26,9 +26,10 @@ int gbx_ingress_route_path(const char *target, struct gbx_ingress_route *r);
 /* The first head, head[0..len) up to and including its blank line, for the path form: the
  * target's first prefix_len bytes dropped ("/" when nothing is left; a query keeps its '/'),
  * and unless upgrade, every Connection and Keep-Alive header replaced by one
- * "Connection: close". A malloc'd head into *out and *outlen: 0; -1 when the head is not
+ * "Connection: close"; with host (no CR or LF in it), every Host header replaced by one
+ * "Host: <host>". A malloc'd head into *out and *outlen: 0; -1 when the head is not
  * "METHOD SP TARGET SP VERSION CRLF ... CRLF CRLF" or the target is shorter than the prefix. */
 int gbx_ingress_rewrite_head(const char *head, size_t len, size_t prefix_len, int upgrade,
-                             char **out, size_t *outlen);
+                             const char *host, char **out, size_t *outlen);
 
 #endif

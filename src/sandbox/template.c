@@ -106,6 +106,10 @@ static const char *const etc_copy[] = {
     "libaudit.conf",
     "ucf.conf",
     "mailcap",
+    /* a browser (docs/browser.md): Debian's chromium wrapper reads these; text needs fonts */
+    "fonts",
+    "chromium",
+    "chromium.d",
 };
 
 static int copy_tree(int sfd, int dfd, const char *name, int depth);

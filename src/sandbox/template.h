@@ -14,7 +14,7 @@
 
 #include "base/err.h"
 
-#define GBX_TEMPLATE_FORMAT 2    /* 2: resolv.conf names the egress DNS server */
+#define GBX_TEMPLATE_FORMAT 3 /* 2: resolv.conf names the egress DNS server; 3: fonts, chromium */
 #define GBX_TEMPLATE_HOST "host" /* the built-in template */
 #define GBX_USER_UID 1000
 

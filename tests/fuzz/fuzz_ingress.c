@@ -49,8 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char *out = NULL;
         size_t n = 0;
         size_t prefix = data[0] % 64;
-        if (gbx_ingress_rewrite_head((const char *)data + 1, size - 1, prefix, data[0] & 4, &out,
-                                     &n) == 0) {
+        if (gbx_ingress_rewrite_head((const char *)data + 1, size - 1, prefix, data[0] & 4,
+                                     data[0] & 8 ? "127.0.0.1:9222" : NULL, &out, &n) == 0) {
             CHECK(n >= 4 && memcmp(out + n - 4, "\r\n\r\n", 4) == 0);
             CHECK(n <= size - 1 + 32);
             free(out);

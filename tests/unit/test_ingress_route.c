@@ -66,14 +66,21 @@ static void test_path(void **state)
     assert_non_null(r.error);
 }
 
-static void rewrite(const char *head, size_t prefix, int upgrade, const char *want)
+static void rewrite_as(const char *head, size_t prefix, int upgrade, const char *host,
+                       const char *want)
 {
     char *out = NULL;
     size_t n = 0;
-    assert_int_equal(gbx_ingress_rewrite_head(head, strlen(head), prefix, upgrade, &out, &n), 0);
+    assert_int_equal(gbx_ingress_rewrite_head(head, strlen(head), prefix, upgrade, host, &out, &n),
+                     0);
     assert_int_equal(n, strlen(want));
     assert_memory_equal(out, want, n);
     free(out);
+}
+
+static void rewrite(const char *head, size_t prefix, int upgrade, const char *want)
+{
+    rewrite_as(head, prefix, upgrade, NULL, want);
 }
 
 static void test_rewrite(void **state)
@@ -92,12 +99,23 @@ static void test_rewrite(void **state)
     rewrite("GET /v1/sandboxes/s/ports/80/ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: "
             "websocket\r\n\r\n",
             pl, 1, "GET /ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+    /* a browser's DevTools port: its Host is the sandbox's loopback (every Host line) */
+    rewrite_as("GET /v1/sandboxes/s/ports/80/json/version HTTP/1.1\r\nHost: a.b:1\r\nhost: c\r\n"
+               "Accept: */*\r\n\r\n",
+               pl, 0, "127.0.0.1:9222",
+               "GET /json/version HTTP/1.1\r\nAccept: */*\r\nConnection: close\r\nHost: "
+               "127.0.0.1:9222\r\n\r\n");
+    rewrite_as(
+        "GET /devtools/browser/x HTTP/1.1\r\nHost: 9222-s.d\r\nUpgrade: websocket\r\n\r\n", 0, 1,
+        "127.0.0.1:9222",
+        "GET /devtools/browser/x HTTP/1.1\r\nUpgrade: websocket\r\nHost: 127.0.0.1:9222\r\n\r\n");
     char *out = NULL;
     size_t n = 0;
     static const char *const bad[] = {"GET /v1/x HTTP/1.1\r\n\r\n", "GET\r\n\r\n",
                                       "GET /v1/sandboxes/s/ports/80 HTTP/1.1\r\n", ""};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-        assert_int_equal(gbx_ingress_rewrite_head(bad[i], strlen(bad[i]), pl, 0, &out, &n), -1);
+        assert_int_equal(gbx_ingress_rewrite_head(bad[i], strlen(bad[i]), pl, 0, NULL, &out, &n),
+                         -1);
 }
 
 int main(void)
