@@ -190,7 +190,13 @@ static void job_work(void *arg)
     int rc = gbx_cdp_connect(j->fd_http, j->fd_ws, j->port, deadline, &c, &cerr);
     j->fd_http = j->fd_ws = -1;
     if (rc < 0) {
-        if (j->kind == JOB_SHOT)
+        if (j->kind == JOB_SHOT && cerr && cerr->errnum == ECONNREFUSED) {
+            gbx_err_set(&j->err, ECONNREFUSED, GBX_ERR_CONFLICT,
+                        "no browser runs in sandbox '%s' (start it: POST "
+                        "/v1/sandboxes/%s/browser, glovebox browser start)",
+                        j->id, j->id);
+            gbx_err_free(cerr);
+        } else if (j->kind == JOB_SHOT)
             j->err = cerr;
         else
             gbx_err_free(cerr); /* not running: the answer says so */

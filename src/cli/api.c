@@ -186,9 +186,14 @@ int gbx_cli_result(int status, json_t *reply, int ok)
 
 int gbx_cli_call_ok(const char *method, const char *path, json_t *body, json_t **reply)
 {
+    return gbx_cli_call_want(method, path, body, 200, reply);
+}
+
+int gbx_cli_call_want(const char *method, const char *path, json_t *body, int want, json_t **reply)
+{
     *reply = NULL;
     int status = gbx_cli_call(method, path, body, reply);
-    int r = gbx_cli_result(status, *reply, 200);
+    int r = gbx_cli_result(status, *reply, want);
     if (r != GBX_EXIT_OK) {
         json_decref(*reply);
         *reply = NULL;

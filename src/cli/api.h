@@ -40,6 +40,8 @@ int gbx_cli_result(int status, json_t *reply, int ok);
 /* A call that should answer 200: GBX_EXIT_OK with the reply in *reply (the caller's to free),
  * or gbx_cli_result's exit status, its message printed and *reply NULL. */
 int gbx_cli_call_ok(const char *method, const char *path, json_t *body, json_t **reply);
+/* The same for a call that should answer want (201 for what it makes). */
+int gbx_cli_call_want(const char *method, const char *path, json_t *body, int want, json_t **reply);
 
 /* Print an error reply {"error":{"kind","message"}} (or the status) as "glovebox: ...". */
 void gbx_cli_print_error(int status, json_t *reply);

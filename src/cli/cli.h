@@ -77,6 +77,7 @@ extern const char *const gbx_usage_kill;
 extern const char *const gbx_usage_apikey;
 extern const char *const gbx_usage_daemon;
 extern const char *const gbx_usage_port;
+extern const char *const gbx_usage_browser;
 extern const char *const gbx_usage_egress;
 extern const char *const gbx_usage_secret;
 extern const char *const gbx_usage_artifact;
@@ -120,6 +121,11 @@ int gbx_cmd_mcp(int argc, char **argv);
 int gbx_cmd_worker(int argc, char **argv);
 int gbx_cmd_daemon(int argc, char **argv);
 int gbx_cmd_port(int argc, char **argv);
+int gbx_cmd_browser(int argc, char **argv);
+/* The URL that reaches port in sandbox through the daemon's ingress (port.c), into url; the
+ * sandbox's id into id. GBX_EXIT_OK, or the exit status (a message printed). */
+int gbx_cli_port_url(const char *sandbox, unsigned port, char *url, size_t urlsz, char *id,
+                     size_t idsz);
 /* daemon.c: the settings of GET /v1/daemon/config as a table (all: also those at their
  * default), for `daemon config` and `status`. */
 struct json_t;

@@ -47,6 +47,8 @@ const struct gbx_cli_command gbx_cli_commands[] = {
      GBX_CMD_HELP_FIRST},
     {"port", gbx_cmd_port, "the URL of a port inside a sandbox, through the daemon's ingress",
      &gbx_usage_port, NULL, 0},
+    {"browser", gbx_cmd_browser, "start, stop and screenshot a sandbox's Chromium (CDP)",
+     &gbx_usage_browser, "start status stop screenshot", 0},
     {"cp", gbx_cmd_cp, "copy a file into or out of a sandbox (ID:/path)", &gbx_usage_cp, NULL, 0},
     {"ps", gbx_cmd_ps, "list the processes of a sandbox (--all: every one, as a tree)",
      &gbx_usage_ps, NULL, 0},

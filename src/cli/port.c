@@ -28,13 +28,30 @@ int gbx_cmd_port(int argc, char **argv)
             gbx_cli_error("port: '%s' is not a port (1-65535)", argv[2]);
         return gbx_cli_usage(port_usage);
     }
+    char url[512] = "", id[64] = "";
+    int r = gbx_cli_port_url(argv[1], (unsigned)port, url, sizeof(url), id, sizeof(id));
+    if (r != GBX_EXIT_OK)
+        return r;
+    if (json) {
+        json_t *o = json_pack("{s:s,s:i,s:s}", "sandbox", id, "port", (int)port, "url", url);
+        gbx_cli_print_json(o);
+        json_decref(o);
+    } else {
+        printf("%s\n", url);
+    }
+    return r;
+}
+
+int gbx_cli_port_url(const char *sandbox, unsigned port, char *url, size_t urlsz, char *id,
+                     size_t idsz)
+{
     char path[256];
-    snprintf(path, sizeof(path), "/v1/sandboxes/%s", argv[1]);
+    snprintf(path, sizeof(path), "/v1/sandboxes/%s", sandbox);
     json_t *reply, *cfg;
     int r = gbx_cli_call_ok("GET", path, NULL, &reply);
     if (r != GBX_EXIT_OK)
         return r;
-    const char *id = json_string_value(json_object_get(reply, "id"));
+    snprintf(id, idsz, "%s", json_string_value(json_object_get(reply, "id")));
     if ((r = gbx_cli_call_ok("GET", "/v1/daemon/config", NULL, &cfg)) != GBX_EXIT_OK) {
         json_decref(reply);
         return r;
@@ -43,25 +60,18 @@ int gbx_cmd_port(int argc, char **argv)
         json_object_get(json_object_get(cfg, "settings"), "ingress-domain"), "value"));
     /* the host form under the ingress domain; else the path form on the first listener */
     const char *listener = json_string_value(json_array_get(json_object_get(cfg, "listening"), 0));
-    char url[512] = "";
+    url[0] = '\0';
     if (domain && domain[0])
-        snprintf(url, sizeof(url), "http://%u-%s.%s/", (unsigned)port, id, domain);
+        snprintf(url, urlsz, "http://%u-%s.%s/", port, id, domain);
     else if (listener)
-        snprintf(url, sizeof(url), "http://%s/v1/sandboxes/%s/ports/%u/", listener, id,
-                 (unsigned)port);
+        snprintf(url, urlsz, "http://%s/v1/sandboxes/%s/ports/%u/", listener, id, port);
+    json_decref(cfg);
+    json_decref(reply);
     if (url[0] == '\0') {
         gbx_cli_error("ingress is off: the daemon serves no TCP listener (listen = ADDR:PORT, "
                       "and for <port>-<id> names ingress-domain = ...), then 'glovebox daemon "
                       "reload'");
-        r = GBX_EXIT_FAILED;
-    } else if (json) {
-        json_t *o = json_pack("{s:s,s:i,s:s}", "sandbox", id, "port", (int)port, "url", url);
-        gbx_cli_print_json(o);
-        json_decref(o);
-    } else {
-        printf("%s\n", url);
+        return GBX_EXIT_FAILED;
     }
-    json_decref(cfg);
-    json_decref(reply);
-    return r;
+    return GBX_EXIT_OK;
 }

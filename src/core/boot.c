@@ -173,9 +173,15 @@ static void on_event(void *arg, const struct gbx_frame_hdr *h, const uint8_t *p)
         if (!b->fail_on_start_exit || code == 0)
             return;
         struct gbx_err *err = NULL;
+        char how[96];
+        if (code > 128)
+            snprintf(how, sizeof(how), "was killed by signal %u%s", code - 128,
+                     code == 137 ? " (the sandbox's memory limit is the usual cause)" : "");
+        else
+            snprintf(how, sizeof(how), "exited with %u", code);
         gbx_err_set(&err, ECHILD, code == 127 ? GBX_ERR_NOT_FOUND : GBX_ERR_UNAVAILABLE,
-                    "the %s exited with %u before it was ready (its output: %s in the sandbox)",
-                    b->what, code, b->log);
+                    "the %s %s before it was ready (its output: %s in the sandbox)", b->what, how,
+                    b->log);
         return finish(b, err);
     }
     if (b->check_proc == 0 || h->id != b->check_proc)
