@@ -43,6 +43,11 @@ static int print_state(json_t *st, const char *id, int json)
     int r = gbx_cli_port_url(id, port, url, sizeof(url), sid, sizeof(sid));
     if (r != GBX_EXIT_OK)
         return r;
+    if (url[0] == '\0') { /* running, but nothing outside reaches it yet */
+        fprintf(stderr, "glovebox: the browser runs; %s\n", gbx_cli_ingress_off);
+        printf("%s\n", json_string_value(json_object_get(st, "ingress_path")));
+        return GBX_EXIT_OK;
+    }
     printf("%s\n", url);
     return GBX_EXIT_OK;
 }

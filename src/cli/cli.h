@@ -122,8 +122,10 @@ int gbx_cmd_worker(int argc, char **argv);
 int gbx_cmd_daemon(int argc, char **argv);
 int gbx_cmd_port(int argc, char **argv);
 int gbx_cmd_browser(int argc, char **argv);
-/* The URL that reaches port in sandbox through the daemon's ingress (port.c), into url; the
- * sandbox's id into id. GBX_EXIT_OK, or the exit status (a message printed). */
+/* The URL that reaches port in sandbox through the daemon's ingress (port.c), into url ("" when
+ * the daemon has no TCP listener: gbx_cli_ingress_off says so); the sandbox's id into id.
+ * GBX_EXIT_OK, or the exit status (a message printed). */
+extern const char gbx_cli_ingress_off[];
 int gbx_cli_port_url(const char *sandbox, unsigned port, char *url, size_t urlsz, char *id,
                      size_t idsz);
 /* daemon.c: the settings of GET /v1/daemon/config as a table (all: also those at their

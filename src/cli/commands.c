@@ -42,7 +42,7 @@ const struct gbx_cli_command gbx_cli_commands[] = {
     {"gc", gbx_cmd_gc, "apply the retention policies now (--dry-run: only show)", &gbx_usage_gc,
      NULL, 0},
     {"template", gbx_cmd_template, "list, show, delete, import and build templates",
-     &gbx_usage_template, "ls list show inspect rm delete import build-debian", 0},
+     &gbx_usage_template, "ls list show inspect rm delete import build-debian build-browser", 0},
     {"exec", gbx_cmd_exec, "run a command in a sandbox of the daemon", &gbx_usage_exec, NULL,
      GBX_CMD_HELP_FIRST},
     {"port", gbx_cmd_port, "the URL of a port inside a sandbox, through the daemon's ingress",

@@ -19,6 +19,10 @@ static const char port_usage[] =
 
 const char *const gbx_usage_port = port_usage;
 
+const char gbx_cli_ingress_off[] =
+    "ingress is off: the daemon serves no TCP listener (listen = ADDR:PORT, and for "
+    "<port>-<id> names ingress-domain = ...), then 'glovebox daemon reload'";
+
 int gbx_cmd_port(int argc, char **argv)
 {
     int json = gbx_cli_take_flag(&argc, argv, "--json");
@@ -32,6 +36,10 @@ int gbx_cmd_port(int argc, char **argv)
     int r = gbx_cli_port_url(argv[1], (unsigned)port, url, sizeof(url), id, sizeof(id));
     if (r != GBX_EXIT_OK)
         return r;
+    if (url[0] == '\0') {
+        gbx_cli_error("%s", gbx_cli_ingress_off);
+        return GBX_EXIT_FAILED;
+    }
     if (json) {
         json_t *o = json_pack("{s:s,s:i,s:s}", "sandbox", id, "port", (int)port, "url", url);
         gbx_cli_print_json(o);
@@ -67,11 +75,5 @@ int gbx_cli_port_url(const char *sandbox, unsigned port, char *url, size_t urlsz
         snprintf(url, urlsz, "http://%s/v1/sandboxes/%s/ports/%u/", listener, id, port);
     json_decref(cfg);
     json_decref(reply);
-    if (url[0] == '\0') {
-        gbx_cli_error("ingress is off: the daemon serves no TCP listener (listen = ADDR:PORT, "
-                      "and for <port>-<id> names ingress-domain = ...), then 'glovebox daemon "
-                      "reload'");
-        return GBX_EXIT_FAILED;
-    }
     return GBX_EXIT_OK;
 }

@@ -3,6 +3,7 @@
  *                 | import FILE --name N [--upload] [--no-wait]
  *                 | build-debian --name N [--suite S] [--mirror URL] [--variant V]
  *                                [--include a,b] [--no-wait]
+ *                 | build-browser (build-debian with chromium and fonts-liberation)
  * Templates in the daemon. An import passes FILE's path to the daemon (the CLI speaks on the
  * admin socket), or uploads it with --upload; builds run in the daemon and the command
  * follows their progress until they end. */
@@ -28,6 +29,9 @@ static const char template_usage[] =
     "       glovebox template import FILE --name NAME [--upload] [COMMON]\n"
     "       glovebox template build-debian --name NAME [--suite bookworm] [--mirror URL]\n"
     "                                      [--variant minbase] [--include PKG,PKG] [COMMON]\n"
+    "       glovebox template build-browser --name NAME [the options of build-debian]\n"
+    "                 (build-debian with chromium and fonts-liberation included: a template\n"
+    "                 for glovebox browser start; docs/browser.md)\n"
     "COMMON: [--description TEXT] [--start CMD] [--ready CMD] [--no-wait] [--json]\n"
     "  --json        the build's events as NDJSON (with --no-wait: the template, JSON)\n"
     "  --start CMD   a shell command started in the background when a sandbox of it starts\n"
@@ -300,7 +304,10 @@ static int cmd_import(int argc, char **argv, int json)
     return started(status, reply, name, co.no_wait, json);
 }
 
-static int cmd_build_debian(int argc, char **argv, int json)
+/* The packages a browser template has (build-browser): Debian's Chromium and a font. */
+static const char *const browser_pkgs[] = {"chromium", "fonts-liberation", NULL};
+
+static int cmd_build_debian(int argc, char **argv, int json, const char *const *preset)
 {
     static const struct option longopts[] = {
         {"name", required_argument, NULL, 'n'},    {"suite", required_argument, NULL, 's'},
@@ -312,6 +319,8 @@ static int cmd_build_debian(int argc, char **argv, int json)
     const char *name = NULL;
     json_t *deb = json_object();
     json_t *inc = json_array();
+    for (size_t i = 0; preset && preset[i]; i++)
+        json_array_append_new(inc, json_string(preset[i]));
     struct common co = {0};
     int c;
     optind = 0;
@@ -380,7 +389,9 @@ int gbx_cmd_template(int argc, char **argv)
     if (strcmp(sub, "import") == 0)
         return cmd_import(argc - 1, argv + 1, json);
     if (strcmp(sub, "build-debian") == 0)
-        return cmd_build_debian(argc - 1, argv + 1, json);
+        return cmd_build_debian(argc - 1, argv + 1, json, NULL);
+    if (strcmp(sub, "build-browser") == 0)
+        return cmd_build_debian(argc - 1, argv + 1, json, browser_pkgs);
     return gbx_cli_usage(template_usage);
 }
 const char *const gbx_usage_template = template_usage;
