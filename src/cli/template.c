@@ -304,8 +304,10 @@ static int cmd_import(int argc, char **argv, int json)
     return started(status, reply, name, co.no_wait, json);
 }
 
-/* The packages a browser template has (build-browser): Debian's Chromium and a font. */
-static const char *const browser_pkgs[] = {"chromium", "fonts-liberation", NULL};
+/* The packages a browser template has (build-browser): Debian's Chromium and a font, and
+ * dbus-x11: debootstrap does not resolve the session bus Chromium's dconf-service depends on
+ * (default-dbus-session-bus | dbus-session-bus), so one that provides it is named. */
+static const char *const browser_pkgs[] = {"chromium", "fonts-liberation", "dbus-x11", NULL};
 
 static int cmd_build_debian(int argc, char **argv, int json, const char *const *preset)
 {

@@ -113,9 +113,8 @@ int gbx_ingress_cdp_answer(const char *resp, size_t len, int eof, unsigned port,
     if (json_is_object(j)) {
         readdress(j, from, to, prefix);
     } else if (json_is_array(j)) {
-        size_t i;
-        json_t *v;
-        json_array_foreach(j, i, v) readdress(v, from, to, prefix);
+        for (size_t i = 0; i < json_array_size(j); i++)
+            readdress(json_array_get(j, i), from, to, prefix);
     }
     if (j)
         body = json_dumps(j, JSON_INDENT(3) | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);

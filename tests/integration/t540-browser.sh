@@ -106,6 +106,9 @@ check "screenshot without -o, --save or --artifact: a usage error" [ $? -eq 2 ]
 api GET "/v1/sandboxes/$id/browser"
 check "a paused sandbox's browser: 409" [ "$code" = 409 ]
 "$GB" resume "$id" > /dev/null
+api GET "/v1/sandboxes/$id/browser"
+check "after pause and resume: the same browser answers" python3 -c "
+import json; j = json.load(open('$T/body')); assert j['running'] is True, j"
 
 # a restarted daemon knows the browser (its row) and still re-addresses the path form
 # (SIGKILL: sandboxes outlive their daemon; --kill-on-exit acts on a clean exit only)
