@@ -3,6 +3,7 @@
  * response, jansson the body. */
 #include "ingress/cdp_json.h"
 
+#include <ctype.h>
 #include <http_parser.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -45,21 +46,29 @@ static int on_complete(http_parser *p)
     return 0;
 }
 
+/* The next "127.0.0.1:<port>" in s that is that port (not a longer one: 9222 is not 92220). */
+static const char *find_addr(const char *s, const char *from, size_t fl)
+{
+    for (const char *p = strstr(s, from); p; p = strstr(p + 1, from))
+        if (!isdigit((unsigned char)p[fl]))
+            return p;
+    return NULL;
+}
+
 /* Every "127.0.0.1:<port>" in s replaced by to: a new string, or NULL when s has none. */
 static char *replace_all(const char *s, const char *from, const char *to)
 {
     size_t fl = strlen(from), tl = strlen(to), n = 0;
-    for (const char *p = strstr(s, from); p; p = strstr(p + fl, from))
+    for (const char *p = find_addr(s, from, fl); p; p = find_addr(p + fl, from, fl))
         n++;
     if (n == 0)
         return NULL;
     char *o = gbx_xmalloc(strlen(s) + n * tl + 1), *w = o;
-    for (const char *p = s, *q; (q = strstr(p, from)) != NULL; p = q + fl) {
-        memcpy(w, p, (size_t)(q - p));
-        w += q - p;
+    for (const char *q; (q = find_addr(s, from, fl)) != NULL; s = q + fl) {
+        memcpy(w, s, (size_t)(q - s));
+        w += q - s;
         memcpy(w, to, tl);
         w += tl;
-        s = q + fl;
     }
     strcpy(w, s);
     return o;

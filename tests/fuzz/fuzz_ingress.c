@@ -4,12 +4,14 @@
  * first head is rewritten. The first byte picks the part; the rest is the input. Nothing may
  * crash; a route must have a port in 1..65535 and a non-empty id, or an error; a rewritten
  * head must still end with its blank line and never be longer than the original plus the
- * bytes the rewrite adds. */
+ * bytes the rewrite adds; a DevTools answer re-addressed (cdp_json.c) must be a whole
+ * response whose Content-Length is its body. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ingress/cdp_json.h"
 #include "ingress/route.h"
 #include "check.h"
 
@@ -33,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(s, data + 1, size - 1);
     s[size - 1] = '\0';
     struct gbx_ingress_route r;
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
     case 0:
         if (gbx_ingress_route_host("sbx.test", s, &r))
             route_ok(&r);
@@ -45,6 +47,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 CHECK(r.prefix_len <= strlen(s));
         }
         break;
+    case 3: {
+        char *out = NULL;
+        size_t n = 0;
+        int r3 = gbx_ingress_cdp_answer((const char *)data + 1, size - 1, data[0] & 4, 9222,
+                                        "9222-sb-1.sbx.test", data[0] & 8 ? "/v1/x/ports/9222" : "",
+                                        &out, &n);
+        CHECK(r3 >= -1 && r3 <= 1);
+        if (r3 == 0) {
+            const char *b = strstr(out, "\r\n\r\n");
+            const char *cl = strstr(out, "Content-Length: ");
+            CHECK(b && cl && cl < b && out[n] == '\0'); /* the head has no NUL; a body may */
+            CHECK(strtoul(cl + 16, NULL, 10) == n - (size_t)(b + 4 - out));
+            free(out);
+        } else {
+            CHECK(out == NULL);
+        }
+        break;
+    }
     default: {
         char *out = NULL;
         size_t n = 0;
