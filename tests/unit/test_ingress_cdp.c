@@ -42,9 +42,8 @@ static void test_host_form(void **state)
     assert_int_equal(strlen(VERSION_BODY), 92);
     char *out = NULL;
     size_t n = 0;
-    assert_int_equal(gbx_ingress_cdp_answer(resp, strlen(resp), 0, 9222, "9222-sb-1.sbx.test", "",
-                                            &out, &n),
-                     0);
+    assert_int_equal(
+        gbx_ingress_cdp_answer(resp, strlen(resp), 0, 9222, "9222-sb-1.sbx.test", "", &out, &n), 0);
     assert_int_equal(strncmp(out, "HTTP/1.1 200 OK\r\n", 17), 0);
     json_t *j = body_of(out, n);
     assert_string_equal(json_string_value(json_object_get(j, "webSocketDebuggerUrl")),
@@ -155,8 +154,8 @@ static void test_not_json_not_http(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_host_form),      cmocka_unit_test(test_path_form_list),
-        cmocka_unit_test(test_incomplete),     cmocka_unit_test(test_chunked),
+        cmocka_unit_test(test_host_form),         cmocka_unit_test(test_path_form_list),
+        cmocka_unit_test(test_incomplete),        cmocka_unit_test(test_chunked),
         cmocka_unit_test(test_not_json_not_http),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
