@@ -162,6 +162,12 @@ static void metrics_daemon(struct gbx_server *s, struct evbuffer *b)
         "# HELP glovebox_sandboxes_expired_total Sandboxes destroyed by their timeout.\n"
         "# TYPE glovebox_sandboxes_expired_total counter\n"
         "glovebox_sandboxes_expired_total %llu\n"
+        "# HELP glovebox_sandboxes_timeout_paused_total Sandboxes paused by their timeout.\n"
+        "# TYPE glovebox_sandboxes_timeout_paused_total counter\n"
+        "glovebox_sandboxes_timeout_paused_total %llu\n"
+        "# HELP glovebox_sandboxes_auto_resumed_total Paused sandboxes thawed by a request.\n"
+        "# TYPE glovebox_sandboxes_auto_resumed_total counter\n"
+        "glovebox_sandboxes_auto_resumed_total %llu\n"
         "# HELP glovebox_sandboxes_lost_total Sandboxes found dead at a restart.\n"
         "# TYPE glovebox_sandboxes_lost_total counter\n"
         "glovebox_sandboxes_lost_total %llu\n"
@@ -183,6 +189,7 @@ static void metrics_daemon(struct gbx_server *s, struct evbuffer *b)
         "glovebox_exec_bytes_total{stream=\"stdout\"} %llu\n"
         "glovebox_exec_bytes_total{stream=\"stderr\"} %llu\n",
         (unsigned long long)s->m.create_failed, (unsigned long long)s->m.expired,
+        (unsigned long long)s->m.timeout_paused, (unsigned long long)s->m.auto_resumed,
         (unsigned long long)s->m.lost, (unsigned long long)s->m.pool_hits,
         (unsigned long long)s->m.pool_misses, (unsigned long long)s->m.pool_failed,
         s->writes_pending, (unsigned long long)s->m.execs, (unsigned long long)s->m.exec_out_bytes,

@@ -381,6 +381,13 @@ static void route_sandbox_sub(struct gbx_server *s, const struct gbx_actor *who,
     {
         /* a hibernated sandbox has no processes: it is woken first (POST .../resume) */
         struct gbx_live *l = gbx_sandboxes_find(s, who, id);
+        /* what needs its processes thaws a paused one made with auto_resume, and is refused
+         * by any other paused one (its frozen agent would answer nothing) */
+        if (l && l->paused && (is_exec || files || procs) && gbx_sandboxes_wake(s, l, "api") < 0)
+            return gbx_http_reply_error(req, GBX_ERR_CONFLICT,
+                                        "sandbox '%s' is paused: resume it first (or create it "
+                                        "with auto_resume)",
+                                        id);
         if (l && (l->hibernated || l->busy == GBX_BUSY_WORKER) && strcmp(sub, "/snapshots") != 0)
             return gbx_http_reply_error(req, GBX_ERR_CONFLICT, "sandbox '%s' is %s", id,
                                         l->restarting   ? "being rolled back; try again when it "

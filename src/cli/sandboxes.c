@@ -14,8 +14,12 @@ static const char create_usage[] =
     "                       [--cpus N] [--disk SIZE] [--timeout DURATION]\n"
     "                       [--env K=V]... [--label K=V]... [--meta K=V]...\n"
     "                       [--idempotency-key KEY] [--allow HOST]...\n"
-    "                       [--network POLICY-JSON|@FILE] [--public] [--json]\n"
-    "  --public   ingress takes requests to its ports without a credential (docs/ingress.md)\n";
+    "                       [--network POLICY-JSON|@FILE] [--public]\n"
+    "                       [--on-timeout kill|pause] [--auto-resume] [--json]\n"
+    "  --public        ingress takes requests to its ports without a credential (docs/ingress.md)\n"
+    "  --on-timeout    at its timeout: kill it (the default), or pause it (it keeps its state)\n"
+    "  --auto-resume   a paused sandbox is thawed by the next request that needs it (exec,\n"
+    "                  files, ingress, envd) instead of answering that it is paused\n";
 const char *const gbx_usage_create = create_usage;
 static const char ls_usage[] =
     "usage: glovebox ls [--label K=V]... [--template NAME] [--json]   (alias: list)\n";
@@ -48,13 +52,16 @@ int gbx_cmd_create(int argc, char **argv)
         {"network", required_argument, NULL, 'N'},
         {"allow", required_argument, NULL, 'A'},
         {"public", no_argument, NULL, 'P'},
+        {"on-timeout", required_argument, NULL, 'O'},
+        {"auto-resume", no_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     json_t *body = json_object();
     int json = 0, c;
     optind = 0;
-    while ((c = getopt_long(argc, argv, "i:T:m:p:c:d:t:je:l:M:k:N:A:Ph", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "i:T:m:p:c:d:t:je:l:M:k:N:A:PO:Rh", longopts, NULL)) !=
+           -1) {
         switch (c) {
         case 'e':
         case 'l':
@@ -85,6 +92,12 @@ int gbx_cmd_create(int argc, char **argv)
             break;
         case 'P':
             json_object_set_new(body, "public", json_true());
+            break;
+        case 'O': /* the daemon says what it takes */
+            json_object_set_new(body, "on_timeout", json_string(optarg));
+            break;
+        case 'R':
+            json_object_set_new(body, "auto_resume", json_true());
             break;
         case 'N': {
             json_t *net = gbx_cli_json_arg("--network", optarg);

@@ -199,6 +199,8 @@ static struct gbx_live *live_from_row(struct gbx_server *s, const struct gbx_sto
     l->disk_bytes = spec.disk_bytes ? spec.disk_bytes : 1024ull << 20;
     l->on_timeout_pause = spec.on_timeout_pause;
     l->public_traffic = spec.public_traffic;
+    l->auto_resume = spec.auto_resume;
+    l->timeout_ms = spec.timeout_ms;
     /* as a create made now would say it, so that a retried create compares equal */
     json_t *asked = gbx_create_spec_json(&spec);
     l->spec_text = json_dumps(asked, JSON_COMPACT | JSON_SORT_KEYS);

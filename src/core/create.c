@@ -534,6 +534,8 @@ static int create_finish(struct create_job *j, struct gbx_live **out, struct gbx
     l->egress = egress;
     l->on_timeout_pause = c->on_timeout_pause;
     l->public_traffic = c->public_traffic;
+    l->auto_resume = c->auto_resume;
+    l->timeout_ms = c->timeout_ms;
     env_add_template(s, l);
     l->attrs = json_object();
     if (j->snap_id)

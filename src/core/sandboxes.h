@@ -45,6 +45,8 @@ struct gbx_live {
     int hibernated; /* its processes and memory are on disk; sb is a stand-in (no processes) */
     int on_timeout_pause;      /* its timeout pauses it instead of destroying it */
     int public_traffic;        /* ingress takes requests to it without a credential */
+    int auto_resume;           /* a request that needs it thaws it (gbx_sandboxes_wake) */
+    uint64_t timeout_ms;       /* the timeout it was made with (an auto-resume re-arms it), 0 */
     unsigned browser_port;     /* its browser's DevTools port (browser/browser.h), 0: none */
     char browser_profile[256]; /* that browser's profile directory, in the sandbox */
     atomic_int *cancel;        /* set it to stop the job that holds it (GBX_BUSY_WORKER), or NULL */
@@ -118,6 +120,12 @@ void gbx_sandboxes_set_expiry(struct gbx_server *s, const struct gbx_actor *who,
  * takes it at the reaper's next turn unless the caller sets a new one. */
 int gbx_sandboxes_pause(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
                         int paused, struct gbx_err **err) GBX_WUR;
+/* A request that needs the sandbox's processes (front: "envd", "api", "ingress", for the
+ * audit) found it paused: with auto_resume set, it is thawed now, as its owner, audited
+ * ("sandbox.resume", reason "auto_resume"), and a timeout that had paused it starts again
+ * (the one it was made with). 0: it runs (it did already, or was thawed); -1: it stays paused
+ * (no auto_resume, hibernated, busy, or the thaw failed: logged). */
+int gbx_sandboxes_wake(struct gbx_server *s, struct gbx_live *l, const char *front);
 /* Remember a front end's attribute of the sandbox (value stolen; NULL removes it), in its
  * record: it survives a restart of the daemon. */
 void gbx_sandboxes_set_attr(struct gbx_server *s, struct gbx_live *l, const char *key,

@@ -135,6 +135,7 @@ json_t *gbx_srv_sandbox_json(const struct gbx_live *l)
     json_object_set_new(j, "snapshot", json_is_string(base) ? json_incref(base) : json_null());
     json_object_set_new(j, "on_timeout", json_string(l->on_timeout_pause ? "pause" : "kill"));
     json_object_set_new(j, "public", json_boolean(l->public_traffic));
+    json_object_set_new(j, "auto_resume", json_boolean(l->auto_resume));
     return j;
 }
 
@@ -403,14 +404,18 @@ void gbx_sandboxes_set_expiry(struct gbx_server *s, const struct gbx_actor *who,
     gbx_server_audit(s, who, "sandbox.timeout", l->sb->id, detail);
 }
 
-int gbx_sandboxes_pause(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
-                        int paused, struct gbx_err **err)
+int gbx_srv_pause(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l, int paused,
+                  json_t *detail, struct gbx_err **err)
 {
-    if (l->paused == !!paused)
+    if (l->paused == !!paused) {
+        json_decref(detail);
         return 0;
+    }
     int r = paused ? l->sb->ops->freeze(l->sb, err) : l->sb->ops->thaw(l->sb, err);
-    if (r < 0)
+    if (r < 0) {
+        json_decref(detail);
         return -1;
+    }
     l->paused = !!paused;
     if (paused) { /* since when, for retention of stopped sandboxes */
         if (l->attrs == NULL)
@@ -425,8 +430,14 @@ int gbx_sandboxes_pause(struct gbx_server *s, const struct gbx_actor *who, struc
     s->writes_pending++;
     gbx_store_writer_sandbox_set_state(s->writer, l->sb->id, paused ? "paused" : "running",
                                        gbx_srv_write_done, s);
-    gbx_server_audit(s, who, paused ? "sandbox.pause" : "sandbox.resume", l->sb->id, NULL);
+    gbx_server_audit(s, who, paused ? "sandbox.pause" : "sandbox.resume", l->sb->id, detail);
     return 0;
+}
+
+int gbx_sandboxes_pause(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l,
+                        int paused, struct gbx_err **err)
+{
+    return gbx_srv_pause(s, who, l, paused, NULL, err);
 }
 
 int gbx_sandboxes_token_is(const struct gbx_live *l, const char *t)

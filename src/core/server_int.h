@@ -78,7 +78,7 @@ struct gbx_server {
         uint64_t execs, exec_out_bytes, exec_err_bytes;
         uint64_t exec_buckets[12]; /* start latency, same bounds as create */
         double exec_sum;
-        uint64_t expired, lost, timeout_paused;
+        uint64_t expired, lost, timeout_paused, auto_resumed;
         uint64_t pool_hits, pool_misses, pool_failed;
     } m;
 };
@@ -119,6 +119,9 @@ int gbx_srv_adopt_all(struct gbx_server *s, struct gbx_err **err);
 void gbx_srv_pool_fill_one(evutil_socket_t fd, short what, void *arg);
 void gbx_srv_live_free(struct gbx_live *l);
 void gbx_srv_reap_expired(evutil_socket_t fd, short what, void *arg);
+/* gbx_sandboxes_pause with the audit row's detail (stolen; NULL: none). */
+int gbx_srv_pause(struct gbx_server *s, const struct gbx_actor *who, struct gbx_live *l, int paused,
+                  json_t *detail, struct gbx_err **err) GBX_WUR;
 /* quota.c: limits as a live sandbox's row keeps them, and what a key holds */
 uint64_t gbx_srv_host_ram(void);
 json_t *gbx_srv_limits_json(const struct gbx_cg_limits *cg, uint64_t disk);

@@ -240,6 +240,10 @@ static int parse_field(const struct gbx_limits *lim, const char *key, json_t *v,
             return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
                                "'on_timeout' must be \"kill\" or \"pause\"");
         c->on_timeout_pause = ot[0] == 'p';
+    } else if (strcmp(key, "auto_resume") == 0) {
+        if (!json_is_boolean(v))
+            return gbx_err_set(err, EINVAL, GBX_ERR_INVALID, "'auto_resume' must be a boolean");
+        c->auto_resume = json_is_true(v);
     } else if (strcmp(key, "public") == 0) {
         if (!json_is_boolean(v))
             return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
@@ -252,11 +256,12 @@ static int parse_field(const struct gbx_limits *lim, const char *key, json_t *v,
                                "'idempotency_key' must be a string of 1 to 256 bytes");
         c->idem_key = gbx_xstrdup(json_string_value(v));
     } else {
-        return gbx_err_set(err, EINVAL, GBX_ERR_INVALID,
-                           "unknown field '%s' (expected id, template, snapshot, memory, disk, "
-                           "pids, cpus, timeout, on_timeout, env, metadata, labels, network, "
-                           "public, idempotency_key)",
-                           key);
+        return gbx_err_set(
+            err, EINVAL, GBX_ERR_INVALID,
+            "unknown field '%s' (expected id, template, snapshot, memory, disk, "
+            "pids, cpus, timeout, on_timeout, auto_resume, env, metadata, labels, network, "
+            "public, idempotency_key)",
+            key);
     }
     return 0;
 }
@@ -317,6 +322,8 @@ json_t *gbx_create_spec_json(const struct gbx_create_spec *c)
         json_object_set_new(o, "on_timeout", json_string("pause"));
     if (c->public_traffic)
         json_object_set_new(o, "public", json_true());
+    if (c->auto_resume)
+        json_object_set_new(o, "auto_resume", json_true());
     set_copy(o, "env", c->env);
     set_copy(o, "metadata", c->metadata);
     set_copy(o, "labels", c->labels);

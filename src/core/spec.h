@@ -30,6 +30,7 @@ struct gbx_create_spec {
     int timeout_set;                  /* the request said "timeout" */
     int on_timeout_pause;             /* "on_timeout": "pause" */
     int public_traffic;               /* "public": ingress takes requests without a credential */
+    int auto_resume;                  /* "auto_resume": a request that needs it thaws it */
     json_t *env;                      /* {"NAME": "value"}, checked, or NULL */
     json_t *metadata;                 /* {"k": "v"}, checked, or NULL */
     json_t *labels;                   /* {"k": "v"} of names, checked, or NULL */

@@ -296,7 +296,8 @@ static json_t *detail_obj(const struct gbx_live *l)
     const struct gbx_egress_policy *p = l->egress ? gbx_egress_policy_of(l->egress) : NULL;
     json_object_set_new(j, "allowInternetAccess", json_boolean(p && p->mode == GBX_EGRESS_OPEN));
     json_object_set_new(j, "lifecycle",
-                        json_pack("{s:s,s:b}", "onTimeout", "kill", "autoResume", 0));
+                        json_pack("{s:s,s:b}", "onTimeout", l->on_timeout_pause ? "pause" : "kill",
+                                  "autoResume", l->auto_resume));
     return j;
 }
 
@@ -636,11 +637,19 @@ static void handle_create(struct gbx_server *s, const struct gbx_actor *who,
      * treats a missing one as true, Glovebox as false (private unless asked: docs/e2b.md) */
     if (json_is_true(json_object_get(json_object_get(body, "network"), "allowPublicTraffic")))
         spec.public_traffic = 1;
-    /* Accepted and not applied (lifecycle arrives with a later issue): a timeout kills. */
-    if (json_is_true(json_object_get(body, "autoPause")) || json_object_get(body, "autoResume") ||
-        json_object_get(body, "mcp") || json_object_get(body, "iam"))
-        gbx_log_info("E2B create: lifecycle, mcp and iam options are accepted but not applied "
-                     "(a timeout kills the sandbox)");
+    /* lifecycle: autoPause (onTimeout: 'pause') freezes it at its timeout instead of killing
+     * it, autoResume {enabled} thaws it for the next request that needs it (docs/e2b.md);
+     * autoPauseMemory: false is taken as true (a frozen sandbox keeps its memory) */
+    json_t *ap = json_object_get(body, "autoPause"), *ar = json_object_get(body, "autoResume");
+    json_t *are = json_object_get(ar, "enabled");
+    if ((ap && !json_is_boolean(ap)) || (ar && !json_is_null(ar) && !json_is_boolean(are))) {
+        gbx_e2b_error(req, 400, "autoPause must be a boolean and autoResume {\"enabled\": bool}");
+        goto out;
+    }
+    spec.on_timeout_pause = json_is_true(ap);
+    spec.auto_resume = json_is_true(are);
+    if (json_object_get(body, "mcp") || json_object_get(body, "iam"))
+        gbx_log_info("E2B create: mcp and iam options are accepted but not applied");
 
     /* made off the loop: e2b_created answers */
     struct e2b_create *ec = gbx_xcalloc(1, sizeof(*ec));

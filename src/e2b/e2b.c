@@ -268,18 +268,23 @@ struct gbx_live *gbx_e2b_credential(struct gbx_server *s, const struct evkeyvalq
 {
     const char *sid = evhttp_find_header(in, "E2b-Sandbox-Id");
     int files = path && strcmp(path, "/files") == 0;
-    if (sid == NULL) /* a signed envd URL without the sandbox's id */
-        return files ? gbx_e2b_files_credential(s, in, m, query, NULL) : NULL;
+    struct gbx_live *l = NULL;
+    if (sid == NULL) { /* a signed envd URL without the sandbox's id */
+        l = files ? gbx_e2b_files_credential(s, in, m, query, NULL) : NULL;
+        return l && gbx_sandboxes_wake(s, l, "envd") == 0 ? l : NULL;
+    }
     /* any owner's: its access token decides, and the request acts as its owner */
-    struct gbx_live *l = gbx_sandboxes_find_any(s, sid);
-    if (l == NULL || l->paused)
+    l = gbx_sandboxes_find_any(s, sid);
+    if (l == NULL || l->hibernated)
         return NULL;
     if (files)
-        return gbx_e2b_files_credential(s, in, m, query, l);
-    return header_is_token(in, "X-Access-Token", l) ||
-                   header_is_token(in, "E2B-Traffic-Access-Token", l)
-               ? l
-               : NULL;
+        l = gbx_e2b_files_credential(s, in, m, query, l);
+    else if (!header_is_token(in, "X-Access-Token", l) &&
+             !header_is_token(in, "E2B-Traffic-Access-Token", l))
+        l = NULL;
+    /* a paused one answers as E2B's edge does, unless it was made to wake (autoResume):
+     * only a request with its credential thaws it */
+    return l && gbx_sandboxes_wake(s, l, "envd") == 0 ? l : NULL;
 }
 
 /* ---- the data plane ------------------------------------------------------------------------- */

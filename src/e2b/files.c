@@ -173,7 +173,7 @@ struct find_signed {
 static int try_signed(void *arg, struct gbx_live *l)
 {
     struct find_signed *f = arg;
-    if (l->paused || !authorized(f->in, l, f->q, f->operation))
+    if ((l->paused && !l->auto_resume) || !authorized(f->in, l, f->q, f->operation))
         return 0;
     f->found = l;
     return 1;
@@ -197,7 +197,7 @@ struct gbx_live *gbx_e2b_files_credential(struct gbx_server *s, const struct evk
         if (q.signature)
             gbx_sandboxes_each_any(s, try_signed, &f);
         found = f.found;
-    } else if (!l->paused && authorized(in, l, &q, operation)) {
+    } else if ((!l->paused || l->auto_resume) && authorized(in, l, &q, operation)) {
         found = l;
     }
     fquery_release(&q);

@@ -582,7 +582,7 @@ static void take(void *arg, void *ticket, int fd, struct evbuffer *pending)
         if (tk.r.prefix_len)
             snprintf(c->prefix, sizeof(c->prefix), "/v1/sandboxes/%s/ports/%u", tk.r.id, tk.r.port);
     }
-    if (l->paused || l->hibernated) {
+    if ((l->paused || l->hibernated) && gbx_sandboxes_wake(ig->s, l, "ingress") < 0) {
         ig->refused++;
         return reply_error(c, 409, "Conflict", "conflict",
                            "sandbox '%s' is %s: resume it first (glovebox resume, or E2B connect)",

@@ -100,7 +100,7 @@ describe('create and getInfo', () => {
             AuthenticationError);
     });
 
-    test('the options E2B has and Glovebox does not apply are accepted', async () => {
+    test('the options E2B has that Glovebox does not apply are accepted', async () => {
         const o = await newSandbox({
             timeoutMs: 60_000,
             allowInternetAccess: false,
@@ -109,6 +109,34 @@ describe('create and getInfo', () => {
         });
         assert.equal(await o.isRunning(), true);
         assert.equal(await o.kill(), true);
+    });
+});
+
+describe('lifecycle: onTimeout pause, autoResume', () => {
+    test('a timeout pauses it; commands.run wakes it without connect and finds its state', async () => {
+        const sbx = await newSandbox({
+            timeoutMs: 3000, lifecycle: { onTimeout: 'pause', autoResume: true },
+        });
+        assert.deepEqual((await sbx.getInfo()).lifecycle, { onTimeout: 'pause', autoResume: true });
+        await sbx.files.write('/tmp/before.txt', 'written before the pause\n');
+        await sbx.commands.run('sleep 1000', { background: true });
+        await new Promise((r) => setTimeout(r, 5000));
+        const info = await Sandbox.getInfo(sbx.sandboxId);
+        assert.equal(info.state, 'paused', 'paused by its timeout, not killed');
+        const r = await sbx.commands.run('cat /tmp/before.txt; pgrep -c -x sleep');
+        assert.equal(r.stdout, 'written before the pause\n1\n', 'its file and its process');
+        assert.equal((await sbx.getInfo()).state, 'running');
+        assert.equal(await sbx.kill(), true);
+    });
+
+    test('without autoResume a paused sandbox stays paused until connect', async () => {
+        const sbx = await newSandbox({ timeoutMs: 60_000, lifecycle: { onTimeout: 'pause' } });
+        await sbx.pause();
+        await assert.rejects(sbx.commands.run('true', { requestTimeoutMs: 10_000 }));
+        assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused');
+        const again = await Sandbox.connect(sbx.sandboxId);
+        assert.equal((await again.commands.run('echo back')).stdout, 'back\n');
+        assert.equal(await again.kill(), true);
     });
 });
 

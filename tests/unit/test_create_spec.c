@@ -60,7 +60,8 @@ static void test_fields(void **state)
     char msg[512];
     assert_int_equal(
         parse("{\"id\":\"box-1\",\"template\":\"py\",\"memory\":\"512M\",\"disk\":2097152,"
-              "\"pids\":64,\"cpus\":1.5,\"timeout\":\"5m\",\"on_timeout\":\"pause\","
+              "\"pids\":64,\"cpus\":1.5,\"timeout\":\"5m\",\"on_timeout\":\"pause\",\"auto_"
+              "resume\":true,"
               "\"env\":{\"A\":\"1\"},\"metadata\":{\"k\":\"v\"},\"labels\":{\"team\":\"x\"},"
               "\"network\":{\"mode\":\"none\"},\"idempotency_key\":\"k1\"}",
               &c, msg, sizeof(msg)),
@@ -75,6 +76,7 @@ static void test_fields(void **state)
     assert_int_equal(c.timeout_ms, 300000);
     assert_true(c.timeout_set);
     assert_true(c.on_timeout_pause);
+    assert_true(c.auto_resume);
     assert_string_equal(json_string_value(json_object_get(c.env, "A")), "1");
     assert_string_equal(json_string_value(json_object_get(c.metadata, "k")), "v");
     assert_string_equal(json_string_value(json_object_get(c.labels, "team")), "x");
@@ -132,6 +134,7 @@ static void test_refusals(void **state)
         {"{\"network\":\"open\"}", "'network' must be an object"},
         {"{\"snapshot\":\"\"}", "'snapshot' must be a snapshot id or name"},
         {"{\"on_timeout\":\"sleep\"}", "'on_timeout' must be \"kill\" or \"pause\""},
+        {"{\"auto_resume\":\"yes\"}", "'auto_resume' must be a boolean"},
         {"{\"idempotency_key\":\"\"}", "'idempotency_key' must be a string of 1 to 256 bytes"},
         {"{\"colour\":\"red\"}", "unknown field 'colour' (expected id, template"},
     };
@@ -171,6 +174,7 @@ static void test_round_trip(void **state)
         "{\"template\":\"py\",\"memory\":\"1G\",\"cpus\":0.25,\"pids\":10,\"disk\":\"3M\"}",
         "{\"timeout\":\"1500ms\"}",
         "{\"timeout\":30,\"on_timeout\":\"kill\"}",
+        "{\"timeout\":3,\"on_timeout\":\"pause\",\"auto_resume\":true}",
         "{\"snapshot\":\"snap-1\",\"labels\":{\"a\":\"b\"},\"metadata\":{\"x\":\"y z\"}}",
         "{\"network\":{\"mode\":\"policy\",\"rules\":[]},\"env\":{\"P\":\"q=r\"},"
         "\"idempotency_key\":\"retry me\",\"id\":\"my-box\"}",
@@ -188,6 +192,7 @@ static void test_round_trip(void **state)
         assert_int_equal(a.timeout_ms, b.timeout_ms);
         assert_int_equal(a.timeout_set, b.timeout_set);
         assert_int_equal(a.on_timeout_pause, b.on_timeout_pause);
+        assert_int_equal(a.auto_resume, b.auto_resume);
         free(ta);
         free(tb);
         gbx_create_spec_clear(&a);
