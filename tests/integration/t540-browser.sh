@@ -19,11 +19,6 @@ start_daemon --config "$T/conf" --listen "127.0.0.1:$PORT"
 A=$("$GB" apikey create team-a 2>/dev/null); B=$("$GB" apikey create team-b 2>/dev/null)
 R=$("$GB" apikey create gone 2>/dev/null); "$GB" apikey revoke gone > /dev/null
 U="http://127.0.0.1:$PORT"
-# api METHOD PATH [KEY] [BODY]: a native request; sets $code, body in $T/body
-api() {
-    code=$(curl -s --max-time 60 -o "$T/body" -w '%{http_code}' -X "$1" -H "Authorization: Bearer ${3:-$A}" \
-        -H 'Content-Type: application/json' ${4:+-d "$4"} "$U$2")
-}
 api POST /v1/sandboxes "$A" '{"timeout":600}'
 id=$(field "j['id']")
 check "the host template has the fonts a browser needs" "$GB" exec "$id" -- test -f /etc/fonts/fonts.conf

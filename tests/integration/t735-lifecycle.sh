@@ -14,11 +14,6 @@ start_daemon --listen "127.0.0.1:$PORT"
 A=$("$GB" apikey create team-a 2>/dev/null); B=$("$GB" apikey create team-b 2>/dev/null)
 R=$("$GB" apikey create gone 2>/dev/null); "$GB" apikey revoke gone > /dev/null
 U="http://127.0.0.1:$PORT"
-# api METHOD PATH [KEY] [BODY]: a request on the TCP listener; sets $code, body in $T/body
-api() {
-    code=$(curl -s --max-time 30 -o "$T/body" -w '%{http_code}' -X "$1" -H "Authorization: Bearer ${3:-$A}" \
-        -H 'Content-Type: application/json' ${4:+-d "$4"} "$U$2")
-}
 state() { api GET "/v1/sandboxes/$1"; field "j['state']"; }
 # wait_paused ID: until its timeout has paused it (at most 10 s)
 wait_paused() { for i in $(seq 100); do [ "$(state "$1")" = paused ] && return 0; sleep 0.1; done; return 1; }

@@ -105,6 +105,12 @@ q() {
     [ -n "$DPID" ] && settle
     python3 -c "import sqlite3, json; c = sqlite3.connect('$STATE/glovebox.db'); $1"
 }
+# api METHOD PATH [KEY] [BODY]: a request on the daemon's TCP listener ($U) with an API key
+# (default $A); sets $code, writes the body to $T/body
+api() {
+    code=$(curl -s --max-time 60 -o "$T/body" -w '%{http_code}' -X "$1" -H "Authorization: Bearer ${3:-$A}" \
+        -H 'Content-Type: application/json' ${4:+-d "$4"} "$U$2")
+}
 # field EXPR: evaluate a Python expression over the JSON body j
 # state_on_tmpfs SIZE: the state dir on a tmpfs of the test's ($FS, SIZE big), unmounted when
 # the test ends (the disk-full tests); before tests/faults/lib.sh, which reads $STATE
