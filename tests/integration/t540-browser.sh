@@ -131,7 +131,9 @@ check "a screenshot with no browser: 409 saying how to start one" eval "[ '$code
 api POST /v1/sandboxes "$A" '{"memory":"64M"}'
 small=$(field "j['id']")
 api POST "/v1/sandboxes/$small/browser"
-check "in 64 MiB Chromium is killed, and the answer says so" eval "[ '$code' = 503 ] && grep -q 'killed by signal 9' '$T/body'"
+# (killed by the OOM killer here; on a slower, sanitized run it can die another way first:
+# the answer is a 503 that says it ended before it was ready, either way)
+check "in 64 MiB Chromium does not start, and the answer says so" eval "[ '$code' = 503 ] && grep -q 'before it was ready' '$T/body'"
 
 # a template without Chromium
 mkimage oci "$T/img.tar"
